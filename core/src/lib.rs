@@ -1,0 +1,29 @@
+//! iomsg-core: the io_msg protocol without IO.
+//!
+//! Everything that decides whether an io_msg was delivered lives here and
+//! nowhere else: the version-1 wire format ([`wire`]), the receiver's
+//! sequence tracker and the sender's window ([`seq`]), the client and server
+//! session state machines ([`session`]) and the [`transport::Transport`]
+//! trait with the `Client` / `Server` drivers that tie a backend to them.
+//!
+//! The crate is `#![no_std]`, never allocates and contains no unsafe code.
+//! Time is passed in as [`time::Instant`]; nothing here reads a clock or an
+//! RNG of its own, so every run is reproducible from its inputs.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
+
+#[cfg(any(test, feature = "fuzzing"))]
+extern crate std;
+
+pub mod seq;
+pub mod session;
+pub mod time;
+pub mod transport;
+pub mod wire;
+
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+
+pub use time::Instant;

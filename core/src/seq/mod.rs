@@ -1,0 +1,25 @@
+//! Sequence numbers on both ends of a session.
+//!
+//! - [`RecvTracker`] (receiver): classifies every arriving sn as a
+//!   [`Verdict`] — in order, opening a gap, filling a gap, duplicate, too far
+//!   ahead, or out of range — and reports the cumulative ack, the open holes
+//!   and the sns that slid out of the window without ever arriving (confirmed
+//!   lost). A ring of `u64` words in the style of RFC 6479 and WireGuard's
+//!   replay counter: advancing the top clears whole words, nothing is ever
+//!   bit-shifted, and the in-order path is O(1).
+//! - [`SendWindow`] (sender): the bounded window of unacknowledged messages,
+//!   released by cumulative acks and iterated from `resume_from` for replay.
+//!   A full window is backpressure, not an error.
+//!
+//! Sequence numbers above [`SN_MAX`](crate::wire::SN_MAX) are refused by
+//! both: an sn never wraps.
+//!
+//! Neither type allocates; capacities are const generics.
+
+mod tracker;
+mod verdict;
+mod window;
+
+pub use tracker::{DefaultTracker, Holes, RecvTracker};
+pub use verdict::{SeqError, Verdict};
+pub use window::{SendWindow, WindowError};

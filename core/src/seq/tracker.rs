@@ -1,0 +1,802 @@
+//! The receiver's sequence tracker.
+//!
+//! A [`RecvTracker`] remembers, for one session, which sns of the last
+//! [`RecvTracker::WINDOW`] have arrived. It keeps `WORDS` `u64` words in a
+//! ring (RFC 6479): the bit for sn `s` lives in word `(s / 64) % WORDS`, bit
+//! `s % 64`. One word more than the window needs is kept so that the word
+//! holding `top` never aliases a word of the window; advancing `top` clears
+//! the words it enters, so nothing is ever shifted.
+//!
+//! State, with `cum = cumulative()` and `top = top()`:
+//! - every sn below `cum` is done: received, given up (lost) or below the
+//!   start;
+//! - `cum` itself (when `cum < top`) is an open hole;
+//! - in `[cum, top)` a set bit means received, a clear bit an open hole;
+//! - `top - WINDOW <= cum <= top`: a hole that falls out of the window is
+//!   reported lost, once, and `cum` moves past it;
+//! - bits of sns at or above `top` in `top`'s word are clear.
+//!
+//! Bits of sns below `cum` are never read.
+
+use core::ops::Range;
+
+use super::verdict::{SeqError, Verdict};
+use crate::wire::SN_MAX;
+
+/// Bits per ring word.
+const BITS: u64 = u64::BITS as u64;
+
+/// Receiver-side sequence tracker for one session.
+///
+/// `WORDS` `u64` words in a ring; the window is `(WORDS - 1) * 64` sns
+/// ([`WINDOW`](Self::WINDOW)), 2048 for the default of 33 words. No heap.
+///
+/// Frames must be verified (checksums, session, epoch) before they reach
+/// [`commit`](Self::commit); [`check`](Self::check) gives the same verdict
+/// without changing anything.
+///
+/// ```
+/// use iomsg_core::seq::{DefaultTracker, Verdict};
+///
+/// let mut tracker = DefaultTracker::default();
+/// let mut lost = Vec::new();
+/// assert_eq!(tracker.commit(0, |r| lost.push(r)), Verdict::InOrder);
+/// assert_eq!(tracker.commit(3, |r| lost.push(r)), Verdict::Gap { missing: 1..3 });
+/// assert_eq!(tracker.commit(2, |r| lost.push(r)), Verdict::FillsGap);
+/// assert_eq!(tracker.cumulative(), 1);
+/// assert_eq!(tracker.holes().collect::<Vec<_>>(), [1..2]);
+/// // Reconnect without replay: give up what never arrived.
+/// tracker.give_up_to(4, |r| lost.push(r)).unwrap();
+/// assert_eq!(lost, [1..2]);
+/// assert_eq!((tracker.cumulative(), tracker.lost()), (4, 1));
+/// ```
+///
+/// A ring of fewer than two words does not compile:
+///
+/// ```compile_fail
+/// let _ = iomsg_core::seq::RecvTracker::<1>::try_new(0);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecvTracker<const WORDS: usize = 33> {
+    /// The ring of bitmap words.
+    words: [u64; WORDS],
+    /// Lowest sn neither received nor given up.
+    cum: u64,
+    /// One past the highest sn received (or the start / give-up point).
+    top: u64,
+    /// Open holes in `[cum, top)`.
+    missing: u64,
+    /// Total sns given up or slid out of the window without arriving.
+    lost: u64,
+}
+
+/// A tracker with the default window of 2048 sns.
+pub type DefaultTracker = RecvTracker<33>;
+
+impl<const WORDS: usize> RecvTracker<WORDS> {
+    /// How many sns below `top` are tracked: `(WORDS - 1) * 64`.
+    pub const WINDOW: u64 = (WORDS as u64 - 1) * BITS;
+
+    /// Compile-time check of `WORDS`, evaluated by every constructor.
+    const VALID: () = assert!(
+        WORDS >= 2,
+        "RecvTracker needs WORDS >= 2 (a window of at least 64 sns)"
+    );
+
+    /// A tracker whose next expected sn is `start`; every sn below `start`
+    /// counts as done (neither deliverable nor lost).
+    ///
+    /// `WORDS < 2` is a compile-time error.
+    ///
+    /// # Errors
+    ///
+    /// [`SeqError::OutOfRange`] if `start > SN_MAX`.
+    pub const fn try_new(start: u64) -> Result<Self, SeqError> {
+        if start > SN_MAX {
+            return Err(SeqError::OutOfRange { sn: start });
+        }
+        Ok(Self::starting_at(start))
+    }
+
+    /// The constructor behind [`try_new`](Self::try_new) and `Default`;
+    /// `start <= SN_MAX` is the caller's business.
+    const fn starting_at(start: u64) -> Self {
+        let () = Self::VALID;
+        Self {
+            words: [0; WORDS],
+            cum: start,
+            top: start,
+            missing: 0,
+            lost: 0,
+        }
+    }
+
+    /// The verdict [`commit`](Self::commit) would give `sn`, without
+    /// changing anything.
+    #[must_use]
+    pub fn check(&self, sn: u64) -> Verdict {
+        if sn > SN_MAX {
+            Verdict::OutOfRange { sn }
+        } else if sn < self.cum {
+            Verdict::Duplicate
+        } else if sn < self.top {
+            if self.is_set(sn) {
+                Verdict::Duplicate
+            } else {
+                Verdict::FillsGap
+            }
+        } else if sn == self.top {
+            Verdict::InOrder
+        } else if sn - self.top < Self::WINDOW {
+            Verdict::Gap {
+                missing: self.top..sn,
+            }
+        } else {
+            Verdict::TooFar { sn, top: self.top }
+        }
+    }
+
+    /// Applies `sn` and returns the verdict [`check`](Self::check) would
+    /// have given.
+    ///
+    /// On a refused verdict ([`Duplicate`](Verdict::Duplicate),
+    /// [`TooFar`](Verdict::TooFar), [`OutOfRange`](Verdict::OutOfRange))
+    /// nothing changes. When the window slides past holes that never
+    /// arrived, `on_lost` is called with each maximal range of them,
+    /// ascending; no sn is ever reported twice.
+    ///
+    /// O(1) on the in-order path; amortized O(1) otherwise (each ring word is
+    /// scanned a bounded number of times per pass of the window).
+    #[doc(alias = "observe")]
+    pub fn commit(&mut self, sn: u64, mut on_lost: impl FnMut(Range<u64>)) -> Verdict {
+        if sn == self.top && sn == self.cum && sn <= SN_MAX {
+            // In order with no open holes: nothing can slide out.
+            self.set(sn);
+            self.top = sn + 1;
+            self.cum = self.top;
+            if self.top % BITS == 0 {
+                self.words[Self::slot(self.top)] = 0;
+            }
+            return Verdict::InOrder;
+        }
+        let verdict = self.check(sn);
+        match verdict {
+            Verdict::FillsGap => {
+                self.set(sn);
+                self.missing -= 1;
+                if sn == self.cum {
+                    self.cum = self.next_unset(sn + 1, self.top);
+                }
+            }
+            Verdict::InOrder | Verdict::Gap { .. } => self.advance_top(sn, &mut on_lost),
+            Verdict::Duplicate | Verdict::TooFar { .. } | Verdict::OutOfRange { .. } => {}
+        }
+        verdict
+    }
+
+    /// Gives up every sn below `end` that has not arrived: they are
+    /// reported to `on_lost` as maximal ranges, ascending, each sn at most
+    /// once ever, and count as lost. Afterwards `cumulative() >= end` and
+    /// `top() >= end`; an sn below `end` that arrives later is a
+    /// [`Duplicate`](Verdict::Duplicate).
+    ///
+    /// Used at reconnect when the sender will not replay: `[cum, next_sn)`
+    /// is given up. `end <= cumulative()` is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// [`SeqError::OutOfRange`] if `end > SN_MAX`; nothing changes.
+    pub fn give_up_to(
+        &mut self,
+        end: u64,
+        mut on_lost: impl FnMut(Range<u64>),
+    ) -> Result<(), SeqError> {
+        if end > SN_MAX {
+            return Err(SeqError::OutOfRange { sn: end });
+        }
+        if end <= self.cum {
+            return Ok(());
+        }
+        let top = self.top;
+        let mut given_up = 0;
+        let mut pending: Option<Range<u64>> = None;
+        for hole in self.holes_in(self.cum, end.min(top)) {
+            given_up += hole.end - hole.start;
+            if let Some(done) = pending.replace(hole) {
+                on_lost(done);
+            }
+        }
+        self.missing -= given_up;
+        if end > top {
+            given_up += end - top;
+            pending = match pending {
+                Some(last) if last.end == top => Some(last.start..end),
+                Some(last) => {
+                    on_lost(last);
+                    Some(top..end)
+                }
+                None => Some(top..end),
+            };
+            // Everything below `end` is done and nothing at or above it has
+            // arrived: an empty ring.
+            self.words = [0; WORDS];
+            self.top = end;
+            self.cum = end;
+        } else {
+            self.cum = self.next_unset(end, top);
+        }
+        if let Some(last) = pending {
+            on_lost(last);
+        }
+        self.lost += given_up;
+        Ok(())
+    }
+
+    /// The cumulative ack: the lowest sn neither received nor given up.
+    #[must_use]
+    pub fn cumulative(&self) -> u64 {
+        self.cum
+    }
+
+    /// One past the highest sn received (or the start, or the give-up
+    /// point, whichever is highest).
+    #[must_use]
+    pub fn top(&self) -> u64 {
+        self.top
+    }
+
+    /// How many sns in `[cumulative(), top())` are open holes.
+    #[must_use]
+    pub fn missing(&self) -> u64 {
+        self.missing
+    }
+
+    /// The open holes: maximal ranges of sns in `[cumulative(), top())` that
+    /// have not arrived, ascending.
+    pub fn holes(&self) -> Holes<'_, WORDS> {
+        self.holes_in(self.cum, self.top)
+    }
+
+    /// Total sns given up or slid out of the window without arriving.
+    #[must_use]
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Moves `top` to `sn + 1` (`top <= sn < top + WINDOW`), reporting the
+    /// holes that slide out of the window.
+    fn advance_top(&mut self, sn: u64, on_lost: &mut impl FnMut(Range<u64>)) {
+        let old_top = self.top;
+        let new_top = sn + 1;
+        let floor = new_top.saturating_sub(Self::WINDOW);
+        if self.cum < floor {
+            // `floor <= old_top`, so these bits are all valid.
+            let mut slid_out = 0;
+            for hole in self.holes_in(self.cum, floor) {
+                slid_out += hole.end - hole.start;
+                on_lost(hole);
+            }
+            self.missing -= slid_out;
+            self.lost += slid_out;
+            self.cum = floor;
+        }
+        // Clear the words `top` enters: `(word(old_top), word(new_top)]`.
+        // Their ring slots last held sns below `word(floor) * 64 <= cum`.
+        let first = old_top / BITS + 1;
+        let count = (new_top / BITS + 1 - first).min(WORDS as u64);
+        for word in first..first + count {
+            self.words[Self::slot(word * BITS)] = 0;
+        }
+        self.set(sn);
+        self.missing += sn - old_top;
+        self.top = new_top;
+        self.cum = self.next_unset(self.cum, new_top);
+    }
+
+    /// The maximal open ranges in `[from, to)`, `cum <= from`, `to <= top`.
+    fn holes_in(&self, from: u64, to: u64) -> Holes<'_, WORDS> {
+        Holes {
+            tracker: self,
+            pos: from,
+            end: to,
+        }
+    }
+
+    /// Ring slot of the word holding `sn`.
+    fn slot(sn: u64) -> usize {
+        // The remainder is below WORDS, so it fits a usize.
+        ((sn / BITS) % WORDS as u64) as usize
+    }
+
+    fn is_set(&self, sn: u64) -> bool {
+        (self.words[Self::slot(sn)] >> (sn % BITS)) & 1 != 0
+    }
+
+    fn set(&mut self, sn: u64) {
+        self.words[Self::slot(sn)] |= 1 << (sn % BITS);
+    }
+
+    /// The first sn in `[from, end)` that has not arrived, or `end`.
+    /// Valid for `cum <= from` and `end <= top`.
+    fn next_unset(&self, mut from: u64, end: u64) -> u64 {
+        while from < end {
+            let offset = from % BITS;
+            // Bit i: sn `from + i` has not arrived. The shift brings in
+            // zeros, which read as "arrived" and move on to the next word.
+            let open = !self.words[Self::slot(from)] >> offset;
+            if open != 0 {
+                return end.min(from + u64::from(open.trailing_zeros()));
+            }
+            from += BITS - offset;
+        }
+        end
+    }
+
+    /// The first sn in `[from, end)` that has arrived, or `end`.
+    /// Valid for `cum <= from` and `end <= top`.
+    fn next_set(&self, mut from: u64, end: u64) -> u64 {
+        while from < end {
+            let offset = from % BITS;
+            let arrived = self.words[Self::slot(from)] >> offset;
+            if arrived != 0 {
+                return end.min(from + u64::from(arrived.trailing_zeros()));
+            }
+            from += BITS - offset;
+        }
+        end
+    }
+}
+
+impl<const WORDS: usize> Default for RecvTracker<WORDS> {
+    /// A tracker expecting sn 0 first.
+    fn default() -> Self {
+        Self::starting_at(0)
+    }
+}
+
+/// Iterator over the open holes of a [`RecvTracker`], returned by
+/// [`RecvTracker::holes`]: maximal ranges, ascending.
+#[derive(Clone, Debug)]
+pub struct Holes<'a, const WORDS: usize> {
+    tracker: &'a RecvTracker<WORDS>,
+    pos: u64,
+    end: u64,
+}
+
+impl<const WORDS: usize> Iterator for Holes<'_, WORDS> {
+    type Item = Range<u64>;
+
+    fn next(&mut self) -> Option<Range<u64>> {
+        let start = self.tracker.next_unset(self.pos, self.end);
+        if start >= self.end {
+            self.pos = self.end;
+            return None;
+        }
+        let end = self.tracker.next_set(start, self.end);
+        self.pos = end;
+        Some(start..end)
+    }
+}
+
+impl<const WORDS: usize> core::iter::FusedIterator for Holes<'_, WORDS> {}
+
+#[cfg(test)]
+// A one-range Vec is a list of lost ranges that holds one range.
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+    use crate::fuzzing::seq::TrackerPair;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// A 64-sn window (two words).
+    type Tiny = RecvTracker<2>;
+
+    fn commit_all<const W: usize>(t: &mut RecvTracker<W>, sn: u64) -> (Verdict, Vec<Range<u64>>) {
+        let mut lost = Vec::new();
+        let verdict = t.commit(sn, |r| lost.push(r));
+        (verdict, lost)
+    }
+
+    fn give_up<const W: usize>(t: &mut RecvTracker<W>, end: u64) -> Vec<Range<u64>> {
+        let mut lost = Vec::new();
+        t.give_up_to(end, |r| lost.push(r))
+            .unwrap_or_else(|e| panic!("give_up_to({end}): {e}"));
+        lost
+    }
+
+    fn holes<const W: usize>(t: &RecvTracker<W>) -> Vec<Range<u64>> {
+        t.holes().collect()
+    }
+
+    /// splitmix64, for seeded test input.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn window_is_words_minus_one_times_64() {
+        assert_eq!(DefaultTracker::WINDOW, 2048);
+        assert_eq!(Tiny::WINDOW, 64);
+        assert_eq!(RecvTracker::<3>::WINDOW, 128);
+    }
+
+    #[test]
+    fn in_order_run_moves_cum_and_top_together() {
+        let mut t = DefaultTracker::try_new(5).unwrap();
+        for sn in 5..5 + 10_000 {
+            assert_eq!(commit_all(&mut t, sn), (Verdict::InOrder, vec![]));
+        }
+        assert_eq!(
+            (t.cumulative(), t.top(), t.missing(), t.lost()),
+            (10_005, 10_005, 0, 0)
+        );
+        assert_eq!(holes(&t), vec![]);
+        assert_eq!(t.check(10_004), Verdict::Duplicate);
+    }
+
+    #[test]
+    fn in_order_fast_path_clears_the_word_it_enters() {
+        // Three words (a 192-sn ring): after 0..192 in order the ring slot
+        // of 192..256 last held 0..64, all received. Entering it must clear
+        // it, or 192 and 193 would read as received.
+        let mut t = RecvTracker::<3>::default();
+        for sn in 0..192 {
+            assert_eq!(commit_all(&mut t, sn).0, Verdict::InOrder);
+        }
+        assert_eq!(
+            commit_all(&mut t, 194).0,
+            Verdict::Gap { missing: 192..194 }
+        );
+        assert_eq!(holes(&t), vec![192..194]);
+        assert_eq!(t.check(192), Verdict::FillsGap);
+        assert_eq!(t.check(193), Verdict::FillsGap);
+    }
+
+    #[test]
+    fn gap_opens_holes_that_late_arrivals_fill() {
+        let mut t = DefaultTracker::default();
+        assert_eq!(commit_all(&mut t, 0).0, Verdict::InOrder);
+        assert_eq!(commit_all(&mut t, 5).0, Verdict::Gap { missing: 1..5 });
+        assert_eq!((t.cumulative(), t.top(), t.missing()), (1, 6, 4));
+        assert_eq!(holes(&t), vec![1..5]);
+        assert_eq!(commit_all(&mut t, 3).0, Verdict::FillsGap);
+        assert_eq!(holes(&t), vec![1..3, 4..5]);
+        assert_eq!(commit_all(&mut t, 3).0, Verdict::Duplicate);
+        assert_eq!(commit_all(&mut t, 1).0, Verdict::FillsGap);
+        assert_eq!((t.cumulative(), t.missing()), (2, 2));
+        assert_eq!(commit_all(&mut t, 2).0, Verdict::FillsGap);
+        assert_eq!((t.cumulative(), t.missing()), (4, 1));
+        assert_eq!(commit_all(&mut t, 4).0, Verdict::FillsGap);
+        assert_eq!(
+            (t.cumulative(), t.top(), t.missing(), t.lost()),
+            (6, 6, 0, 0)
+        );
+    }
+
+    #[test]
+    fn edges_w_minus_1_w_w_plus_1_relative_to_top() {
+        for start in [0, 37, 64, 1_000_003, SN_MAX - 5000] {
+            let t = DefaultTracker::try_new(start).unwrap();
+            let w = DefaultTracker::WINDOW;
+            assert_eq!(
+                t.check(start + w - 1),
+                Verdict::Gap {
+                    missing: start..start + w - 1
+                }
+            );
+            assert_eq!(
+                t.check(start + w),
+                Verdict::TooFar {
+                    sn: start + w,
+                    top: start
+                }
+            );
+            assert_eq!(
+                t.check(start + w + 1),
+                Verdict::TooFar {
+                    sn: start + w + 1,
+                    top: start
+                }
+            );
+            // The furthest accepted sn slides nothing out and leaves W-1 holes.
+            let mut t2 = t.clone();
+            let (verdict, lost) = commit_all(&mut t2, start + w - 1);
+            assert!(verdict.delivers() && lost.is_empty());
+            assert_eq!(
+                (t2.cumulative(), t2.top(), t2.missing()),
+                (start, start + w, w - 1)
+            );
+        }
+    }
+
+    #[test]
+    fn holes_slide_out_as_lost_once_in_maximal_ranges() {
+        let mut t = Tiny::default();
+        commit_all(&mut t, 0);
+        assert_eq!(
+            commit_all(&mut t, 3),
+            (Verdict::Gap { missing: 1..3 }, vec![])
+        );
+        assert_eq!(
+            commit_all(&mut t, 65),
+            (Verdict::Gap { missing: 4..65 }, vec![1..2])
+        );
+        assert_eq!((t.cumulative(), t.top(), t.lost()), (2, 66, 1));
+        // Floor 67: 2 slides out, 3 arrived, cum stops at the hole 4.
+        assert_eq!(commit_all(&mut t, 66), (Verdict::InOrder, vec![2..3]));
+        assert_eq!((t.cumulative(), t.lost(), t.missing()), (4, 2, 61));
+        // Floor 67: the holes 4..65 slide out as one range; 65 and 66 arrived.
+        assert_eq!(
+            commit_all(&mut t, 130),
+            (Verdict::Gap { missing: 67..130 }, vec![4..65])
+        );
+        assert_eq!((t.cumulative(), t.top(), t.lost()), (67, 131, 63));
+        // A lost sn that arrives later is a duplicate.
+        assert_eq!(t.check(2), Verdict::Duplicate);
+        assert_eq!(t.check(64), Verdict::Duplicate);
+    }
+
+    #[test]
+    fn refused_calls_leave_state_unchanged() {
+        let mut t = DefaultTracker::try_new(100).unwrap();
+        commit_all(&mut t, 100);
+        commit_all(&mut t, 140);
+        commit_all(&mut t, 120);
+        let before = t.clone();
+        for sn in [
+            99,
+            100,
+            120,
+            140,
+            141 + 2048,
+            141 + 4096,
+            SN_MAX,
+            SN_MAX + 1,
+            u64::MAX,
+        ] {
+            let (verdict, lost) = commit_all(&mut t, sn);
+            assert!(!verdict.delivers(), "{sn}: {verdict:?}");
+            assert!(lost.is_empty());
+            assert_eq!(t, before, "refused {sn} changed the tracker");
+        }
+        let mut lost = Vec::new();
+        assert_eq!(
+            t.give_up_to(SN_MAX + 1, |r| lost.push(r)),
+            Err(SeqError::OutOfRange { sn: SN_MAX + 1 })
+        );
+        assert_eq!(t.give_up_to(101, |r| lost.push(r)), Ok(()));
+        assert!(lost.is_empty());
+        assert_eq!(t, before);
+    }
+
+    #[test]
+    fn huge_jumps_near_sn_max_are_refused_not_wrapped() {
+        let mut t = DefaultTracker::default();
+        assert_eq!(
+            commit_all(&mut t, u64::MAX).0,
+            Verdict::OutOfRange { sn: u64::MAX }
+        );
+        assert_eq!(
+            commit_all(&mut t, SN_MAX).0,
+            Verdict::TooFar { sn: SN_MAX, top: 0 }
+        );
+        assert_eq!(t, DefaultTracker::default());
+
+        let mut t = DefaultTracker::try_new(SN_MAX - 5).unwrap();
+        assert_eq!(
+            commit_all(&mut t, SN_MAX).0,
+            Verdict::Gap {
+                missing: SN_MAX - 5..SN_MAX
+            }
+        );
+        assert_eq!(t.top(), SN_MAX + 1);
+        assert_eq!(
+            commit_all(&mut t, SN_MAX + 1).0,
+            Verdict::OutOfRange { sn: SN_MAX + 1 }
+        );
+        assert_eq!(commit_all(&mut t, SN_MAX - 1).0, Verdict::FillsGap);
+        assert_eq!(give_up(&mut t, SN_MAX), vec![SN_MAX - 5..SN_MAX - 1]);
+        assert_eq!(
+            (t.cumulative(), t.top(), t.missing(), t.lost()),
+            (SN_MAX + 1, SN_MAX + 1, 0, 4)
+        );
+    }
+
+    #[test]
+    fn try_new_refuses_a_start_above_sn_max() {
+        assert_eq!(
+            DefaultTracker::try_new(SN_MAX + 1),
+            Err(SeqError::OutOfRange { sn: SN_MAX + 1 })
+        );
+        let t = DefaultTracker::try_new(SN_MAX).unwrap();
+        assert_eq!(t.check(SN_MAX), Verdict::InOrder);
+        let message = std::format!("{}", SeqError::OutOfRange { sn: 7 });
+        assert!(
+            message.contains("sn 7") && message.contains("new session"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn give_up_to_reports_holes_and_tail_as_maximal_ranges() {
+        let mut t = Tiny::try_new(10).unwrap();
+        commit_all(&mut t, 12);
+        commit_all(&mut t, 15);
+        assert_eq!(holes(&t), vec![10..12, 13..15]);
+        // Inside the window: gives up 10..12 and 13, keeps 14 open.
+        assert_eq!(give_up(&mut t, 14), vec![10..12, 13..14]);
+        assert_eq!(
+            (t.cumulative(), t.top(), t.missing(), t.lost()),
+            (14, 16, 1, 3)
+        );
+        // Beyond top: the hole 14 merges with nothing (15 arrived); tail 16..1000.
+        assert_eq!(give_up(&mut t, 1000), vec![14..15, 16..1000]);
+        assert_eq!(
+            (t.cumulative(), t.top(), t.missing(), t.lost()),
+            (1000, 1000, 0, 3 + 1 + 984)
+        );
+        // Given-up sns are duplicates; the stream goes on at the give-up point.
+        assert_eq!(t.check(999), Verdict::Duplicate);
+        assert_eq!(commit_all(&mut t, 1000).0, Verdict::InOrder);
+        assert_eq!(
+            commit_all(&mut t, 1003).0,
+            Verdict::Gap {
+                missing: 1001..1003
+            }
+        );
+        // A hole ending at top merges with the tail.
+        assert_eq!(give_up(&mut t, 1010), vec![1001..1003, 1004..1010]);
+        assert_eq!((t.cumulative(), t.top(), t.missing()), (1010, 1010, 0));
+        // Below cum: a no-op.
+        assert_eq!(give_up(&mut t, 5), vec![]);
+        assert_eq!(t.cumulative(), 1010);
+    }
+
+    /// Every sequence of up to `depth` calls, each chosen relative to the
+    /// state among the edges, against the model.
+    fn explore<const W: usize>(pair: &TrackerPair<W>, depth: u32, seen: &mut [u64; 8]) {
+        if depth == 0 {
+            return;
+        }
+        let (cum, top, w) = (
+            pair.tracker.cumulative(),
+            pair.tracker.top(),
+            RecvTracker::<W>::WINDOW,
+        );
+        let sns = [
+            cum.saturating_sub(1),
+            cum,
+            cum + 1,
+            top.saturating_sub(1),
+            top,
+            top + 1,
+            top + 2,
+            top + w - 2,
+            top + w - 1,
+            top + w,
+            top + w + 1,
+        ];
+        for sn in sns {
+            let mut next = pair.clone();
+            let lost_before = next.tracker.lost();
+            let verdict = next.observe(sn, true);
+            let kind = match verdict {
+                Verdict::InOrder => 0,
+                Verdict::Gap { .. } => 1,
+                Verdict::FillsGap => 2,
+                Verdict::Duplicate => 3,
+                Verdict::TooFar { .. } => 4,
+                Verdict::OutOfRange { .. } => 5,
+            };
+            seen[kind] += 1;
+            if next.tracker.lost() > lost_before {
+                seen[6] += 1;
+            }
+            explore(&next, depth - 1, seen);
+        }
+        for end in [cum + 1, top + 1, top + w + 1] {
+            let mut next = pair.clone();
+            if next.give_up_to(end, true).is_ok() {
+                seen[7] += 1;
+            }
+            explore(&next, depth - 1, seen);
+        }
+    }
+
+    #[test]
+    fn exhaustive_small_window_matches_model() {
+        for (start, depth) in [(64 * 5 + 37, 5), (0, 4), (SN_MAX - 130, 4)] {
+            let pair = TrackerPair::<2>::new(start, 64).unwrap();
+            let mut seen = [0u64; 8];
+            explore(&pair, depth, &mut seen);
+            // Every verdict, a slide-out loss and a give-up were exercised
+            // (OutOfRange only near SN_MAX).
+            for (i, n) in seen.iter().enumerate() {
+                assert!(
+                    *n > 0 || (i == 5 && start < SN_MAX - 1000),
+                    "start {start}: kind {i} never seen: {seen:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn exhaustive_three_word_window_matches_model() {
+        let pair = TrackerPair::<3>::new(1, 128).unwrap();
+        let mut seen = [0u64; 8];
+        explore(&pair, 4, &mut seen);
+        assert!(seen[4] > 0 && seen[6] > 0, "{seen:?}");
+    }
+
+    /// A long seeded mix of in-order, reordered, duplicate, jumping, huge and
+    /// give-up calls against the model.
+    fn random_run<const W: usize>(seed: u64, ops: u32, start: u64) -> [u64; 4] {
+        let mut rng = Rng(seed);
+        let w = RecvTracker::<W>::WINDOW;
+        let mut pair = TrackerPair::<W>::new(start, w).unwrap();
+        let mut counts = [0u64; 4];
+        for i in 0..ops {
+            let (cum, top) = (pair.tracker.cumulative(), pair.tracker.top());
+            let full = i % 256 == 0;
+            let roll = rng.below(100);
+            let sn = match roll {
+                0..=59 => top,
+                60..=71 => cum + rng.below(top - cum + 1),
+                72..=79 => top + 1 + rng.below(16),
+                80..=84 => top.saturating_sub(1 + rng.below(100)),
+                85..=89 => top + rng.below(w + 10),
+                90..=91 => [SN_MAX, SN_MAX + 1, u64::MAX, rng.next()][rng.below(4) as usize],
+                92..=93 => {
+                    let end = if rng.below(2) == 0 {
+                        cum + rng.below(top - cum + 5)
+                    } else {
+                        top + rng.below(300)
+                    };
+                    pair.give_up_to(end, full).unwrap();
+                    counts[3] += 1;
+                    continue;
+                }
+                _ => {
+                    pair.check(top + rng.below(w + 2));
+                    continue;
+                }
+            };
+            match pair.observe(sn, full) {
+                Verdict::FillsGap => counts[0] += 1,
+                Verdict::Gap { .. } => counts[1] += 1,
+                Verdict::TooFar { .. } => counts[2] += 1,
+                _ => {}
+            }
+        }
+        pair.compare(true);
+        counts
+    }
+
+    #[test]
+    fn random_runs_default_window_match_model() {
+        for seed in 1..=4 {
+            let counts = random_run::<33>(seed, 100_000, seed * 1_000_003);
+            assert!(counts.iter().all(|&n| n > 100), "seed {seed}: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn random_runs_small_window_near_sn_max_match_model() {
+        for seed in 10..=12 {
+            random_run::<3>(seed, 20_000, SN_MAX - 400_000);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Client and server session state machines, without IO.
+//!
+//! In the style of quinn-proto: no clock, no RNG and no sockets here. Time
+//! arrives as `now`, frames arrive through `handle_*` methods, and work comes
+//! out of `poll_*` methods (client) or through a [`ServerSink`] (server).
+//!
+//! The protocol rules implemented here are DESIGN.md's "Sessions, epochs and
+//! the resume handshake":
+//!
+//! * a session is one client's ordered stream of sns to one server; its id is
+//!   chosen by the client and outlives connections and transports;
+//! * the epoch counts connections within a session: the client increments it
+//!   for every connection attempt and stamps it on every frame; the server
+//!   discards frames of an older epoch than the session's current one;
+//! * `Hello{base_sn, next_sn, replay}` / `Welcome{instance, resume_from, known}`
+//!   resume a session: a server that knows the session answers its cumulative
+//!   point (`base_sn <= resume_from <= next_sn`, anything else is a protocol
+//!   error); one that does not (it restarted) starts the session at `base_sn`
+//!   (`next_sn` when the client will not replay);
+//! * frames that reach a server before their connection's `Hello` wait in a
+//!   bounded backlog and are processed after it;
+//! * every completion carries the cumulative ack; streamed writes are acked
+//!   every K frames or T microseconds.
+//!
+//! Every sn that never reaches the server application is classified:
+//! *lost on a live connection* (a later frame of the same epoch jumped over
+//! it: a transport bug, reported at once) or *in flight at disconnect*
+//! (unacknowledged when a connection broke and not replayed).
+
+mod backoff;
+mod client;
+pub mod pattern;
+mod server;
+
+pub use backoff::{mix64, Backoff, SplitMix64};
+pub use client::{
+    Action, ClientConfig, ClientEvent, ClientSession, ClientState, ClientStats, DisconnectCause,
+    FailReason, ProtocolError, Request, RequestOp, SubmitError,
+};
+pub use server::{
+    wire_error_code, ServerConfig, ServerCore, ServerEvent, ServerSink, ServerStats, SessionInfo,
+    MAX_READ_LEN,
+};
+
+#[cfg(test)]
+mod tests;

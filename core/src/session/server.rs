@@ -1,0 +1,826 @@
+//! The server side: a bounded table of sessions and connections.
+
+use core::ops::Range;
+use core::time::Duration;
+
+use heapless::{Deque, FnvIndexMap};
+
+use super::client::RequestOp;
+use super::pattern;
+use crate::seq::{RecvTracker, Verdict};
+use crate::time::Instant;
+use crate::transport::ConnId;
+use crate::wire::{self, Body, IoMsg, Op, RejectReason, WireError, SN_MAX};
+
+/// Largest read a server answers (its reply buffer).
+pub const MAX_READ_LEN: usize = 16 * 1024;
+
+/// Server configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// This server process's instance id; random per start, chosen by the
+    /// caller. Clients learn from it that a server lost its state.
+    pub instance: u64,
+    /// Streamed writes are acked at least every `ack_every` frames (K).
+    pub ack_every: u32,
+    /// ... and at most `ack_delay` after the first unacked one (T).
+    pub ack_delay: Duration,
+    /// Put payload CRCs on replies.
+    pub validate: bool,
+}
+
+impl ServerConfig {
+    /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC.
+    pub fn new(instance: u64) -> ServerConfig {
+        ServerConfig {
+            instance,
+            ack_every: 32,
+            ack_delay: Duration::from_micros(200),
+            validate: false,
+        }
+    }
+}
+
+/// Where the server's output goes: frames to send, connections to close,
+/// events for the application. Implemented by the driver.
+pub trait ServerSink {
+    /// Send `msg` on `conn`.
+    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>);
+    /// Close `conn` (after the frames already given to `transmit`).
+    fn close(&mut self, conn: ConnId);
+    /// Tell the application.
+    fn event(&mut self, event: ServerEvent);
+}
+
+/// What happened, for the application and the reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A `Hello` bound a connection to a session.
+    SessionOpened {
+        /// The session.
+        session: u64,
+        /// Its new epoch.
+        epoch: u32,
+        /// The connection.
+        conn: ConnId,
+        /// Whether the session was known (resumed) or new to this instance.
+        known: bool,
+        /// The `Welcome`'s `resume_from`.
+        resume_from: u64,
+    },
+    /// A frame reached the application: exactly once per sn per instance.
+    Delivered {
+        /// The session.
+        session: u64,
+        /// The epoch it arrived in.
+        epoch: u32,
+        /// Its sn.
+        sn: u64,
+        /// `Write` or `Read`.
+        op: Op,
+        /// Payload length of a write, requested length of a read.
+        len: u32,
+    },
+    /// A frame jumped over these sns on a live connection: lost by the
+    /// transport unless a replay brings them (then `Recovered`).
+    LiveLoss {
+        /// The session.
+        session: u64,
+        /// The epoch in which the jump happened.
+        epoch: u32,
+        /// The sns jumped over.
+        missing: Range<u64>,
+    },
+    /// A hole was filled (late arrival or replay).
+    Recovered {
+        /// The session.
+        session: u64,
+        /// The sn.
+        sn: u64,
+    },
+    /// The client will not replay these sns: lost, in flight at disconnect.
+    LostInFlight {
+        /// The session.
+        session: u64,
+        /// The sns.
+        range: Range<u64>,
+    },
+    /// Holes opened by live loss were given up or slid out of the window.
+    LostLive {
+        /// The session.
+        session: u64,
+        /// The sns.
+        range: Range<u64>,
+    },
+    /// An sn that was already delivered arrived again (not delivered).
+    Duplicate {
+        /// The session.
+        session: u64,
+        /// Its sn.
+        sn: u64,
+    },
+    /// A frame of an older epoch (discarded).
+    Stale {
+        /// The session.
+        session: u64,
+        /// The frame's epoch.
+        epoch: u32,
+        /// Its sn.
+        sn: u64,
+    },
+    /// A connection was rejected and closed.
+    Rejected {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: RejectReason,
+        /// A value that explains it.
+        detail: u64,
+    },
+    /// A session without a connection was evicted to make room.
+    Evicted {
+        /// The session.
+        session: u64,
+    },
+    /// The client closed the session with `Bye`.
+    Closed {
+        /// The session.
+        session: u64,
+    },
+}
+
+/// Server-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Frames handled.
+    pub frames: u64,
+    /// Sns delivered to the application.
+    pub delivered: u64,
+    /// Duplicates discarded.
+    pub duplicates: u64,
+    /// Stale-epoch frames discarded.
+    pub stale: u64,
+    /// Sns jumped over on live connections.
+    pub live_gap_sns: u64,
+    /// Holes filled afterwards.
+    pub recovered: u64,
+    /// Live-loss sns confirmed lost (given up or slid out).
+    pub lost_live: u64,
+    /// Sns lost in flight at a disconnect (replay off).
+    pub lost_in_flight: u64,
+    /// Frames held before their connection's handshake.
+    pub backlogged: u64,
+    /// Backlogged frames dropped with their connection before any `Hello`.
+    pub backlog_discarded: u64,
+    /// Handshakes of sessions this instance knew.
+    pub resumed: u64,
+    /// Handshakes of sessions new to this instance.
+    pub opened: u64,
+    /// Sessions evicted.
+    pub evicted: u64,
+    /// `WriteComp` / `ReadComp` sent.
+    pub completions: u64,
+    /// `Ack` frames sent.
+    pub acks: u64,
+    /// Rejections, indexed by `RejectReason::as_u16()`.
+    pub rejects: [u64; 16],
+    /// The last parse error seen.
+    pub last_wire_error: Option<WireError>,
+}
+
+impl ServerStats {
+    /// Rejections for one reason.
+    pub fn rejects(&self, reason: RejectReason) -> u64 {
+        self.rejects
+            .get(usize::from(reason.as_u16()))
+            .copied()
+            .unwrap_or(0)
+    }
+    /// All rejections.
+    pub fn rejects_total(&self) -> u64 {
+        self.rejects.iter().sum()
+    }
+}
+
+/// Per-session state and counters, as the server sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// Current epoch.
+    pub epoch: u32,
+    /// Its bound connection, if any.
+    pub conn: Option<ConnId>,
+    /// The cumulative ack: every sn below is delivered or given up.
+    pub cumulative: u64,
+    /// One past the highest sn received.
+    pub top: u64,
+    /// Open holes below `top`.
+    pub missing: u64,
+    /// Sns delivered.
+    pub delivered: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Session<const WORDS: usize> {
+    epoch: u32,
+    conn: Option<ConnId>,
+    tracker: RecvTracker<WORDS>,
+    stream_unacked: u32,
+    ack_due: Option<Instant>,
+    last_active: Instant,
+    delivered: u64,
+}
+
+/// A data frame reduced to what the server needs after its payload was
+/// verified; this is what a connection's backlog holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Data {
+    session: u64,
+    epoch: u32,
+    sn: u64,
+    op: RequestOp,
+    len: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Conn<const BACKLOG: usize> {
+    session: Option<u64>,
+    /// The epoch of the `Hello` that bound it.
+    epoch: u32,
+    backlog: Deque<Data, BACKLOG>,
+}
+
+/// The server's sessions and connections: at most `SESSIONS` sessions and
+/// `CONNS` connections (both powers of two), `BACKLOG` early frames per
+/// connection, and a receive window of `(WORDS - 1) * 64` sns per session.
+pub struct ServerCore<
+    const SESSIONS: usize = 64,
+    const CONNS: usize = 64,
+    const BACKLOG: usize = 32,
+    const WORDS: usize = 33,
+> {
+    config: ServerConfig,
+    sessions: FnvIndexMap<u64, Session<WORDS>, SESSIONS>,
+    conns: FnvIndexMap<ConnId, Conn<BACKLOG>, CONNS>,
+    next_ack_due: Option<Instant>,
+    read_buf: [u8; MAX_READ_LEN],
+    stats: ServerStats,
+}
+
+impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORDS: usize>
+    ServerCore<SESSIONS, CONNS, BACKLOG, WORDS>
+{
+    /// An empty server.
+    pub fn new(config: ServerConfig) -> Self {
+        ServerCore {
+            config,
+            sessions: FnvIndexMap::new(),
+            conns: FnvIndexMap::new(),
+            next_ack_due: None,
+            read_buf: [0; MAX_READ_LEN],
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+    /// The counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+    /// Sessions in the table.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+    /// Connections in the table.
+    pub fn conn_count(&self) -> usize {
+        self.conns.len()
+    }
+    /// One session's state.
+    pub fn session(&self, id: u64) -> Option<SessionInfo> {
+        self.sessions.get(&id).map(|s| SessionInfo {
+            epoch: s.epoch,
+            conn: s.conn,
+            cumulative: s.tracker.cumulative(),
+            top: s.tracker.top(),
+            missing: s.tracker.missing(),
+            delivered: s.delivered,
+        })
+    }
+    /// Open holes of a session (sns jumped over and not yet arrived).
+    pub fn holes(&self, id: u64) -> impl Iterator<Item = Range<u64>> + '_ {
+        self.sessions
+            .get(&id)
+            .into_iter()
+            .flat_map(|s| s.tracker.holes())
+    }
+
+    /// A connection was accepted. Returns `false` (and closes it) when the
+    /// connection table is full.
+    pub fn handle_accepted(&mut self, conn: ConnId, sink: &mut impl ServerSink) -> bool {
+        if self.conns.contains_key(&conn) {
+            return true;
+        }
+        if self.conns.insert(conn, Conn::default()).is_err() {
+            self.reject(
+                conn,
+                0,
+                0,
+                RejectReason::SessionTableFull,
+                CONNS as u64,
+                sink,
+            );
+            return false;
+        }
+        true
+    }
+
+    /// A connection ended. Frames still in its backlog were never
+    /// acknowledged, so the client will send them again.
+    pub fn handle_disconnected(&mut self, conn: ConnId) {
+        self.drop_conn(conn);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must run next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_ack_due
+    }
+
+    /// Sends the `Ack`s that are due.
+    pub fn handle_timeout(&mut self, now: Instant, sink: &mut impl ServerSink) {
+        if self.next_ack_due.is_none_or(|t| t > now) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        for (&id, s) in self.sessions.iter_mut() {
+            match s.ack_due {
+                Some(due) if due <= now => {
+                    s.ack_due = None;
+                    s.stream_unacked = 0;
+                    if let Some(conn) = s.conn {
+                        let msg = control(id, s.epoch, 0, s.tracker.cumulative(), Body::Ack);
+                        sink.transmit(conn, &msg);
+                        self.stats.acks += 1;
+                    }
+                }
+                Some(due) => next = Some(next.map_or(due, |n| n.min(due))),
+                None => {}
+            }
+        }
+        self.next_ack_due = next;
+    }
+
+    /// A frame arrived on `conn`.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        frame: &[u8],
+        sink: &mut impl ServerSink,
+    ) {
+        self.stats.frames += 1;
+        if !self.conns.contains_key(&conn) && !self.handle_accepted(conn, sink) {
+            return;
+        }
+        let msg = match wire::parse(frame) {
+            Ok(msg) => msg,
+            Err(e) => {
+                self.stats.last_wire_error = Some(e);
+                let code = wire_error_code(&e);
+                return self.reject(conn, 0, 0, RejectReason::Malformed, code, sink);
+            }
+        };
+        let data = match msg.body {
+            Body::Hello {
+                base_sn,
+                next_sn,
+                replay,
+            } => return self.handle_hello(now, conn, &msg, base_sn, next_sn, replay, sink),
+            Body::Bye => return self.handle_bye(conn, msg.session, sink),
+            Body::Write { data } => {
+                if !pattern::matches(msg.session, msg.sn, data) {
+                    // Corrupted beyond what the CRCs covered: never deliver it.
+                    let (s, e) = (msg.session, msg.epoch);
+                    return self.reject(conn, s, e, RejectReason::Malformed, msg.sn, sink);
+                }
+                let op = if msg.stream {
+                    RequestOp::StreamWrite
+                } else {
+                    RequestOp::Write
+                };
+                Data {
+                    session: msg.session,
+                    epoch: msg.epoch,
+                    sn: msg.sn,
+                    op,
+                    len: data.len() as u32,
+                }
+            }
+            Body::Read { len } => {
+                if len as usize > MAX_READ_LEN {
+                    let (s, e) = (msg.session, msg.epoch);
+                    return self.reject(conn, s, e, RejectReason::Malformed, u64::from(len), sink);
+                }
+                Data {
+                    session: msg.session,
+                    epoch: msg.epoch,
+                    sn: msg.sn,
+                    op: RequestOp::Read,
+                    len,
+                }
+            }
+            other => {
+                let (s, e) = (msg.session, msg.epoch);
+                let op = u64::from(other.op() as u8);
+                return self.reject(conn, s, e, RejectReason::Unexpected, op, sink);
+            }
+        };
+        let bound = self.conns.get(&conn).and_then(|c| c.session);
+        if bound.is_none() {
+            // Before the handshake: hold it, never drop it silently.
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if c.backlog.push_back(data).is_err() {
+                let (s, e) = (data.session, data.epoch);
+                return self.reject(
+                    conn,
+                    s,
+                    e,
+                    RejectReason::BacklogOverflow,
+                    BACKLOG as u64,
+                    sink,
+                );
+            }
+            self.stats.backlogged += 1;
+            return;
+        }
+        self.process(now, conn, data, sink);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        msg: &IoMsg<'_>,
+        base_sn: u64,
+        next_sn: u64,
+        replay: bool,
+        sink: &mut impl ServerSink,
+    ) {
+        let (id, epoch) = (msg.session, msg.epoch);
+        if base_sn > next_sn || next_sn > SN_MAX {
+            return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
+        }
+        if self.conns.get(&conn).is_some_and(|c| c.session.is_some()) {
+            let op = u64::from(Op::Hello as u8);
+            return self.reject(conn, id, epoch, RejectReason::Unexpected, op, sink);
+        }
+        let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
+            if epoch <= s.epoch {
+                let current = u64::from(s.epoch);
+                return self.reject(conn, id, epoch, RejectReason::StaleEpoch, current, sink);
+            }
+            let cum = s.tracker.cumulative();
+            if cum < base_sn || cum > next_sn {
+                return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+            }
+            if !replay {
+                // [cum, next_sn) will never be sent again. Holes below the
+                // old top were jumped over live (already reported); the
+                // rest was in flight when the last connection broke.
+                let top = s.tracker.top();
+                let stats = &mut self.stats;
+                let result = s.tracker.give_up_to(next_sn, |r: Range<u64>| {
+                    let live = r.start..r.end.min(top);
+                    let in_flight = r.start.max(top)..r.end;
+                    if !live.is_empty() {
+                        stats.lost_live += live.end - live.start;
+                        sink.event(ServerEvent::LostLive {
+                            session: id,
+                            range: live,
+                        });
+                    }
+                    if !in_flight.is_empty() {
+                        stats.lost_in_flight += in_flight.end - in_flight.start;
+                        sink.event(ServerEvent::LostInFlight {
+                            session: id,
+                            range: in_flight,
+                        });
+                    }
+                });
+                if result.is_err() {
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
+                }
+            }
+            s.epoch = epoch;
+            s.conn = Some(conn);
+            s.last_active = now;
+            s.stream_unacked = 0;
+            s.ack_due = None;
+            self.stats.resumed += 1;
+            (true, cum)
+        } else {
+            let start = if replay { base_sn } else { next_sn };
+            let Ok(tracker) = RecvTracker::try_new(start) else {
+                return self.reject(conn, id, epoch, RejectReason::BadHandshake, start, sink);
+            };
+            let session = Session {
+                epoch,
+                conn: Some(conn),
+                tracker,
+                stream_unacked: 0,
+                ack_due: None,
+                last_active: now,
+                delivered: 0,
+            };
+            if self.sessions.len() == SESSIONS && !self.evict_one(sink) {
+                let n = SESSIONS as u64;
+                return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
+            }
+            if self.sessions.insert(id, session).is_err() {
+                let n = SESSIONS as u64;
+                return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
+            }
+            self.stats.opened += 1;
+            (false, start)
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(id);
+            c.epoch = epoch;
+        }
+        let cum = self
+            .sessions
+            .get(&id)
+            .map_or(resume_from, |s| s.tracker.cumulative());
+        let welcome = Body::Welcome {
+            instance: self.config.instance,
+            resume_from,
+            known,
+        };
+        sink.transmit(conn, &control(id, epoch, 0, cum, welcome));
+        sink.event(ServerEvent::SessionOpened {
+            session: id,
+            epoch,
+            conn,
+            known,
+            resume_from,
+        });
+        // Frames that came before the handshake, in arrival order.
+        while let Some(data) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.backlog.pop_front())
+        {
+            self.process(now, conn, data, sink);
+        }
+    }
+
+    fn handle_bye(&mut self, conn: ConnId, id: u64, sink: &mut impl ServerSink) {
+        let bound = self.conns.get(&conn).and_then(|c| c.session);
+        if bound != Some(id) {
+            let op = u64::from(Op::Bye as u8);
+            return self.reject(conn, id, 0, RejectReason::Unexpected, op, sink);
+        }
+        self.sessions.remove(&id);
+        self.drop_conn(conn);
+        sink.close(conn);
+        sink.event(ServerEvent::Closed { session: id });
+    }
+
+    /// One data frame of a bound connection (fresh or from the backlog).
+    fn process(&mut self, now: Instant, conn: ConnId, d: Data, sink: &mut impl ServerSink) {
+        let bound = self.conns.get(&conn).and_then(|c| c.session);
+        if bound != Some(d.session) {
+            let expected = bound.unwrap_or(0);
+            return self.reject(
+                conn,
+                d.session,
+                d.epoch,
+                RejectReason::SessionMismatch,
+                expected,
+                sink,
+            );
+        }
+        let Some(s) = self.sessions.get_mut(&d.session) else {
+            // Evicted while this connection was still open: it is stale.
+            self.stats.stale += 1;
+            sink.event(ServerEvent::Stale {
+                session: d.session,
+                epoch: d.epoch,
+                sn: d.sn,
+            });
+            return;
+        };
+        if d.epoch < s.epoch || s.conn != Some(conn) {
+            self.stats.stale += 1;
+            sink.event(ServerEvent::Stale {
+                session: d.session,
+                epoch: d.epoch,
+                sn: d.sn,
+            });
+            return;
+        }
+        if d.epoch > s.epoch {
+            let current = u64::from(s.epoch);
+            return self.reject(
+                conn,
+                d.session,
+                d.epoch,
+                RejectReason::StaleEpoch,
+                current,
+                sink,
+            );
+        }
+        s.last_active = now;
+        let verdict = s.tracker.check(d.sn);
+        match verdict {
+            Verdict::TooFar { .. } | Verdict::OutOfRange { .. } => {
+                return self.reject(conn, d.session, d.epoch, RejectReason::TooFar, d.sn, sink);
+            }
+            Verdict::Duplicate => {
+                self.stats.duplicates += 1;
+                sink.event(ServerEvent::Duplicate {
+                    session: d.session,
+                    sn: d.sn,
+                });
+            }
+            Verdict::InOrder | Verdict::FillsGap | Verdict::Gap { .. } => {
+                let stats = &mut self.stats;
+                let session = d.session;
+                s.tracker.commit(d.sn, |r: Range<u64>| {
+                    stats.lost_live += r.end - r.start;
+                    sink.event(ServerEvent::LostLive { session, range: r });
+                });
+                match verdict {
+                    Verdict::Gap { missing } => {
+                        stats.live_gap_sns += missing.end - missing.start;
+                        sink.event(ServerEvent::LiveLoss {
+                            session,
+                            epoch: d.epoch,
+                            missing,
+                        });
+                    }
+                    Verdict::FillsGap => {
+                        stats.recovered += 1;
+                        sink.event(ServerEvent::Recovered { session, sn: d.sn });
+                    }
+                    _ => {}
+                }
+                stats.delivered += 1;
+                s.delivered += 1;
+                let op = if d.op == RequestOp::Read {
+                    Op::Read
+                } else {
+                    Op::Write
+                };
+                sink.event(ServerEvent::Delivered {
+                    session,
+                    epoch: d.epoch,
+                    sn: d.sn,
+                    op,
+                    len: d.len,
+                });
+            }
+        }
+        // Reply: a completion per request, cadence acks for streams.
+        let ack = s.tracker.cumulative();
+        let epoch = s.epoch;
+        match d.op {
+            RequestOp::StreamWrite => {
+                s.stream_unacked += 1;
+                if s.stream_unacked >= self.config.ack_every {
+                    s.stream_unacked = 0;
+                    s.ack_due = None;
+                    sink.transmit(conn, &control(d.session, epoch, 0, ack, Body::Ack));
+                    self.stats.acks += 1;
+                } else if s.ack_due.is_none() {
+                    let due = now + self.config.ack_delay;
+                    s.ack_due = Some(due);
+                    self.next_ack_due = Some(self.next_ack_due.map_or(due, |t| t.min(due)));
+                }
+            }
+            RequestOp::Write | RequestOp::Read => {
+                s.stream_unacked = 0;
+                s.ack_due = None;
+                let body = if d.op == RequestOp::Read {
+                    let data = &mut self.read_buf[..d.len as usize];
+                    pattern::fill(d.session, d.sn, data);
+                    Body::ReadComp { data }
+                } else {
+                    Body::WriteComp
+                };
+                let msg = IoMsg {
+                    session: d.session,
+                    epoch,
+                    sn: d.sn,
+                    ack,
+                    validate: self.config.validate,
+                    stream: false,
+                    body,
+                };
+                sink.transmit(conn, &msg);
+                self.stats.completions += 1;
+            }
+        }
+    }
+
+    fn evict_one(&mut self, sink: &mut impl ServerSink) -> bool {
+        let victim = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.conn.is_none())
+            .min_by_key(|(_, s)| s.last_active)
+            .map(|(&id, _)| id);
+        match victim {
+            Some(id) => {
+                self.sessions.remove(&id);
+                self.stats.evicted += 1;
+                sink.event(ServerEvent::Evicted { session: id });
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn reject(
+        &mut self,
+        conn: ConnId,
+        session: u64,
+        epoch: u32,
+        reason: RejectReason,
+        detail: u64,
+        sink: &mut impl ServerSink,
+    ) {
+        if let Some(n) = self.stats.rejects.get_mut(usize::from(reason.as_u16())) {
+            *n += 1;
+        }
+        // Stamp the connection's own session and epoch when it has them, so
+        // the client takes the rejection as meant for its current connection.
+        let (session, epoch) = match self.conns.get(&conn) {
+            Some(Conn {
+                session: Some(id),
+                epoch,
+                ..
+            }) => (*id, *epoch),
+            _ => (session, epoch),
+        };
+        let msg = control(session, epoch, 0, 0, Body::Reject { reason, detail });
+        sink.transmit(conn, &msg);
+        sink.close(conn);
+        sink.event(ServerEvent::Rejected {
+            conn,
+            reason,
+            detail,
+        });
+        self.drop_conn(conn);
+    }
+
+    fn drop_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            self.stats.backlog_discarded += c.backlog.len() as u64;
+            if let Some(s) = c.session.and_then(|id| self.sessions.get_mut(&id)) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                    s.ack_due = None;
+                }
+            }
+        }
+    }
+}
+
+fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> IoMsg<'static> {
+    IoMsg {
+        session,
+        epoch,
+        sn,
+        ack,
+        validate: false,
+        stream: false,
+        body,
+    }
+}
+
+/// A stable number for each parse error, sent as a `Reject`'s detail.
+pub fn wire_error_code(e: &WireError) -> u64 {
+    match e {
+        WireError::Truncated { .. } => 1,
+        WireError::BadMagic(_) => 2,
+        WireError::UnsupportedVersion(_) => 3,
+        WireError::HeaderChecksum { .. } => 4,
+        WireError::UnknownOp(_) => 5,
+        WireError::BadFlags { .. } => 6,
+        WireError::TooLong { .. } => 7,
+        WireError::LengthMismatch { .. } => 8,
+        WireError::BodyLength { .. } => 9,
+        WireError::PayloadChecksum { .. } => 10,
+        WireError::UnexpectedPayloadChecksum(_) => 11,
+        WireError::NonZeroPadding { .. } => 12,
+        WireError::BadBool { .. } => 13,
+        WireError::UnknownRejectReason(_) => 14,
+        WireError::BufferTooSmall { .. } => 15,
+    }
+}

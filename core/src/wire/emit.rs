@@ -1,0 +1,296 @@
+//! [`IoMsg`] → bytes.
+
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy::{transmute, IntoBytes};
+
+use super::header::{
+    crc32c, HandshakeBody, Header, ReadBody, RejectBody, FLAG_STREAM, FLAG_VALIDATE,
+};
+use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
+
+impl IoMsg<'_> {
+    /// Length of the frame [`emit`](Self::emit) writes: [`HEADER_LEN`] plus
+    /// the body's payload length.
+    pub fn buffer_len(&self) -> usize {
+        HEADER_LEN + self.body.payload_len()
+    }
+
+    /// Writes the frame: exactly [`buffer_len`](Self::buffer_len) bytes at
+    /// the start of `buf`, and returns that length. Bytes of `buf` after the
+    /// frame are left as they were.
+    ///
+    /// Fails, writing nothing, with
+    /// - [`WireError::TooLong`] if the data of `Write` / `ReadComp` or the
+    ///   length of `Read` is over [`MAX_DATA_LEN`],
+    /// - [`WireError::BadFlags`] if `stream` is set on an op other than `Write`,
+    /// - [`WireError::BufferTooSmall`] if `buf` is shorter than `buffer_len()`.
+    ///
+    /// Never panics and never allocates.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let op = self.body.op();
+        let payload_len = self.body.payload_len();
+        let too_long = |len: u64| WireError::TooLong {
+            len,
+            max: MAX_DATA_LEN,
+        };
+        // A payload that does not even fit a u32 is certainly too long.
+        let Ok(data_len) = u32::try_from(payload_len) else {
+            return Err(too_long(payload_len as u64));
+        };
+        if data_len > MAX_DATA_LEN {
+            return Err(too_long(u64::from(data_len)));
+        }
+        if let Body::Read { len } = self.body {
+            if len > MAX_DATA_LEN {
+                return Err(too_long(u64::from(len)));
+            }
+        }
+        let mut flags = 0;
+        if self.validate {
+            flags |= FLAG_VALIDATE;
+        }
+        if self.stream {
+            flags |= FLAG_STREAM;
+            if op != Op::Write {
+                return Err(WireError::BadFlags { op, flags });
+            }
+        }
+        let need = HEADER_LEN + payload_len;
+        let have = buf.len();
+        let too_small = WireError::BufferTooSmall { need, have };
+        let (head, rest) = buf.split_first_chunk_mut::<HEADER_LEN>().ok_or(too_small)?;
+        let payload = rest.get_mut(..payload_len).ok_or(too_small)?;
+
+        // `payload` is exactly `self.body.payload_len()` bytes long, which is
+        // the size of whatever each arm copies into it.
+        match self.body {
+            Body::Hello {
+                base_sn,
+                next_sn,
+                replay,
+            } => payload.copy_from_slice(handshake(base_sn, next_sn, replay).as_bytes()),
+            Body::Welcome {
+                instance,
+                resume_from,
+                known,
+            } => payload.copy_from_slice(handshake(instance, resume_from, known).as_bytes()),
+            Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
+            Body::Read { len } => {
+                payload.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes())
+            }
+            Body::Reject { reason, detail } => payload.copy_from_slice(
+                RejectBody {
+                    reason: U16::new(reason.as_u16()),
+                    padding: [0; 6],
+                    detail: U64::new(detail),
+                }
+                .as_bytes(),
+            ),
+            Body::WriteComp | Body::Ack | Body::Bye => {}
+        }
+
+        let mut header = Header {
+            magic: MAGIC,
+            version: VERSION,
+            op: op as u8,
+            flags: U16::new(flags),
+            session: U64::new(self.session),
+            epoch: U32::new(self.epoch),
+            data_len: U32::new(data_len),
+            sn: U64::new(self.sn),
+            ack: U64::new(self.ack),
+            payload_crc: U32::new(if self.validate { crc32c(payload) } else { 0 }),
+            header_crc: U32::ZERO,
+        };
+        let unsealed: [u8; HEADER_LEN] = transmute!(header);
+        header.header_crc = U32::new(Header::compute_crc(&unsealed));
+        *head = transmute!(header);
+        Ok(need)
+    }
+}
+
+/// The `Hello` / `Welcome` body.
+fn handshake(a: u64, b: u64, flag: bool) -> HandshakeBody {
+    HandshakeBody {
+        a: U64::new(a),
+        b: U64::new(b),
+        flag: u8::from(flag),
+        padding: [0; 7],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{self, random_msg, SplitMix, ALL};
+    use super::super::{parse, RejectReason, MAX_FRAME_LEN};
+    use super::*;
+    use std::vec;
+
+    macro_rules! emit_fixture_tests {
+        ($($name:ident: $repr:ident => $frame:ident,)*) => {$(
+            #[test]
+            fn $name() {
+                let mut buf = [0u8; fixtures::$frame.len()];
+                assert_eq!(fixtures::$repr.buffer_len(), buf.len());
+                assert_eq!(fixtures::$repr.emit(&mut buf), Ok(buf.len()));
+                assert_eq!(buf, fixtures::$frame);
+            }
+        )*};
+    }
+
+    emit_fixture_tests! {
+        emit_hello: HELLO => HELLO_FRAME,
+        emit_welcome: WELCOME => WELCOME_FRAME,
+        emit_write: WRITE => WRITE_FRAME,
+        emit_write_comp: WRITE_COMP => WRITE_COMP_FRAME,
+        emit_read: READ => READ_FRAME,
+        emit_read_comp: READ_COMP => READ_COMP_FRAME,
+        emit_ack: ACK => ACK_FRAME,
+        emit_bye: BYE => BYE_FRAME,
+        emit_reject: REJECT => REJECT_FRAME,
+    }
+
+    #[test]
+    fn emit_writes_exactly_buffer_len_bytes_and_leaves_the_rest() {
+        for (frame, m) in ALL {
+            let mut buf = vec![0xaa; frame.len() + 9];
+            assert_eq!(m.emit(&mut buf), Ok(frame.len()));
+            assert_eq!(&buf[..frame.len()], frame);
+            assert!(
+                buf[frame.len()..].iter().all(|&b| b == 0xaa),
+                "{}",
+                m.body.op()
+            );
+        }
+    }
+
+    #[test]
+    fn short_buffer_gives_buffer_too_small_and_writes_nothing() {
+        for (frame, m) in ALL {
+            for have in 0..frame.len() {
+                let mut buf = vec![0xaa; have];
+                assert_eq!(
+                    m.emit(&mut buf),
+                    Err(WireError::BufferTooSmall {
+                        need: frame.len(),
+                        have
+                    })
+                );
+                assert!(buf.iter().all(|&b| b == 0xaa));
+            }
+        }
+    }
+
+    #[test]
+    fn data_over_max_gives_too_long() {
+        let data = vec![0u8; MAX_DATA_LEN as usize + 1];
+        let mut buf = vec![0u8; data.len() + HEADER_LEN];
+        for body in [Body::Write { data: &data }, Body::ReadComp { data: &data }] {
+            let m = IoMsg {
+                body,
+                ..fixtures::ACK
+            };
+            assert_eq!(
+                m.emit(&mut buf),
+                Err(WireError::TooLong {
+                    len: u64::from(MAX_DATA_LEN) + 1,
+                    max: MAX_DATA_LEN
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn data_of_exactly_max_round_trips() {
+        let data: std::vec::Vec<u8> = (0..MAX_DATA_LEN).map(|i| i as u8).collect();
+        let m = IoMsg {
+            body: Body::Write { data: &data },
+            ..fixtures::WRITE
+        };
+        let mut buf = vec![0u8; MAX_FRAME_LEN];
+        assert_eq!(m.emit(&mut buf), Ok(MAX_FRAME_LEN));
+        assert_eq!(parse(&buf), Ok(m));
+    }
+
+    #[test]
+    fn read_len_over_max_gives_too_long() {
+        let m = IoMsg {
+            body: Body::Read {
+                len: MAX_DATA_LEN + 1,
+            },
+            ..fixtures::READ
+        };
+        let mut buf = [0u8; 52];
+        assert_eq!(
+            m.emit(&mut buf),
+            Err(WireError::TooLong {
+                len: u64::from(MAX_DATA_LEN) + 1,
+                max: MAX_DATA_LEN
+            })
+        );
+    }
+
+    #[test]
+    fn stream_on_any_op_but_write_gives_bad_flags() {
+        for (_, m) in ALL {
+            let op = m.body.op();
+            let m = IoMsg { stream: true, ..m };
+            let mut buf = [0u8; 128];
+            let flags = FLAG_STREAM | if m.validate { FLAG_VALIDATE } else { 0 };
+            if op == Op::Write {
+                assert_eq!(m.emit(&mut buf), Ok(m.buffer_len()));
+            } else {
+                assert_eq!(
+                    m.emit(&mut buf),
+                    Err(WireError::BadFlags { op, flags }),
+                    "{op}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn validate_on_an_empty_payload_round_trips() {
+        let m = IoMsg {
+            validate: true,
+            ..fixtures::ACK
+        };
+        let mut buf = [0u8; HEADER_LEN];
+        assert_eq!(m.emit(&mut buf), Ok(HEADER_LEN));
+        assert_eq!(&buf[40..44], &[0, 0, 0, 0]); // CRC32C of nothing
+        assert_eq!(parse(&buf), Ok(m));
+    }
+
+    #[test]
+    fn every_reject_reason_round_trips() {
+        for reason in RejectReason::ALL {
+            let m = IoMsg {
+                body: Body::Reject {
+                    reason,
+                    detail: u64::MAX,
+                },
+                ..fixtures::REJECT
+            };
+            let mut buf = [0u8; 64];
+            assert_eq!(m.emit(&mut buf), Ok(64));
+            assert_eq!(parse(&buf), Ok(m), "{reason}");
+        }
+    }
+
+    #[test]
+    fn seeded_random_reprs_round_trip_both_ways() {
+        let mut rng = SplitMix(0x1057_0c0d_e5ee_d5ee);
+        let data: std::vec::Vec<u8> = (0..300).map(|_| rng.next() as u8).collect();
+        let mut buf = vec![0u8; HEADER_LEN + data.len()];
+        for i in 0..20_000 {
+            let m = random_msg(&mut rng, &data);
+            let n = m.emit(&mut buf).expect("a valid repr emits");
+            assert_eq!(n, m.buffer_len());
+            let frame = &buf[..n];
+            assert_eq!(parse(frame), Ok(m), "iteration {i}");
+            let mut again = vec![0u8; n];
+            assert_eq!(parse(frame).and_then(|p| p.emit(&mut again)), Ok(n));
+            assert_eq!(again, frame, "iteration {i}");
+        }
+    }
+}

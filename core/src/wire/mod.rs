@@ -1,0 +1,428 @@
+//! The io_msg wire format, version 1.
+//!
+//! A frame is a fixed 48-byte little-endian header followed by `data_len`
+//! payload bytes. The header is one `#[repr(C)]` zerocopy struct of
+//! byte-order types, so reading or writing it is a plain copy:
+//!
+//! ```text
+//! offset size field
+//!  0     4   magic        b"IOMS"
+//!  4     1   version      1
+//!  5     1   op           Op as u8
+//!  6     2   flags        bit 0 VALIDATE (payload_crc present),
+//!                         bit 1 STREAM (no per-message completion; Write only)
+//!  8     8   session
+//! 16     4   epoch
+//! 20     4   data_len     payload bytes after the header
+//! 24     8   sn
+//! 32     8   ack          cumulative ack, piggybacked
+//! 40     4   payload_crc  CRC32C of the payload if VALIDATE, else 0
+//! 44     4   header_crc   CRC32C of bytes [0, 44)
+//! ```
+//!
+//! The payload of the control ops has a fixed layout (all little endian):
+//!
+//! | op | payload |
+//! |----|---------|
+//! | `Hello`   | 24 bytes: u64 `base_sn`, u64 `next_sn`, u8 `replay` (0 or 1), 7 zero bytes |
+//! | `Welcome` | 24 bytes: u64 `instance`, u64 `resume_from`, u8 `known` (0 or 1), 7 zero bytes |
+//! | `Read`    | 4 bytes: u32 requested length (at most [`MAX_DATA_LEN`]) |
+//! | `Reject`  | 16 bytes: u16 [`RejectReason`], 6 zero bytes, u64 `detail` |
+//! | `WriteComp`, `Ack`, `Bye` | empty |
+//! | `Write`, `ReadComp` | the data, at most [`MAX_DATA_LEN`] bytes |
+//!
+//! # Contract
+//!
+//! In the style of smoltcp's wire modules, [`IoMsg`] is the parsed form
+//! ("repr") of one frame:
+//!
+//! - [`parse()`] takes exactly one frame (trailing bytes are an error), never
+//!   panics on any input, and checks in this order: length of the header,
+//!   magic, version, header CRC, op, flags, `data_len` limit, exact frame
+//!   length, payload CRC rule, body. The first failed check is reported as a
+//!   [`WireError`] that carries the values that explain it.
+//! - [`IoMsg::emit`] writes exactly [`IoMsg::buffer_len`] bytes at the start
+//!   of the caller's buffer, never allocates and never panics; a buffer that
+//!   is too small or a message that cannot be encoded is an error.
+//! - Round trip: `parse(emit(m)) == m` for every `m` that emits, and
+//!   `emit(parse(b)) == b` byte for byte for every `b` that parses. Every
+//!   header and body byte is therefore either represented in [`IoMsg`] or
+//!   required to have its one standard value.
+//!
+//! Sequence numbers are carried as they are; refusing those above
+//! [`SN_MAX`] is the job of the sequence tracker and the session, which know
+//! what an sn means.
+
+use core::fmt;
+
+mod emit;
+mod error;
+#[cfg(test)]
+mod fixtures;
+mod header;
+mod parse;
+
+pub use error::WireError;
+pub use parse::parse;
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"IOMS";
+/// The wire format version this module reads and writes.
+pub const VERSION: u8 = 1;
+/// Length of the fixed header, in bytes.
+pub const HEADER_LEN: usize = 48;
+/// Largest payload a frame may carry.
+pub const MAX_DATA_LEN: u32 = 1 << 20;
+/// Largest frame: [`HEADER_LEN`] + [`MAX_DATA_LEN`].
+pub const MAX_FRAME_LEN: usize = HEADER_LEN + MAX_DATA_LEN as usize;
+/// Sequence numbers above this are refused everywhere (wrap-around is an
+/// error, never a silent reset).
+pub const SN_MAX: u64 = u64::MAX - (1 << 32);
+
+/// The operation a frame carries.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Client → server: open or resume a session (epoch, base_sn, next_sn).
+    Hello = 1,
+    /// Server → client: answer to `Hello` (instance, resume_from).
+    Welcome = 2,
+    /// Client → server: data to store.
+    Write = 3,
+    /// Server → client: a `Write` was processed.
+    WriteComp = 4,
+    /// Client → server: request for data.
+    Read = 5,
+    /// Server → client: the data a `Read` asked for.
+    ReadComp = 6,
+    /// Either way: a pure cumulative acknowledgement.
+    Ack = 7,
+    /// Either way: orderly end of the session.
+    Bye = 8,
+    /// Server → client: the frame or connection was refused.
+    Reject = 9,
+}
+
+impl Op {
+    /// Every op, in wire-value order.
+    pub const ALL: [Op; 9] = [
+        Op::Hello,
+        Op::Welcome,
+        Op::Write,
+        Op::WriteComp,
+        Op::Read,
+        Op::ReadComp,
+        Op::Ack,
+        Op::Bye,
+        Op::Reject,
+    ];
+
+    /// The op with wire value `v`, or `None` if there is none.
+    pub const fn from_u8(v: u8) -> Option<Op> {
+        Some(match v {
+            1 => Op::Hello,
+            2 => Op::Welcome,
+            3 => Op::Write,
+            4 => Op::WriteComp,
+            5 => Op::Read,
+            6 => Op::ReadComp,
+            7 => Op::Ack,
+            8 => Op::Bye,
+            9 => Op::Reject,
+            _ => return None,
+        })
+    }
+
+    /// The op's name as used in code, logs and reports (e.g. `"WriteComp"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::Hello => "Hello",
+            Op::Welcome => "Welcome",
+            Op::Write => "Write",
+            Op::WriteComp => "WriteComp",
+            Op::Read => "Read",
+            Op::ReadComp => "ReadComp",
+            Op::Ack => "Ack",
+            Op::Bye => "Bye",
+            Op::Reject => "Reject",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a server refused a frame or a connection (body of [`Op::Reject`]).
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// The frame failed to parse.
+    Malformed = 1,
+    /// `Hello` with an epoch at or below the session's current epoch.
+    StaleEpoch = 2,
+    /// Too many frames arrived before the handshake completed.
+    BacklogOverflow = 3,
+    /// The server's session table is full.
+    SessionTableFull = 4,
+    /// A frame for another session arrived on a bound connection.
+    SessionMismatch = 5,
+    /// `Hello` whose base_sn/next_sn contradict the server's state.
+    BadHandshake = 6,
+    /// The sn lies beyond the receive window.
+    TooFar = 7,
+    /// The server is shutting down.
+    ShuttingDown = 8,
+    /// The op is not valid in this direction or state.
+    Unexpected = 9,
+}
+
+impl RejectReason {
+    /// Every reason, in wire-value order.
+    pub const ALL: [RejectReason; 9] = [
+        RejectReason::Malformed,
+        RejectReason::StaleEpoch,
+        RejectReason::BacklogOverflow,
+        RejectReason::SessionTableFull,
+        RejectReason::SessionMismatch,
+        RejectReason::BadHandshake,
+        RejectReason::TooFar,
+        RejectReason::ShuttingDown,
+        RejectReason::Unexpected,
+    ];
+
+    /// The reason with wire value `v`, or `None` if there is none.
+    pub const fn from_u16(v: u16) -> Option<RejectReason> {
+        Some(match v {
+            1 => RejectReason::Malformed,
+            2 => RejectReason::StaleEpoch,
+            3 => RejectReason::BacklogOverflow,
+            4 => RejectReason::SessionTableFull,
+            5 => RejectReason::SessionMismatch,
+            6 => RejectReason::BadHandshake,
+            7 => RejectReason::TooFar,
+            8 => RejectReason::ShuttingDown,
+            9 => RejectReason::Unexpected,
+            _ => return None,
+        })
+    }
+
+    /// The reason's wire value.
+    pub const fn as_u16(self) -> u16 {
+        self as u16
+    }
+
+    /// The reason's name as used in code, logs and reports (e.g. `"StaleEpoch"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            RejectReason::Malformed => "Malformed",
+            RejectReason::StaleEpoch => "StaleEpoch",
+            RejectReason::BacklogOverflow => "BacklogOverflow",
+            RejectReason::SessionTableFull => "SessionTableFull",
+            RejectReason::SessionMismatch => "SessionMismatch",
+            RejectReason::BadHandshake => "BadHandshake",
+            RejectReason::TooFar => "TooFar",
+            RejectReason::ShuttingDown => "ShuttingDown",
+            RejectReason::Unexpected => "Unexpected",
+        }
+    }
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The op-specific part of an io_msg (the payload, decoded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Open or resume a session.
+    Hello {
+        /// The client's oldest unacknowledged sn.
+        base_sn: u64,
+        /// The sn the client will send next.
+        next_sn: u64,
+        /// The client will replay unacknowledged messages after a reconnect.
+        replay: bool,
+    },
+    /// Answer to `Hello`.
+    Welcome {
+        /// Random per server process start: a new value means lost state.
+        instance: u64,
+        /// The sn the server expects next; the client resends from here.
+        resume_from: u64,
+        /// The server knew the session (else it started it at `base_sn`).
+        known: bool,
+    },
+    /// Data to store.
+    Write {
+        /// The data, at most [`MAX_DATA_LEN`] bytes.
+        data: &'a [u8],
+    },
+    /// A `Write` was processed.
+    WriteComp,
+    /// Request for data.
+    Read {
+        /// Requested length, at most [`MAX_DATA_LEN`].
+        len: u32,
+    },
+    /// The data a `Read` asked for.
+    ReadComp {
+        /// The data, at most [`MAX_DATA_LEN`] bytes.
+        data: &'a [u8],
+    },
+    /// A pure cumulative acknowledgement.
+    Ack,
+    /// Orderly end of the session.
+    Bye,
+    /// The frame or connection was refused.
+    Reject {
+        /// Why.
+        reason: RejectReason,
+        /// A value that explains it (e.g. the offending sn or epoch).
+        detail: u64,
+    },
+}
+
+impl Body<'_> {
+    /// The op that carries this body.
+    pub fn op(&self) -> Op {
+        match self {
+            Body::Hello { .. } => Op::Hello,
+            Body::Welcome { .. } => Op::Welcome,
+            Body::Write { .. } => Op::Write,
+            Body::WriteComp => Op::WriteComp,
+            Body::Read { .. } => Op::Read,
+            Body::ReadComp { .. } => Op::ReadComp,
+            Body::Ack => Op::Ack,
+            Body::Bye => Op::Bye,
+            Body::Reject { .. } => Op::Reject,
+        }
+    }
+
+    /// Number of payload bytes this body takes on the wire.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Body::Hello { .. } | Body::Welcome { .. } => header::HANDSHAKE_BODY_LEN,
+            Body::Write { data } | Body::ReadComp { data } => data.len(),
+            Body::Read { .. } => header::READ_BODY_LEN,
+            Body::Reject { .. } => header::REJECT_BODY_LEN,
+            Body::WriteComp | Body::Ack | Body::Bye => 0,
+        }
+    }
+}
+
+/// One io_msg, parsed (the "repr").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoMsg<'a> {
+    /// The session id, chosen by the client.
+    pub session: u64,
+    /// The connection count within the session.
+    pub epoch: u32,
+    /// The sequence number.
+    pub sn: u64,
+    /// Cumulative ack, piggybacked.
+    pub ack: u64,
+    /// The payload carries a CRC32C (flag VALIDATE).
+    pub validate: bool,
+    /// No per-message completion wanted (flag STREAM; only on Write).
+    pub stream: bool,
+    /// The op and its payload.
+    pub body: Body<'a>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_from_u8_inverts_as_u8_and_refuses_others() {
+        for op in Op::ALL {
+            assert_eq!(Op::from_u8(op as u8), Some(op));
+        }
+        for v in 0..=u8::MAX {
+            let known = (1..=9).contains(&v);
+            assert_eq!(Op::from_u8(v).is_some(), known, "value {v}");
+        }
+    }
+
+    #[test]
+    fn op_name_matches_debug_and_display() {
+        for op in Op::ALL {
+            assert_eq!(op.name(), std::format!("{op:?}"));
+            assert_eq!(std::format!("{op}"), op.name());
+        }
+    }
+
+    #[test]
+    fn reject_reason_from_u16_inverts_as_u16_and_refuses_others() {
+        for reason in RejectReason::ALL {
+            assert_eq!(RejectReason::from_u16(reason.as_u16()), Some(reason));
+        }
+        for v in 0..=u16::MAX {
+            let known = (1..=9).contains(&v);
+            assert_eq!(RejectReason::from_u16(v).is_some(), known, "value {v}");
+        }
+    }
+
+    #[test]
+    fn reject_reason_name_matches_debug_and_display() {
+        for reason in RejectReason::ALL {
+            assert_eq!(reason.name(), std::format!("{reason:?}"));
+            assert_eq!(std::format!("{reason}"), reason.name());
+        }
+    }
+
+    #[test]
+    fn body_op_and_payload_len_follow_the_layout_table() {
+        let data = [7u8; 5];
+        let cases = [
+            (
+                Body::Hello {
+                    base_sn: 1,
+                    next_sn: 2,
+                    replay: true,
+                },
+                Op::Hello,
+                24,
+            ),
+            (
+                Body::Welcome {
+                    instance: 1,
+                    resume_from: 2,
+                    known: false,
+                },
+                Op::Welcome,
+                24,
+            ),
+            (Body::Write { data: &data }, Op::Write, 5),
+            (Body::WriteComp, Op::WriteComp, 0),
+            (Body::Read { len: 9 }, Op::Read, 4),
+            (Body::ReadComp { data: &data[..2] }, Op::ReadComp, 2),
+            (Body::Ack, Op::Ack, 0),
+            (Body::Bye, Op::Bye, 0),
+            (
+                Body::Reject {
+                    reason: RejectReason::TooFar,
+                    detail: 3,
+                },
+                Op::Reject,
+                16,
+            ),
+        ];
+        for (body, op, len) in cases {
+            assert_eq!(body.op(), op);
+            assert_eq!(body.payload_len(), len, "{op}");
+        }
+    }
+
+    #[test]
+    fn max_frame_len_is_header_plus_max_data() {
+        assert_eq!(MAX_FRAME_LEN, 48 + (1 << 20));
+        assert_eq!(SN_MAX, 0xFFFF_FFFE_FFFF_FFFF);
+    }
+}
