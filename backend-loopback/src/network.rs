@@ -1,0 +1,672 @@
+//! The in-process network: endpoints, connections, virtual latency.
+
+use core::cell::RefCell;
+use core::cmp::{Ordering, Reverse};
+use core::time::Duration;
+use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
+
+use iomsg_core::transport::{ConnId, DisconnectReason, SendError, Transport, TransportEvent};
+use iomsg_core::wire::Op;
+use iomsg_core::Instant;
+
+use crate::fault::{FaultConfig, FaultCounts, FaultInjector, FrameFault};
+
+/// A server address on the loopback network.
+pub type Addr = u16;
+
+type EpId = usize;
+
+/// Network parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkConfig {
+    /// One-way latency of every frame and event.
+    pub latency: Duration,
+    /// How long an endpoint takes to notice that its peer crashed or that
+    /// the connection reset (UCX's error callback delay, TCP's RST).
+    pub detect_delay: Duration,
+    /// Seed of the fault injector.
+    pub seed: u64,
+    /// What to inject.
+    pub faults: FaultConfig,
+}
+
+impl Default for NetworkConfig {
+    /// 5 µs latency, 50 µs failure detection, no faults.
+    fn default() -> Self {
+        NetworkConfig {
+            latency: Duration::from_micros(5),
+            detect_delay: Duration::from_micros(50),
+            seed: 0,
+            faults: FaultConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Kind {
+    Connected,
+    Accepted,
+    Frame(Vec<u8>),
+    Disconnected(DisconnectReason),
+}
+
+#[derive(Debug)]
+struct Pending {
+    at: Instant,
+    /// Tie-breaker: equal times keep their sending order.
+    seq: u64,
+    sent_at: Instant,
+    conn: ConnId,
+    kind: Kind,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Endpoint {
+    /// Ordered by delivery time; one connection's events keep their order
+    /// because their times never decrease (see `Conn::last_at`).
+    inbox: BinaryHeap<Reverse<Pending>>,
+    alive: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConnState {
+    Open,
+    /// Closed gracefully by one side: frames sent before still arrive.
+    Closing {
+        at: Instant,
+    },
+    /// Broken: nothing more arrives.
+    Reset,
+}
+
+#[derive(Debug)]
+struct Conn {
+    client: EpId,
+    server: EpId,
+    state: ConnState,
+    /// Each side is done with it (closed it or was told it is gone).
+    client_done: bool,
+    server_done: bool,
+    /// The server saw `Accepted`, so it must also see `Disconnected`.
+    server_announced: bool,
+    /// A reordered frame waiting for `left` later frames, per direction
+    /// (`[to_server, to_client]`).
+    held: [Option<(Vec<u8>, u8)>; 2],
+    /// Latest delivery time queued per direction: a later event of the same
+    /// connection never arrives before it (a delayed frame delays the rest).
+    last_at: [Instant; 2],
+}
+
+struct Inner {
+    config: NetworkConfig,
+    now: Instant,
+    endpoints: Vec<Endpoint>,
+    free_endpoints: Vec<EpId>,
+    listeners: HashMap<Addr, EpId>,
+    conns: HashMap<ConnId, Conn>,
+    next_conn: ConnId,
+    pool: Vec<Vec<u8>>,
+    faults: FaultInjector,
+    seq: u64,
+}
+
+/// The shared network. Cheap to clone: clones share it.
+#[derive(Clone)]
+pub struct Network {
+    inner: Rc<RefCell<Inner>>,
+}
+
+/// Why `listen` failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddrInUse(pub Addr);
+
+impl core::fmt::Display for AddrInUse {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "loopback address {} is in use: crash or drop its server first",
+            self.0
+        )
+    }
+}
+
+impl Network {
+    /// A network with no endpoints.
+    pub fn new(config: NetworkConfig) -> Network {
+        let faults = FaultInjector::new(config.faults.clone(), config.seed);
+        Network {
+            inner: Rc::new(RefCell::new(Inner {
+                config,
+                now: Instant::ZERO,
+                endpoints: Vec::new(),
+                free_endpoints: Vec::new(),
+                listeners: HashMap::new(),
+                conns: HashMap::new(),
+                next_conn: 0,
+                pool: Vec::new(),
+                faults,
+                seq: 0,
+            })),
+        }
+    }
+
+    /// A client endpoint whose connections go to `server`.
+    pub fn client(&self, server: Addr) -> ClientPort {
+        let ep = self.inner.borrow_mut().new_endpoint();
+        ClientPort {
+            net: self.clone(),
+            ep,
+            server,
+        }
+    }
+
+    /// A server endpoint listening on `addr` from `now` on.
+    pub fn listen(&self, addr: Addr, now: Instant) -> Result<ServerPort, AddrInUse> {
+        let mut inner = self.inner.borrow_mut();
+        inner.advance(now);
+        if inner.listeners.contains_key(&addr) {
+            return Err(AddrInUse(addr));
+        }
+        let ep = inner.new_endpoint();
+        inner.listeners.insert(addr, ep);
+        drop(inner);
+        Ok(ServerPort {
+            net: self.clone(),
+            ep,
+            addr,
+        })
+    }
+
+    /// The earliest instant at which some endpoint has something to poll.
+    pub fn next_event(&self) -> Option<Instant> {
+        let inner = self.inner.borrow();
+        inner
+            .endpoints
+            .iter()
+            .filter(|e| e.alive)
+            .filter_map(|e| e.inbox.peek().map(|p| p.0.at))
+            .min()
+    }
+
+    /// Breaks every open connection (both ends are told after the detection
+    /// delay; frames in flight are lost). Returns how many broke.
+    pub fn disconnect_all(&self, now: Instant) -> usize {
+        let mut inner = self.inner.borrow_mut();
+        inner.advance(now);
+        let ids: Vec<ConnId> = inner
+            .conns
+            .iter()
+            .filter(|(_, c)| c.state == ConnState::Open)
+            .map(|(&id, _)| id)
+            .collect();
+        for &id in &ids {
+            inner.reset(id, DisconnectReason::PeerFailed);
+        }
+        ids.len()
+    }
+
+    /// Replaces the fault configuration (counts and schedule position carry
+    /// on); `FaultConfig::default()` turns injection off.
+    pub fn set_faults(&self, faults: FaultConfig) {
+        let mut inner = self.inner.borrow_mut();
+        inner.config.faults = faults.clone();
+        inner.faults.set_config(faults);
+    }
+
+    /// What the fault injector did.
+    pub fn fault_counts(&self) -> FaultCounts {
+        self.inner.borrow().faults.counts()
+    }
+
+    /// Connections the network still tracks (open, or not yet released by
+    /// both ends).
+    pub fn connections(&self) -> usize {
+        self.inner.borrow().conns.len()
+    }
+}
+
+impl Inner {
+    fn advance(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    fn new_endpoint(&mut self) -> EpId {
+        let ep = match self.free_endpoints.pop() {
+            Some(ep) => ep,
+            None => {
+                self.endpoints.push(Endpoint::default());
+                self.endpoints.len() - 1
+            }
+        };
+        self.endpoints[ep].alive = true;
+        ep
+    }
+
+    fn buffer(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(bytes);
+        b
+    }
+
+    fn recycle(&mut self, kind: Kind) {
+        if let Kind::Frame(b) = kind {
+            if self.pool.len() < 4096 {
+                self.pool.push(b);
+            }
+        }
+    }
+
+    fn push(&mut self, ep: EpId, at: Instant, conn: ConnId, kind: Kind) {
+        self.push_with(ep, at, conn, kind, true);
+    }
+
+    /// `ordered`: behind everything queued on the connection (frames, a
+    /// graceful close); a reset's notice is not.
+    fn push_with(&mut self, ep: EpId, at: Instant, conn: ConnId, kind: Kind, ordered: bool) {
+        let sent_at = self.now;
+        // Keep the connection's order in this direction.
+        let at = match self.conns.get_mut(&conn).filter(|_| ordered) {
+            Some(c) => {
+                let dir = usize::from(c.client == ep);
+                let at = at.max(c.last_at[dir]);
+                c.last_at[dir] = at;
+                at
+            }
+            None => at,
+        };
+        self.seq += 1;
+        let seq = self.seq;
+        if let Some(e) = self.endpoints.get_mut(ep).filter(|e| e.alive) {
+            e.inbox.push(Reverse(Pending {
+                at,
+                seq,
+                sent_at,
+                conn,
+                kind,
+            }));
+        } else {
+            self.recycle(kind);
+        }
+    }
+
+    /// Breaks a connection: both ends hear of it after the detection delay.
+    fn reset(&mut self, id: ConnId, reason: DisconnectReason) {
+        let at = self.now + self.config.detect_delay;
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        c.state = ConnState::Reset;
+        let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
+        let (client, server, tell_client, tell_server) = (
+            c.client,
+            c.server,
+            !c.client_done,
+            !c.server_done && c.server_announced,
+        );
+        for (b, _) in held.into_iter().flatten() {
+            self.recycle(Kind::Frame(b));
+        }
+        if tell_client {
+            self.push_with(client, at, id, Kind::Disconnected(reason), false);
+        }
+        if tell_server {
+            self.push_with(server, at, id, Kind::Disconnected(reason), false);
+        }
+        self.maybe_forget(id);
+    }
+
+    fn maybe_forget(&mut self, id: ConnId) {
+        let done = self
+            .conns
+            .get(&id)
+            .is_some_and(|c| c.client_done && (c.server_done || !c.server_announced));
+        if done {
+            self.conns.remove(&id);
+        }
+    }
+
+    fn connect(&mut self, client: EpId, addr: Addr) -> ConnId {
+        self.next_conn = self.next_conn.wrapping_add(1);
+        let id = self.next_conn;
+        let latency = self.config.latency;
+        let server = self.listeners.get(&addr).copied();
+        let conn = Conn {
+            client,
+            server: server.unwrap_or(client),
+            state: if server.is_some() {
+                ConnState::Open
+            } else {
+                ConnState::Reset
+            },
+            client_done: false,
+            server_done: server.is_none(),
+            server_announced: false,
+            held: [None, None],
+            last_at: [Instant::ZERO; 2],
+        };
+        self.conns.insert(id, conn);
+        match server {
+            Some(server) => {
+                self.push(server, self.now + latency, id, Kind::Accepted);
+                self.push(client, self.now + latency + latency, id, Kind::Connected);
+            }
+            None => {
+                let reason = DisconnectReason::ConnectFailed;
+                self.push(client, self.now + latency, id, Kind::Disconnected(reason));
+            }
+        }
+        id
+    }
+
+    fn send(&mut self, ep: EpId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
+        let Some(c) = self.conns.get(&id) else {
+            return Err(SendError::NotConnected);
+        };
+        let to_server = c.client == ep;
+        if !to_server && c.server != ep {
+            return Err(SendError::NotConnected);
+        }
+        let done = if to_server {
+            c.client_done
+        } else {
+            c.server_done
+        };
+        if done {
+            return Err(SendError::NotConnected);
+        }
+        if c.state != ConnState::Open {
+            // Broken, and this side has not heard yet: the send "completes"
+            // locally and the frame is lost. Local completion is not delivery.
+            return Ok(());
+        }
+        let peer = if to_server { c.server } else { c.client };
+        let data = matches!(frame.get(5).copied(), Some(op) if op == Op::Write as u8 || op == Op::Read as u8);
+        let fault = self.faults.next(to_server, data);
+        let at = self.now + self.config.latency;
+        match fault {
+            None => self.enqueue(peer, id, to_server, at, frame),
+            Some(FrameFault::Drop) => self.reset(id, DisconnectReason::PeerFailed),
+            Some(FrameFault::SilentDrop) => {}
+            Some(FrameFault::Duplicate) => {
+                self.enqueue(peer, id, to_server, at, frame);
+                self.enqueue(peer, id, to_server, at, frame);
+            }
+            Some(FrameFault::Reorder) => {
+                let depth = self.config.faults.reorder_depth.max(1);
+                let b = self.buffer(frame);
+                let dir = usize::from(!to_server);
+                let slot = self.conns.get_mut(&id).map(|c| &mut c.held[dir]);
+                match slot {
+                    Some(slot @ None) => *slot = Some((b, depth)),
+                    _ => self.push(peer, at, id, Kind::Frame(b)),
+                }
+            }
+            Some(FrameFault::Corrupt) => {
+                let mut b = self.buffer(frame);
+                let bit = self.faults.below(b.len() as u64 * 8);
+                if let Some(byte) = b.get_mut((bit / 8) as usize) {
+                    *byte ^= 1 << (bit % 8);
+                }
+                self.push(peer, at, id, Kind::Frame(b));
+            }
+            Some(FrameFault::Delay) => {
+                let at = at + self.config.faults.delay;
+                self.enqueue(peer, id, to_server, at, frame);
+            }
+            Some(FrameFault::Disconnect) => {
+                self.enqueue(peer, id, to_server, at, frame);
+                self.reset(id, DisconnectReason::PeerFailed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues a frame, then a held (reordered) frame whose wait is over.
+    fn enqueue(&mut self, peer: EpId, id: ConnId, to_server: bool, at: Instant, frame: &[u8]) {
+        let b = self.buffer(frame);
+        self.push(peer, at, id, Kind::Frame(b));
+        let dir = usize::from(!to_server);
+        let released = match self.conns.get_mut(&id).map(|c| &mut c.held[dir]) {
+            Some(slot @ Some(_)) => {
+                let left = slot.as_ref().map_or(0, |(_, l)| *l);
+                if left <= 1 {
+                    slot.take().map(|(b, _)| b)
+                } else {
+                    if let Some((_, l)) = slot.as_mut() {
+                        *l -= 1;
+                    }
+                    None
+                }
+            }
+            _ => None,
+        };
+        if let Some(b) = released {
+            self.push(peer, at, id, Kind::Frame(b));
+        }
+    }
+
+    fn close(&mut self, ep: EpId, id: ConnId) {
+        let at = self.now + self.config.latency;
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let by_client = c.client == ep;
+        if !by_client && c.server != ep {
+            return;
+        }
+        if by_client {
+            c.client_done = true;
+        } else {
+            c.server_done = true;
+        }
+        if c.state == ConnState::Open {
+            c.state = ConnState::Closing { at: self.now };
+            let (peer, tell) = if by_client {
+                (c.server, !c.server_done && c.server_announced)
+            } else {
+                (c.client, !c.client_done)
+            };
+            if tell {
+                self.push(
+                    peer,
+                    at,
+                    id,
+                    Kind::Disconnected(DisconnectReason::PeerClosed),
+                );
+            }
+        }
+        self.maybe_forget(id);
+    }
+
+    /// The endpoint's process is gone: its connections reset, its listener
+    /// closes, its inbox is dropped.
+    fn crash(&mut self, ep: EpId) {
+        let ids: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.client == ep || c.server == ep)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(c) = self.conns.get_mut(&id) {
+                if c.client == ep {
+                    c.client_done = true;
+                } else {
+                    c.server_done = true;
+                }
+            }
+            self.reset(id, DisconnectReason::PeerFailed);
+        }
+        self.listeners.retain(|_, &mut e| e != ep);
+        let inbox = core::mem::take(&mut self.endpoints[ep].inbox);
+        for p in inbox {
+            self.recycle(p.0.kind);
+        }
+        self.endpoints[ep].alive = false;
+        self.free_endpoints.push(ep);
+    }
+
+    fn poll(&mut self, ep: EpId, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
+        self.advance(now);
+        loop {
+            let front = self.endpoints.get(ep)?.inbox.peek()?;
+            if front.0.at > now {
+                return None;
+            }
+            let p = self.endpoints[ep].inbox.pop()?.0;
+            let Some(c) = self.conns.get_mut(&p.conn) else {
+                self.recycle(p.kind);
+                continue;
+            };
+            let is_client = c.client == ep;
+            let done = if is_client {
+                c.client_done
+            } else {
+                c.server_done
+            };
+            if done {
+                self.recycle(p.kind);
+                continue;
+            }
+            let conn = p.conn;
+            match p.kind {
+                Kind::Frame(b) => {
+                    let deliver = match c.state {
+                        ConnState::Open => true,
+                        ConnState::Closing { at } => p.sent_at <= at,
+                        ConnState::Reset => false,
+                    };
+                    if !deliver {
+                        self.recycle(Kind::Frame(b));
+                        continue;
+                    }
+                    let n = b.len().min(buf.len());
+                    buf[..n].copy_from_slice(&b[..n]);
+                    let len = b.len();
+                    self.recycle(Kind::Frame(b));
+                    return Some(TransportEvent::Received { conn, len });
+                }
+                Kind::Connected => return Some(TransportEvent::Connected { conn }),
+                Kind::Accepted => {
+                    c.server_announced = true;
+                    return Some(TransportEvent::Accepted { conn });
+                }
+                Kind::Disconnected(reason) => {
+                    if is_client {
+                        c.client_done = true;
+                    } else {
+                        c.server_done = true;
+                    }
+                    self.maybe_forget(conn);
+                    return Some(TransportEvent::Disconnected { conn, reason });
+                }
+            }
+        }
+    }
+}
+
+/// A client endpoint: connects to one server address.
+pub struct ClientPort {
+    net: Network,
+    ep: EpId,
+    server: Addr,
+}
+
+/// A server endpoint: accepts connections on its address until it crashes
+/// or is dropped.
+pub struct ServerPort {
+    net: Network,
+    ep: EpId,
+    addr: Addr,
+}
+
+impl ServerPort {
+    /// The address it listens on.
+    pub fn addr(&self) -> Addr {
+        self.addr
+    }
+}
+
+impl ClientPort {
+    /// The server address it connects to.
+    pub fn server(&self) -> Addr {
+        self.server
+    }
+}
+
+impl Drop for ClientPort {
+    /// The client process (or its transport) is gone: its connections reset.
+    fn drop(&mut self) {
+        self.net.inner.borrow_mut().crash(self.ep);
+    }
+}
+
+impl Drop for ServerPort {
+    /// The server process is gone: its connections reset, the address is free.
+    fn drop(&mut self) {
+        self.net.inner.borrow_mut().crash(self.ep);
+    }
+}
+
+impl Transport for ClientPort {
+    fn connect(&mut self, now: Instant) -> Result<ConnId, DisconnectReason> {
+        let mut inner = self.net.inner.borrow_mut();
+        inner.advance(now);
+        Ok(inner.connect(self.ep, self.server))
+    }
+    fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
+        let mut inner = self.net.inner.borrow_mut();
+        inner.advance(now);
+        inner.send(self.ep, conn, frame)
+    }
+    fn close(&mut self, now: Instant, conn: ConnId) {
+        let mut inner = self.net.inner.borrow_mut();
+        inner.advance(now);
+        inner.close(self.ep, conn);
+    }
+    fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
+        self.net.inner.borrow_mut().poll(self.ep, now, buf)
+    }
+}
+
+impl Transport for ServerPort {
+    /// A server port does not open connections.
+    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
+        Err(DisconnectReason::ConnectFailed)
+    }
+    fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
+        let mut inner = self.net.inner.borrow_mut();
+        inner.advance(now);
+        inner.send(self.ep, conn, frame)
+    }
+    fn close(&mut self, now: Instant, conn: ConnId) {
+        let mut inner = self.net.inner.borrow_mut();
+        inner.advance(now);
+        inner.close(self.ep, conn);
+    }
+    fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
+        self.net.inner.borrow_mut().poll(self.ep, now, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests;
