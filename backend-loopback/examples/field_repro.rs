@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p iomsg-loopback --example field_repro -- \
-//!     [--seed N] [--kills N] [--clients N] [--replay on|off] [--rebuild]
+//!     [--seed N] [--kills N] [--clients N] [--replay on|off] [--rebuild] [--storm]
 //! ```
 //! Exits 0 when the report matches the ground truth and (with replay on)
 //! nothing was lost; 1 otherwise; 2 on bad arguments.
@@ -24,7 +24,8 @@ const USAGE: &str =
   --rebuild       clients rebuild their whole transport after each disconnect
   --uptime-us N   server uptime between crashes, µs of virtual time (default 2000)
   --down-us N     downtime before the new instance listens, µs (default 500)
-  --interval-us N least time between two io_msgs of one client, µs (default 0: window-bound)";
+  --interval-us N least time between two io_msgs of one client, µs (default 0: window-bound)
+  --storm         many short kill cycles: --uptime-us 100 --down-us 20 --interval-us 10";
 
 fn parse() -> Result<Scenario, String> {
     let mut seed = 1u64;
@@ -65,6 +66,11 @@ fn parse() -> Result<Scenario, String> {
                 }
             }
             "--rebuild" => rebuild = true,
+            "--storm" => {
+                uptime_us = Some(100);
+                down_us = Some(20);
+                interval_us = Some(10);
+            }
             "--uptime-us" => {
                 uptime_us = Some(
                     value("--uptime-us")?
@@ -132,7 +138,17 @@ fn main() -> ExitCode {
         report.kills as f64 / wall,
         report.sent as f64 / wall
     );
-    let ok = report.discrepancies.is_empty() && (!scenario.replay || report.lost_total() == 0);
+    let kills = scenario.crash.map_or(0, |c| c.max_kills);
+    if report.kills != kills {
+        eprintln!(
+            "field_repro: only {} of {kills} kills happened before the run ended",
+            report.kills
+        );
+    }
+    let ok = report.kills == kills
+        && report.discrepancies.is_empty()
+        && report.pending == 0
+        && (!scenario.replay || report.lost_total() == 0);
     if ok {
         ExitCode::SUCCESS
     } else {

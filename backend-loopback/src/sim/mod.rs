@@ -33,7 +33,7 @@ use truth::Truth;
 pub const WINDOW: usize = 64;
 
 type SimClient = Client<ClientPort, WINDOW>;
-type SimServer = Server<ServerPort, 16, 16, 64>;
+type SimServer = Server<ServerPort, 16, 16, 16>;
 
 /// What each client sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -171,7 +171,8 @@ struct SimClientSlot {
 }
 
 struct SimServerSlot {
-    driver: Option<SimServer>,
+    /// Boxed: a restart builds a new server, and moving it is not free.
+    driver: Option<Box<SimServer>>,
     addr: Addr,
     next_kill: Option<Instant>,
     restart_at: Option<Instant>,
@@ -289,7 +290,7 @@ pub fn run(scenario: &Scenario) -> Report {
                 let instance = mix64(rng.next_u64());
                 let mut cfg = ServerConfig::new(instance);
                 cfg.validate = scenario.workload.validate;
-                s.driver = Some(Server::new(port, cfg));
+                s.driver = Some(Box::new(Server::new(port, cfg)));
                 s.generation = truth.server_started(s.addr, instance);
                 s.restart_at = None;
                 s.next_kill = scenario.crash.map(|c| now + c.every);
