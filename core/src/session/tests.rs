@@ -1102,3 +1102,28 @@ fn requests_submitted_while_disconnected_go_out_after_the_handshake() {
     assert_eq!(c.stats().sent, 2);
     assert_eq!(c.stats().replayed, 0);
 }
+
+#[test]
+fn data_frame_of_a_newer_epoch_than_its_connections_hello_is_rejected() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    let data = [0u8; 0];
+    let write = IoMsg {
+        session: SESSION,
+        epoch: 2,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Write { data: &data },
+    };
+    let mut buf = vec![0u8; write.buffer_len()];
+    write.emit(&mut buf).unwrap();
+    s.handle_frame(t(1), 1, &buf, &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::Unexpected]);
+    assert!(out.delivered().is_empty());
+}
