@@ -277,7 +277,9 @@ impl<const N: usize> ClientSession<N> {
                 instance,
                 resume_from,
                 known,
-            } if !established => self.handle_welcome(now, instance, resume_from, known),
+            } if !established && !self.hello_pending => {
+                self.handle_welcome(now, instance, resume_from, known)
+            }
             Body::WriteComp | Body::ReadComp { .. } | Body::Ack if established => {
                 if let Body::ReadComp { data } = msg.body {
                     self.stats.completions += 1;
@@ -421,8 +423,14 @@ impl<const N: usize> ClientSession<N> {
 
     fn handle_welcome(&mut self, now: Instant, instance: u64, resume_from: u64, known: bool) {
         let (base_sn, next_sn) = self.hello;
+        let previous = self.instance;
+        let changed = previous.is_some_and(|p| p != instance);
+        // The server lost the session's state: it says so, or it is another
+        // instance than the last Welcome came from (that instance's own first
+        // Welcome may have been lost; its `known` then speaks only of that).
+        let restarted = !known || changed;
         let in_range = base_sn <= resume_from && resume_from <= next_sn;
-        let restart_rule = known || !self.config.replay || resume_from == base_sn;
+        let restart_rule = !restarted || !self.config.replay || resume_from == base_sn;
         if !in_range || !restart_rule {
             let e = ProtocolError::BadResume {
                 base_sn,
@@ -431,42 +439,32 @@ impl<const N: usize> ClientSession<N> {
             };
             return self.protocol_error(now, e);
         }
-        let previous = self.instance;
-        if !known && base_sn < next_sn {
+        if restarted && (base_sn < next_sn || changed) {
             self.stats.server_restarts += 1;
             self.push_event(ClientEvent::ServerRestarted {
                 previous,
                 instance,
                 unconfirmed: base_sn..next_sn,
             });
-        } else if !known && previous.is_some_and(|p| p != instance) {
-            self.stats.server_restarts += 1;
-            self.push_event(ClientEvent::ServerRestarted {
-                previous,
-                instance,
-                unconfirmed: base_sn..base_sn,
-            });
         }
         // Everything below `confirmed` reached the server.
-        let confirmed = if known { resume_from } else { base_sn };
+        let confirmed = if restarted { base_sn } else { resume_from };
         self.release(confirmed);
         if self.config.replay {
-            if !known {
+            if restarted {
                 self.stats.possible_duplicates += next_sn - base_sn;
             }
             // Frames sent early (after the Hello) are at or past next_sn.
             if confirmed < next_sn {
                 self.tx_cursor = confirmed;
             }
-        } else {
-            if confirmed < next_sn {
-                self.stats.not_replayed += next_sn - confirmed;
-                self.push_event(ClientEvent::NotReplayed {
-                    range: confirmed..next_sn,
-                });
-                // Given up, not acknowledged: leave `acked` alone.
-                let _ = self.window.release(next_sn);
-            }
+        } else if confirmed < next_sn {
+            self.stats.not_replayed += next_sn - confirmed;
+            self.push_event(ClientEvent::NotReplayed {
+                range: confirmed..next_sn,
+            });
+            // Given up, not acknowledged: leave `acked` alone.
+            let _ = self.window.release(next_sn);
         }
         self.instance = Some(instance);
         self.attempt = 0;

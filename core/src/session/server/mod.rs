@@ -27,6 +27,11 @@ struct Session<const WORDS: usize> {
     ack_due: Option<Instant>,
     last_active: Instant,
     delivered: u64,
+    /// The lowest sn given up (not delivered) that the client may not know
+    /// about yet: its Welcome may have been lost. Until the client's
+    /// `base_sn` passes it, `resume_from` never exceeds it, so a later
+    /// Welcome cannot pass a given-up sn off as delivered.
+    given_up_from: Option<u64>,
 }
 
 /// A data frame reduced to what the server needs after its payload was
@@ -287,13 +292,23 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             if cum < base_sn || cum > next_sn {
                 return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
             }
+            if s.given_up_from.is_some_and(|g| g < base_sn) {
+                // The client moved past it, so it learnt of it.
+                s.given_up_from = None;
+            }
+            // Everything below `resume_from` was delivered.
+            let resume_from = s.given_up_from.map_or(cum, |g| g.min(cum));
             if !replay {
                 // [cum, next_sn) will never be sent again. Holes below the
                 // old top were jumped over live (already reported); the
                 // rest was in flight when the last connection broke.
                 let top = s.tracker.top();
                 let stats = &mut self.stats;
+                let given_up_from = &mut s.given_up_from;
                 let result = s.tracker.give_up_to(next_sn, |r: Range<u64>| {
+                    if given_up_from.is_none() {
+                        *given_up_from = Some(r.start);
+                    }
                     let live = r.start..r.end.min(top);
                     let in_flight = r.start.max(top)..r.end;
                     if !live.is_empty() {
@@ -321,7 +336,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             s.stream_unacked = 0;
             s.ack_due = None;
             self.stats.resumed += 1;
-            (true, cum)
+            (true, resume_from)
         } else {
             let start = if replay { base_sn } else { next_sn };
             let Ok(tracker) = RecvTracker::try_new(start) else {
@@ -335,6 +350,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 ack_due: None,
                 last_active: now,
                 delivered: 0,
+                // Without replay, [base_sn, next_sn) is skipped unseen.
+                given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
             };
             if self.sessions.len() == SESSIONS && !self.evict_one(sink) {
                 let n = SESSIONS as u64;
