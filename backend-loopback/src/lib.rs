@@ -20,5 +20,9 @@ mod fault;
 mod network;
 pub mod sim;
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 pub use fault::{Direction, FaultConfig, FaultCounts, FaultInjector, FrameFault, ScheduledFault};
 pub use network::{ClientPort, Network, NetworkConfig, ServerPort};

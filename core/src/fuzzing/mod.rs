@@ -6,6 +6,7 @@
 #![allow(missing_docs)]
 
 pub mod seq;
+pub mod session;
 pub mod wire;
 
 #[cfg(test)]
@@ -48,5 +49,10 @@ mod tests {
     #[test]
     fn seq_tracker_seeds_replay_clean() {
         replay("seq_tracker", super::seq::seq_tracker);
+    }
+
+    #[test]
+    fn session_seeds_replay_clean() {
+        replay("session", super::session::session);
     }
 }

@@ -1,0 +1,233 @@
+//! Fuzz body for whole runs over the loopback backend: `loopback_e2e`.
+//!
+//! The fuzz bytes choose a small [`Scenario`] (1-3 clients, 1-2 servers, at
+//! most 300 requests of at most 512 bytes per client, a mix of writes,
+//! streamed writes and reads, fault rates of up to 4064 ppm each, silent
+//! drops included, up to four scheduled faults, up to five server
+//! crash-restarts, at most 20 ms of faults, then a 5 s drain), runs it with
+//! [`sim::run`] and checks the [`Report`]:
+//!
+//! 1. always: the protocol's report agrees with the ground truth
+//!    (`discrepancies` is empty), the drain finished (`pending == 0`) and no
+//!    client gave up;
+//! 2. replay on: nothing is lost (`lost_total() == 0`, `truth_lost == 0`),
+//!    every submitted sn is delivered and acknowledged, and every duplicate
+//!    delivery follows a server restart (`deliveries == delivered_unique +
+//!    duplicates_after_restart`);
+//! 3. replay off: the lost sns the protocol reports are exactly those the
+//!    ground truth misses, and the named `lost` ranges cover each of them
+//!    once.
+//!
+//! Compiled only for tests and with the `fuzzing` feature.
+#![allow(missing_docs)]
+
+use core::time::Duration;
+
+use crate::sim::{self, CrashPlan, Report, Scenario, Workload};
+use crate::{Direction, FaultConfig, FrameFault, ScheduledFault};
+
+/// Runs the scenario the bytes describe and checks the report.
+///
+/// # Panics
+///
+/// When a property does not hold: that is the bug the fuzzer is looking for.
+pub fn loopback_e2e(data: &[u8]) {
+    let scenario = scenario(data);
+    let report = sim::run(&scenario);
+    check(&scenario, &report);
+}
+
+/// Reads the scenario from the fuzz input; past its end every byte is 0.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.byte(), self.byte()])
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+
+    /// A fault rate: zero for half the byte values, else up to 4064 ppm.
+    fn ppm(&mut self) -> u32 {
+        let b = self.byte();
+        if b < 128 {
+            0
+        } else {
+            u32::from(b - 128) * 32
+        }
+    }
+}
+
+/// The small scenario the bytes describe.
+pub fn scenario(data: &[u8]) -> Scenario {
+    let mut c = Cursor(data);
+    let seed = u64::from(c.u32());
+    let shape = c.byte();
+    let flags = c.byte();
+    let clients = 1 + usize::from(shape % 3);
+    let servers = 1 + usize::from(shape >> 2 & 1);
+    let read_per_mille = (u16::from(c.byte()) * 4).min(1000);
+    let stream_per_mille = (u16::from(c.byte()) * 4).min(1000 - read_per_mille);
+    let workload = Workload {
+        messages: u64::from(c.u16() % 301),
+        size: u32::from(c.u16() % 513),
+        read_per_mille,
+        stream_per_mille,
+        validate: flags & 1 != 0,
+        interval: Duration::from_micros(u64::from(c.byte() % 8) * 5),
+    };
+    let mut faults = FaultConfig {
+        drop_ppm: c.ppm(),
+        silent_drop_ppm: c.ppm(),
+        duplicate_ppm: c.ppm(),
+        reorder_ppm: c.ppm(),
+        corrupt_ppm: c.ppm(),
+        delay_ppm: c.ppm(),
+        disconnect_ppm: c.ppm(),
+        reorder_depth: 1 + c.byte() % 4,
+        delay: Duration::from_micros(u64::from(c.byte())),
+        schedule: Vec::new(),
+    };
+    let scheduled = c.byte() % 5;
+    for _ in 0..scheduled {
+        let b = c.byte();
+        let fault = match b % 7 {
+            0 => FrameFault::Drop,
+            1 => FrameFault::SilentDrop,
+            2 => FrameFault::Duplicate,
+            3 => FrameFault::Reorder,
+            4 => FrameFault::Corrupt,
+            5 => FrameFault::Delay,
+            _ => FrameFault::Disconnect,
+        };
+        let direction = match b >> 3 & 3 {
+            0 => Direction::ToServer,
+            1 => Direction::ToClient,
+            _ => Direction::Any,
+        };
+        faults.schedule.push(ScheduledFault {
+            nth: u64::from(c.u16() % 1024),
+            direction,
+            data_only: b & 0x20 != 0,
+            fault,
+        });
+    }
+    let crash = (flags & 2 != 0).then(|| CrashPlan {
+        every: Duration::from_micros(300 + u64::from(c.byte()) * 20),
+        down_for: Duration::from_micros(50 + u64::from(c.byte()) * 4),
+        max_kills: u64::from(c.byte() % 6),
+    });
+    Scenario {
+        seed,
+        clients,
+        servers,
+        workload,
+        faults,
+        crash,
+        duration: Duration::from_micros(500 + u64::from(c.u16()) % 19_501),
+        drain: Duration::from_secs(5),
+        replay: flags & 4 == 0,
+        rebuild_transport: flags & 8 != 0,
+        latency: Duration::from_micros(1 + u64::from(c.byte() % 20)),
+        detect_delay: Duration::from_micros(10 + u64::from(c.byte())),
+    }
+}
+
+/// The properties of the module documentation.
+///
+/// # Panics
+///
+/// When one does not hold, with the scenario and the report.
+pub fn check(scenario: &Scenario, r: &Report) {
+    let ctx = || std::format!("{scenario:?}\n{r}");
+    assert!(r.discrepancies.is_empty(), "discrepancies: {}", ctx());
+    assert_eq!(r.pending, 0, "the drain did not finish: {}", ctx());
+    assert_eq!(r.failed_clients, 0, "a client gave up: {}", ctx());
+    if scenario.replay {
+        assert_eq!(r.lost_total(), 0, "lost with replay on: {}", ctx());
+        assert_eq!(r.truth_lost, 0, "lost with replay on: {}", ctx());
+        assert_eq!(r.delivered_unique, r.submitted, "{}", ctx());
+        assert_eq!(r.acknowledged, r.submitted, "{}", ctx());
+        assert_eq!(
+            r.deliveries,
+            r.delivered_unique + r.duplicates_after_restart,
+            "a duplicate no restart explains: {}",
+            ctx()
+        );
+    } else {
+        assert_eq!(r.lost_total(), r.truth_lost, "{}", ctx());
+        let named: u64 = r.lost.iter().map(|l| l.range.end - l.range.start).sum();
+        assert_eq!(named, r.truth_lost, "named lost ranges: {}", ctx());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    #[test]
+    fn loopback_e2e_holds_on_seeded_random_scenarios() {
+        let mut state = 0x100B_BAC4_u64;
+        let (mut kills, mut faults, mut lost, mut submitted) = (0, 0, 0, 0);
+        for _ in 0..30 {
+            let bytes: Vec<u8> = (0..64).map(|_| splitmix(&mut state) as u8).collect();
+            let s = scenario(&bytes);
+            let r = sim::run(&s);
+            check(&s, &r);
+            kills += r.kills;
+            faults += r.faults.dropped + r.faults.silent_dropped + r.faults.corrupted;
+            lost += r.truth_lost;
+            submitted += r.submitted;
+        }
+        // The scenarios do exercise what the properties are about.
+        assert!(submitted > 1000, "{submitted} submitted");
+        assert!(kills > 0, "no server was killed");
+        assert!(faults > 0, "no frame was dropped or corrupted");
+        assert!(lost > 0, "replay off never lost anything");
+    }
+
+    #[test]
+    fn committed_seeds_hold_and_cover_crashes_losses_and_silent_drops() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/loopback_e2e");
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        paths.sort();
+        assert!(paths.len() >= 3, "{} seeds", paths.len());
+        let (mut kills, mut lost, mut silent) = (0, 0, 0);
+        for path in paths {
+            let s = scenario(&std::fs::read(&path).unwrap());
+            let r = sim::run(&s);
+            check(&s, &r);
+            kills += r.kills;
+            lost += r.truth_lost;
+            silent += r.faults.silent_dropped;
+        }
+        assert!(
+            kills > 0 && lost > 0 && silent > 0,
+            "{kills} {lost} {silent}"
+        );
+    }
+}
