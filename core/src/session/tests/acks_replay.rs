@@ -1,0 +1,264 @@
+//! Acks, replay and loss classification.
+
+use super::*;
+
+// ---- acks ------------------------------------------------------------------
+
+#[test]
+fn cumulative_ack_releases_the_send_window_and_unblocks_a_full_window() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 8);
+    assert_eq!(
+        c.submit(RequestOp::Write, 16),
+        Err(SubmitError::Full),
+        "backpressure"
+    );
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames[..5], t(1));
+    to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(c.base_sn(), 5);
+    assert_eq!(c.submit(RequestOp::Write, 16), Ok(8));
+}
+
+#[test]
+fn streamed_writes_are_acked_every_k_frames() {
+    let mut cfg = ServerConfig::new(INSTANCE_A);
+    cfg.ack_every = 3;
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        Server::new(cfg),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    for _ in 0..7 {
+        c.submit(RequestOp::StreamWrite, 8).unwrap();
+    }
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    let acks: Vec<u64> = out
+        .frames
+        .iter()
+        .map(|(_, f)| wire::parse(f).unwrap())
+        .filter(|m| m.body == Body::Ack)
+        .map(|m| m.ack)
+        .collect();
+    assert_eq!(acks, vec![3, 6], "one Ack per K=3 streamed frames");
+    assert_eq!(
+        s.poll_timeout(),
+        Some(t(1) + s.config().ack_delay),
+        "the 7th waits for T"
+    );
+}
+
+#[test]
+fn streamed_writes_below_k_are_acked_after_t() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    c.submit(RequestOp::StreamWrite, 8).unwrap();
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    assert!(out.frames.is_empty(), "no completion for a streamed write");
+    let due = s.poll_timeout().unwrap();
+    assert_eq!(due, t(1) + Duration::from_micros(200));
+    s.handle_timeout(due, &mut out);
+    let ack = wire::parse(&out.frames[0].1).unwrap();
+    assert_eq!((ack.body, ack.ack), (Body::Ack, 1));
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn ack_beyond_anything_sent_is_a_protocol_error() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let _ = client_frames(&mut c, t(1));
+    let ack = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 5,
+        validate: false,
+        stream: false,
+        body: Body::Ack,
+    };
+    let mut buf = vec![0u8; ack.buffer_len()];
+    ack.emit(&mut buf).unwrap();
+    c.handle_frame(t(2), &buf);
+    assert_eq!(c.base_sn(), 0, "nothing released");
+    let e = DisconnectCause::Protocol(ProtocolError::AckBeyondSent { ack: 5, sent: 1 });
+    assert!(events(&mut c).contains(&ClientEvent::Disconnected { epoch: 1, cause: e }));
+}
+
+// ---- replay and loss classification ----------------------------------------
+
+#[test]
+fn replay_resends_every_unacked_sn_in_ascending_order() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 6);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames[..2], t(1));
+    to_client(&mut c, &mut out, 1, t(1));
+    c.handle_disconnected(t(2), DisconnectReason::PeerClosed);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(60));
+    assert_eq!(sns(&client_frames(&mut c, t(60))), vec![2, 3, 4, 5]);
+}
+
+#[test]
+fn replay_off_gives_up_in_flight_sns_and_both_sides_classify_them() {
+    let mut cfg = config();
+    cfg.replay = false;
+    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 5);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames[..2], t(1)); // 2, 3, 4 die in flight
+    out.take();
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(60));
+    assert!(events(&mut c).contains(&ClientEvent::NotReplayed { range: 2..5 }));
+    assert!(out.events.contains(&ServerEvent::LostInFlight {
+        session: SESSION,
+        range: 2..5
+    }));
+    assert_eq!(s.stats().lost_in_flight, 3);
+    assert_eq!(s.stats().lost_live, 0);
+    assert_eq!(c.stats().not_replayed, 3);
+    assert!(
+        client_frames(&mut c, t(60)).is_empty(),
+        "nothing is replayed"
+    );
+    assert!(c.can_submit());
+    assert_eq!(c.submit(RequestOp::Write, 16), Ok(5));
+    let next = client_frames(&mut c, t(61));
+    to_server(&mut s, &mut out, 2, &next, t(61));
+    assert_eq!(out.delivered(), vec![0, 1, 5]);
+    assert_eq!(
+        s.stats().live_gap_sns,
+        0,
+        "no live gap: the handshake gave them up"
+    );
+}
+
+#[test]
+fn a_jump_on_a_live_connection_is_reported_at_once_as_live_loss() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 5);
+    let frames = client_frames(&mut c, t(1));
+    to_server(
+        &mut s,
+        &mut out,
+        1,
+        &[frames[0].clone(), frames[3].clone()],
+        t(1),
+    );
+    assert!(out.events.contains(&ServerEvent::LiveLoss {
+        session: SESSION,
+        epoch: 1,
+        missing: 1..3
+    }));
+    assert_eq!(s.stats().live_gap_sns, 2);
+    assert_eq!(s.holes(SESSION).collect::<Vec<Range<u64>>>(), vec![1..3]);
+    // The cumulative ack stays at the hole, so the client keeps 1 and 2.
+    to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(c.base_sn(), 1);
+}
+
+#[test]
+fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 4);
+    let frames = client_frames(&mut c, t(1));
+    to_server(
+        &mut s,
+        &mut out,
+        1,
+        &[frames[0].clone(), frames[2].clone()],
+        t(1),
+    );
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(60));
+    let replay = client_frames(&mut c, t(60));
+    assert_eq!(sns(&replay), vec![1, 2, 3]);
+    to_server(&mut s, &mut out, 2, &replay, t(60));
+    assert_eq!(out.delivered(), vec![0, 2, 1, 3]);
+    assert_eq!(s.stats().recovered, 1);
+    assert_eq!(
+        s.stats().duplicates,
+        1,
+        "sn 2 arrived twice, delivered once"
+    );
+    assert_eq!(s.session(SESSION).unwrap().missing, 0);
+}
+
+#[test]
+fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let hello = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Hello {
+            base_sn: SN_MAX - 1,
+            next_sn: SN_MAX - 1,
+            replay: true,
+        },
+    };
+    let mut buf = vec![0u8; hello.buffer_len()];
+    hello.emit(&mut buf).unwrap();
+    s.handle_frame(t(0), 1, &buf, &mut out);
+    for sn in [SN_MAX - 1, SN_MAX + 1] {
+        let data = [0u8; 0];
+        let write = IoMsg {
+            session: SESSION,
+            epoch: 1,
+            sn,
+            ack: 0,
+            validate: false,
+            stream: false,
+            body: Body::Write { data: &data },
+        };
+        let mut buf = vec![0u8; write.buffer_len()];
+        write.emit(&mut buf).unwrap();
+        s.handle_frame(t(1), 1, &buf, &mut out);
+    }
+    assert_eq!(out.delivered(), vec![SN_MAX - 1]);
+    assert_eq!(
+        out.rejected(),
+        vec![RejectReason::TooFar],
+        "SN_MAX + 1 is refused"
+    );
+}

@@ -1,0 +1,147 @@
+//! Bad input, and reads.
+
+use super::*;
+
+// ---- bad input -------------------------------------------------------------
+
+#[test]
+fn corrupt_frame_is_rejected_with_its_reason_and_the_connection_reset() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let mut frames = client_frames(&mut c, t(1));
+    frames[0][30] ^= 0x04; // a bit of the sn: the header CRC no longer matches
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+    assert_eq!(out.closed, vec![1]);
+    assert!(matches!(
+        s.stats().last_wire_error,
+        Some(wire::WireError::HeaderChecksum { .. })
+    ));
+    assert!(out.delivered().is_empty());
+    to_client(&mut c, &mut out, 1, t(1));
+    assert!(
+        matches!(c.state(), ClientState::Backoff { .. }),
+        "{:?}",
+        c.state()
+    );
+    assert_eq!(c.outstanding(), 1, "kept for replay");
+}
+
+#[test]
+fn payload_that_does_not_match_the_pattern_is_never_delivered() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let frames = client_frames(&mut c, t(1));
+    let msg = wire::parse(&frames[0]).unwrap();
+    let mut data = [0u8; 16];
+    if let Body::Write { data: d } = msg.body {
+        data.copy_from_slice(d);
+    }
+    data[3] ^= 1; // corrupt, then re-emit with valid CRCs
+    let bad = IoMsg {
+        body: Body::Write { data: &data },
+        ..msg
+    };
+    let mut buf = vec![0u8; bad.buffer_len()];
+    bad.emit(&mut buf).unwrap();
+    s.handle_frame(t(1), 1, &buf, &mut out);
+    assert!(out.delivered().is_empty());
+    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+}
+
+#[test]
+fn client_op_from_the_wrong_direction_is_rejected_as_unexpected() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let ack = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::WriteComp,
+    };
+    let mut buf = vec![0u8; ack.buffer_len()];
+    ack.emit(&mut buf).unwrap();
+    s.handle_frame(t(0), 3, &buf, &mut out);
+    let reject = wire::parse(&out.frames[0].1).unwrap();
+    assert_eq!(
+        reject.body,
+        Body::Reject {
+            reason: RejectReason::Unexpected,
+            detail: Op::WriteComp as u64
+        }
+    );
+}
+
+#[test]
+fn frame_for_another_session_on_a_bound_connection_is_rejected() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    let data = [0u8; 0];
+    let write = IoMsg {
+        session: SESSION + 1,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Write { data: &data },
+    };
+    let mut buf = vec![0u8; write.buffer_len()];
+    write.emit(&mut buf).unwrap();
+    s.handle_frame(t(1), 1, &buf, &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::SessionMismatch]);
+    assert!(out.delivered().is_empty());
+}
+
+#[test]
+fn a_rejected_connection_does_not_disturb_other_sessions() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    s.handle_frame(t(1), 9, b"garbage that is not a frame", &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+    submit_writes(&mut c, 2);
+    let frames = client_frames(&mut c, t(2));
+    to_server(&mut s, &mut out, 1, &frames, t(2));
+    assert_eq!(out.delivered(), vec![0, 1]);
+}
+
+// ---- reads -------------------------------------------------------------------
+
+#[test]
+fn read_is_answered_with_pattern_data_that_the_client_verifies() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    c.submit(RequestOp::Read, 100).unwrap();
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    let comp = wire::parse(&out.frames[0].1).unwrap();
+    assert!(matches!(comp.body, Body::ReadComp { data } if data.len() == 100));
+    to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(c.stats().completions, 1);
+    assert_eq!(c.stats().read_mismatches, 0);
+    assert_eq!(c.base_sn(), 1);
+}

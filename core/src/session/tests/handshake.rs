@@ -1,0 +1,206 @@
+//! The resume handshake.
+
+use super::*;
+
+// ---- handshake -------------------------------------------------------------
+
+#[test]
+fn handshake_new_session_starts_at_base_sn_and_delivers_in_order() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 3);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    assert_eq!(out.delivered(), vec![0, 1, 2]);
+    to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(c.base_sn(), 3, "every WriteComp's cumulative ack releases");
+    assert_eq!(c.stats().acked, 3);
+    assert_eq!(c.stats().completions, 3);
+}
+
+#[test]
+fn handshake_known_session_resumes_at_servers_next_expected_sn() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 5);
+    let frames = client_frames(&mut c, t(1));
+    // 0..3 reach the server; their completions are lost with the connection.
+    to_server(&mut s, &mut out, 1, &frames[..3], t(1));
+    out.take();
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(100));
+    let ev = events(&mut c);
+    assert!(ev.contains(&ClientEvent::Established {
+        epoch: 2,
+        instance: INSTANCE_A,
+        known: true,
+        resume_from: 3
+    }));
+    assert_eq!(
+        c.base_sn(),
+        3,
+        "[base_sn, resume_from) released as acknowledged"
+    );
+    let replay = client_frames(&mut c, t(100));
+    assert_eq!(
+        sns(&replay),
+        vec![3, 4],
+        "replay starts at resume_from, in order"
+    );
+    to_server(&mut s, &mut out, 2, &replay, t(100));
+    assert_eq!(
+        out.delivered(),
+        vec![0, 1, 2, 3, 4],
+        "each sn delivered exactly once"
+    );
+    assert_eq!(s.stats().duplicates, 0);
+}
+
+#[test]
+fn handshake_unknown_session_after_restart_replays_from_base_sn_as_possible_duplicates() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 4);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    out.take(); // the server dies before its completions leave
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+
+    let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
+    connect(&mut c, &mut s2, &mut out2, 1, t(50));
+    let ev = events(&mut c);
+    assert!(ev.contains(&ClientEvent::ServerRestarted {
+        previous: Some(INSTANCE_A),
+        instance: INSTANCE_B,
+        unconfirmed: 0..4
+    }));
+    assert!(ev.contains(&ClientEvent::Established {
+        epoch: 2,
+        instance: INSTANCE_B,
+        known: false,
+        resume_from: 0
+    }));
+    let replay = client_frames(&mut c, t(50));
+    assert_eq!(sns(&replay), vec![0, 1, 2, 3]);
+    assert_eq!(c.stats().possible_duplicates, 4);
+    assert_eq!(c.stats().replayed, 4);
+    to_server(&mut s2, &mut out2, 1, &replay, t(50));
+    assert_eq!(out2.delivered(), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
+    let mut c = Client::new(config(), t(0));
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let hello = client_frames(&mut c, t(0));
+    assert_eq!(hello.len(), 1);
+    // next_sn is 0, so resume_from 7 is beyond it.
+    let welcome = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Welcome {
+            instance: INSTANCE_A,
+            resume_from: 7,
+            known: true,
+        },
+    };
+    let mut buf = vec![0u8; welcome.buffer_len()];
+    welcome.emit(&mut buf).unwrap();
+    c.handle_frame(t(1), &buf);
+    assert_eq!(c.stats().protocol_errors, 1);
+    let expected = DisconnectCause::Protocol(ProtocolError::BadResume {
+        base_sn: 0,
+        resume_from: 7,
+        next_sn: 0,
+    });
+    assert!(events(&mut c).contains(&ClientEvent::Disconnected {
+        epoch: 1,
+        cause: expected
+    }));
+    assert!(matches!(c.state(), ClientState::Backoff { .. }));
+    assert_eq!(c.poll_action(), Some(Action::Close));
+}
+
+#[test]
+fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
+    let (mut c, mut s, mut out) = (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    );
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 2);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    s.handle_disconnected(1);
+    // A Hello claiming only sn 0 was ever sent, though the server has 0 and 1.
+    let hello = IoMsg {
+        session: SESSION,
+        epoch: 2,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Hello {
+            base_sn: 0,
+            next_sn: 1,
+            replay: true,
+        },
+    };
+    let mut buf = vec![0u8; hello.buffer_len()];
+    hello.emit(&mut buf).unwrap();
+    s.handle_frame(t(2), 2, &buf, &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
+    assert_eq!(out.closed, vec![2]);
+    let reject = wire::parse(&out.frames.last().unwrap().1).unwrap();
+    assert_eq!(
+        reject.body,
+        Body::Reject {
+            reason: RejectReason::BadHandshake,
+            detail: 2
+        },
+        "the detail names the server's cumulative point"
+    );
+}
+
+#[test]
+fn server_rejects_hello_with_next_sn_beyond_sn_max() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let hello = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Hello {
+            base_sn: SN_MAX,
+            next_sn: SN_MAX + 1,
+            replay: true,
+        },
+    };
+    let mut buf = vec![0u8; hello.buffer_len()];
+    hello.emit(&mut buf).unwrap();
+    s.handle_frame(t(0), 1, &buf, &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
+    assert_eq!(s.session_count(), 0, "no session was created");
+}

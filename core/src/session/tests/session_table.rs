@@ -1,0 +1,42 @@
+//! The bounded session table.
+
+use super::*;
+
+// ---- session table ---------------------------------------------------------
+
+#[test]
+fn full_session_table_evicts_the_oldest_idle_session() {
+    let mut s = server(INSTANCE_A);
+    let mut out = Out::default();
+    for (i, id) in (1..=4u64).enumerate() {
+        let mut c = Client::new(ClientConfig::new(id), t(0));
+        connect(&mut c, &mut s, &mut out, i as ConnId, t(i as u64));
+        s.handle_disconnected(i as ConnId);
+    }
+    let mut c5 = Client::new(ClientConfig::new(5), t(0));
+    connect(&mut c5, &mut s, &mut out, 10, t(10));
+    assert!(out.events.contains(&ServerEvent::Evicted { session: 1 }));
+    assert_eq!(s.session_count(), 4);
+    assert!(s.session(1).is_none());
+}
+
+#[test]
+fn full_session_table_with_every_session_connected_rejects_the_newcomer() {
+    let mut s: ServerCore<4, 8, 4, 3> = ServerCore::new(ServerConfig::new(INSTANCE_A));
+    let mut out = Out::default();
+    let hello_of = |id: u64| {
+        let mut c = Client::new(ClientConfig::new(id), t(0));
+        c.start(t(0));
+        assert_eq!(c.poll_action(), Some(Action::Connect));
+        c.handle_connected(t(0));
+        client_frames(&mut c, t(0)).remove(0)
+    };
+    for id in 1..=4u64 {
+        s.handle_frame(t(id), id as ConnId, &hello_of(id), &mut out);
+    }
+    assert!(out.rejected().is_empty());
+    s.handle_frame(t(5), 5, &hello_of(5), &mut out);
+    assert_eq!(out.rejected(), vec![RejectReason::SessionTableFull]);
+    assert!(s.session(5).is_none());
+    assert_eq!(s.session_count(), 4, "no connected session was evicted");
+}
