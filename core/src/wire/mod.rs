@@ -304,6 +304,16 @@ impl Body<'_> {
         }
     }
 
+    /// Whether the body carries protocol state (`Hello`, `Welcome`,
+    /// `Read`, `Reject`). The header CRC does not cover a body, so the
+    /// session layer sends these with VALIDATE and refuses them without.
+    pub fn carries_state(&self) -> bool {
+        matches!(
+            self,
+            Body::Hello { .. } | Body::Welcome { .. } | Body::Read { .. } | Body::Reject { .. }
+        )
+    }
+
     /// Number of payload bytes this body takes on the wire.
     pub fn payload_len(&self) -> usize {
         match self {

@@ -271,6 +271,11 @@ impl<const N: usize> ClientSession<N> {
             self.stats.stale_frames += 1;
             return;
         }
+        if msg.body.carries_state() && !msg.validate {
+            // A flipped bit there would pass every header check.
+            let e = ProtocolError::UncheckedBody(msg.body.op());
+            return self.protocol_error(now, e);
+        }
         let established = matches!(self.state, ClientState::Established { .. });
         match msg.body {
             Body::Welcome {
@@ -323,7 +328,8 @@ impl<const N: usize> ClientSession<N> {
                     epoch: self.epoch,
                     sn: 0,
                     ack: 0,
-                    validate: self.config.validate,
+                    // A control body is protocol state: always checksummed.
+                    validate: true,
                     stream: false,
                     body: Body::Hello {
                         base_sn,
@@ -394,7 +400,7 @@ impl<const N: usize> ClientSession<N> {
             epoch: self.epoch,
             sn,
             ack: 0,
-            validate: self.config.validate,
+            validate: self.config.validate || req.op == RequestOp::Read,
             stream: req.op == RequestOp::StreamWrite,
             body,
         };

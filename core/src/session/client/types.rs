@@ -139,6 +139,8 @@ pub enum ProtocolError {
     },
     /// An op a server never sends to a client, or not in this state.
     Unexpected(crate::wire::Op),
+    /// A `Welcome` or `Reject` whose body carries no payload CRC.
+    UncheckedBody(crate::wire::Op),
 }
 
 /// Why the client gave up for good.

@@ -196,6 +196,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 return self.reject(conn, 0, 0, RejectReason::Malformed, code, sink);
             }
         };
+        if msg.body.carries_state() && !msg.validate {
+            // A flipped bit there would pass every header check.
+            let (s, e) = (msg.session, msg.epoch);
+            return self.reject(conn, s, e, RejectReason::Malformed, UNCHECKED_BODY, sink);
+        }
         let data = match msg.body {
             Body::Hello {
                 base_sn,
@@ -615,13 +620,19 @@ fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> 
         epoch,
         sn,
         ack,
-        validate: false,
+        // A control body is protocol state: always checksummed.
+        validate: true,
         stream: false,
         body,
     }
 }
 
-/// A stable number for each parse error, sent as a `Reject`'s detail.
+/// A `Malformed` rejection's detail for a `Hello` or `Read` whose body
+/// carries no payload CRC (see [`Body::carries_state`]).
+pub const UNCHECKED_BODY: u64 = 16;
+
+/// A stable number for each parse error, sent as a `Reject`'s detail
+/// (1 to 15; [`UNCHECKED_BODY`] is 16).
 pub fn wire_error_code(e: &WireError) -> u64 {
     match e {
         WireError::Truncated { .. } => 1,

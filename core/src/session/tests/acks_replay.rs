@@ -229,7 +229,7 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
         epoch: 1,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Hello {
             base_sn: SN_MAX - 1,

@@ -145,3 +145,68 @@ fn read_is_answered_with_pattern_data_that_the_client_verifies() {
     assert_eq!(c.stats().read_mismatches, 0);
     assert_eq!(c.base_sn(), 1);
 }
+
+#[test]
+fn hello_without_a_body_checksum_is_rejected_so_a_flipped_bit_cannot_steer_the_session() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let hello = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Hello {
+            base_sn: 0,
+            next_sn: 1 << 40, // as if a bit of next_sn had flipped on the way
+            replay: false,
+        },
+    };
+    let mut buf = vec![0u8; hello.buffer_len()];
+    hello.emit(&mut buf).unwrap();
+    s.handle_frame(t(0), 1, &buf, &mut out);
+    let reject = wire::parse(&out.frames[0].1).unwrap();
+    assert_eq!(
+        reject.body,
+        Body::Reject {
+            reason: RejectReason::Malformed,
+            detail: UNCHECKED_BODY
+        }
+    );
+    assert_eq!(
+        s.session_count(),
+        0,
+        "no session created from an unchecked body"
+    );
+}
+
+#[test]
+fn welcome_without_a_body_checksum_is_a_protocol_error() {
+    let mut c = Client::new(config(), t(0));
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let hello = client_frames(&mut c, t(0));
+    assert!(
+        wire::parse(&hello[0]).unwrap().validate,
+        "the client checksums its Hello"
+    );
+    let welcome = IoMsg {
+        session: SESSION,
+        epoch: 1,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Welcome {
+            instance: INSTANCE_A,
+            resume_from: 0,
+            known: false,
+        },
+    };
+    let mut buf = vec![0u8; welcome.buffer_len()];
+    welcome.emit(&mut buf).unwrap();
+    c.handle_frame(t(1), &buf);
+    let e = DisconnectCause::Protocol(ProtocolError::UncheckedBody(Op::Welcome));
+    assert!(events(&mut c).contains(&ClientEvent::Disconnected { epoch: 1, cause: e }));
+}

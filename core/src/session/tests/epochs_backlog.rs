@@ -42,7 +42,7 @@ fn hello_with_an_epoch_not_newer_than_the_sessions_is_rejected() {
         epoch: 1,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Hello {
             base_sn: 0,
@@ -109,7 +109,7 @@ fn frames_before_the_handshake_wait_in_the_backlog_and_are_processed_after_it() 
         epoch: 1,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Hello {
             base_sn: 0,

@@ -115,7 +115,7 @@ fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
         epoch: 1,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Welcome {
             instance: INSTANCE_A,
@@ -158,7 +158,7 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
         epoch: 2,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Hello {
             base_sn: 0,
@@ -190,7 +190,7 @@ fn server_rejects_hello_with_next_sn_beyond_sn_max() {
         epoch: 1,
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Hello {
             base_sn: SN_MAX,

@@ -113,7 +113,7 @@ fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
         epoch: c.epoch(),
         sn: 0,
         ack: 0,
-        validate: false,
+        validate: true,
         stream: false,
         body: Body::Welcome {
             instance: INSTANCE_A,
