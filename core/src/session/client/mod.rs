@@ -431,12 +431,9 @@ impl<const N: usize> ClientSession<N> {
         let (base_sn, next_sn) = self.hello;
         let previous = self.instance;
         let changed = previous.is_some_and(|p| p != instance);
-        // The server lost the session's state: it says so, or it is another
-        // instance than the last Welcome came from (that instance's own first
-        // Welcome may have been lost; its `known` then speaks only of that).
-        let restarted = !known || changed;
         let in_range = base_sn <= resume_from && resume_from <= next_sn;
-        let restart_rule = !restarted || !self.config.replay || resume_from == base_sn;
+        // An unknown session starts at base_sn (the client replays it all).
+        let restart_rule = known || !self.config.replay || resume_from == base_sn;
         if !in_range || !restart_rule {
             let e = ProtocolError::BadResume {
                 base_sn,
@@ -445,20 +442,27 @@ impl<const N: usize> ClientSession<N> {
             };
             return self.protocol_error(now, e);
         }
-        if restarted && (base_sn < next_sn || changed) {
+        // Everything below `confirmed` reached this server instance, which
+        // never answers a resume_from past a sn it did not deliver.
+        let confirmed = if known { resume_from } else { base_sn };
+        // The server lost the session's state: it says so, or it is another
+        // instance than the last Welcome came from (that instance's own first
+        // Welcome may have been lost; its `known` then speaks only of what
+        // it saw since). What the old instance may have processed is at or
+        // past `confirmed`: frames sent before `confirmed` went to this one.
+        let restarted = !known || changed;
+        if restarted && (confirmed < next_sn || changed) {
             self.stats.server_restarts += 1;
             self.push_event(ClientEvent::ServerRestarted {
                 previous,
                 instance,
-                unconfirmed: base_sn..next_sn,
+                unconfirmed: confirmed..next_sn,
             });
         }
-        // Everything below `confirmed` reached the server.
-        let confirmed = if restarted { base_sn } else { resume_from };
         self.release(confirmed);
         if self.config.replay {
             if restarted {
-                self.stats.possible_duplicates += next_sn - base_sn;
+                self.stats.possible_duplicates += next_sn - confirmed;
             }
             // Frames sent early (after the Hello) are at or past next_sn.
             if confirmed < next_sn {

@@ -127,3 +127,40 @@ fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
     assert_eq!(c.stats().protocol_errors, 1);
     assert!(!matches!(c.state(), ClientState::Established { .. }));
 }
+
+#[test]
+fn a_new_instance_that_got_eager_frames_before_its_welcome_was_lost_is_believed() {
+    let mut cfg = config();
+    cfg.eager = true;
+    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 2);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(c.base_sn(), 2, "all acknowledged by A");
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed); // A dies
+    let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
+    submit_writes(&mut c, 3);
+    while !matches!(c.state(), ClientState::Connecting { .. }) {
+        let due = c.poll_timeout().unwrap();
+        c.handle_timeout(due);
+    }
+    let _ = c.poll_action();
+    c.handle_connected(t(50));
+    let first = client_frames(&mut c, t(50));
+    assert_eq!(first.len(), 4, "Hello, then sns 2, 3, 4 early");
+    to_server(&mut s2, &mut out2, 1, &first[..3], t(50)); // sn 4 and the Welcome are lost
+    out2.take();
+    c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
+    s2.handle_disconnected(1);
+    connect(&mut c, &mut s2, &mut out2, 2, t(100));
+    let ev = events(&mut c);
+    assert!(ev.contains(&ClientEvent::ServerRestarted {
+        previous: Some(INSTANCE_A),
+        instance: INSTANCE_B,
+        unconfirmed: 4..5
+    }));
+    assert_eq!(c.base_sn(), 4, "2 and 3 were delivered by B");
+    assert_eq!(sns(&client_frames(&mut c, t(100))), vec![4]);
+}
