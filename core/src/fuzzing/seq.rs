@@ -3,26 +3,40 @@
 //!
 //! The models and the [`TrackerPair`] driver are shared with the unit tests
 //! in `seq/tracker.rs` and `seq/window.rs`.
+//!
+//! Cost: checking one tracker call is O(log n + holes + `WORDS`), never
+//! proportional to the distance between sns; the model keeps only what can
+//! still change (the received sns in `[cum, top)`, as ranges); buffers are
+//! reused from one fuzz input to the next, so an input allocates nothing;
+//! and one input makes at most `MAX_CALLS` calls per tracker, which keeps
+//! the fuzzer at thousands of inputs a second (long call sequences are the
+//! unit tests' business: `seq/tracker.rs` drives [`TrackerPair`] directly).
 
+use core::cell::{Cell, RefCell};
 use core::ops::Range;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::vec::Vec;
 
 use crate::seq::{RecvTracker, SendWindow, SeqError, Verdict, WindowError};
 use crate::wire::SN_MAX;
 
-/// Reference model of a receiver tracker: the set of received sns, with
-/// `cum` / `top` / lost bookkeeping done one sn at a time.
+/// Reference model of a receiver tracker: the set of received sns at or
+/// above `cum` as ascending ranges, with `cum` / `top` / lost bookkeeping
+/// done the obvious way.
+///
+/// Everything below `cum` is done (received, lost or below the start) and
+/// can never change again, so it is forgotten.
 #[derive(Clone, Debug)]
 pub struct TrackerModel {
     window: u64,
     start: u64,
     cum: u64,
     top: u64,
-    /// Received sns at or above `cum` (everything below `cum` is done).
-    received: BTreeSet<u64>,
-    /// Every sn ever given up, as start -> end ranges.
-    lost: BTreeMap<u64, u64>,
+    /// Received sns in `[cum, top)`: disjoint, non-adjacent ranges,
+    /// ascending, each starting above `cum`.
+    received: VecDeque<Range<u64>>,
+    /// How many sns `received` holds.
+    received_len: u64,
     lost_total: u64,
     delivered: u64,
 }
@@ -47,23 +61,35 @@ impl TrackerModel {
             start,
             cum: start,
             top: start,
-            received: BTreeSet::new(),
-            lost: BTreeMap::new(),
+            received: VecDeque::new(),
+            received_len: 0,
             lost_total: 0,
             delivered: 0,
         })
     }
 
-    /// The end of the lost range holding `sn`, if `sn` was given up.
-    fn lost_end(&self, sn: u64) -> Option<u64> {
-        let (_, &end) = self.lost.range(..=sn).next_back()?;
-        (sn < end).then_some(end)
+    /// A fresh model keeping its received ranges in `buffer` (cleared
+    /// first), so that its capacity is reused.
+    fn reusing(mut self, mut buffer: VecDeque<Range<u64>>) -> Self {
+        assert!(self.received.is_empty(), "reusing() on a used model");
+        buffer.clear();
+        self.received = buffer;
+        self
+    }
+
+    fn is_received(&self, sn: u64) -> bool {
+        // Above the last range (and so at or above `top`): not received.
+        if self.received.back().is_none_or(|last| last.end <= sn) {
+            return false;
+        }
+        let i = self.received.partition_point(|r| r.end <= sn);
+        self.received[i].start <= sn
     }
 
     pub fn check(&self, sn: u64) -> Verdict {
         if sn > SN_MAX {
             Verdict::OutOfRange { sn }
-        } else if sn < self.cum || self.received.contains(&sn) || self.lost_end(sn).is_some() {
+        } else if sn < self.cum || self.is_received(sn) {
             Verdict::Duplicate
         } else if sn < self.top {
             Verdict::FillsGap
@@ -80,59 +106,105 @@ impl TrackerModel {
 
     /// Applies `sn`: its verdict and the ranges that became lost.
     pub fn commit(&mut self, sn: u64) -> (Verdict, Vec<Range<u64>>) {
-        let verdict = self.check(sn);
         let mut newly = Vec::new();
+        let verdict = self.commit_into(sn, &mut newly);
+        (verdict, newly)
+    }
+
+    /// [`commit`](Self::commit), writing the lost ranges to `newly`
+    /// (cleared first).
+    pub fn commit_into(&mut self, sn: u64, newly: &mut Vec<Range<u64>>) -> Verdict {
+        newly.clear();
+        let verdict = self.check(sn);
         if verdict.delivers() {
             self.delivered += 1;
-            self.received.insert(sn);
+            self.insert(sn);
             if sn >= self.top {
                 self.top = sn + 1;
                 let floor = self.top.saturating_sub(self.window);
-                newly = self.not_received(self.cum, floor);
+                newly.extend(self.open_below(floor));
+                self.settle(newly, floor);
+            } else {
+                self.settle(newly, self.cum);
             }
-            self.record_lost(&newly);
         }
-        (verdict, newly)
+        verdict
     }
 
     /// Gives up every sn below `end` not yet received: the ranges lost.
     pub fn give_up_to(&mut self, end: u64) -> Result<Vec<Range<u64>>, SeqError> {
+        let mut newly = Vec::new();
+        self.give_up_into(end, &mut newly).map(|()| newly)
+    }
+
+    /// [`give_up_to`](Self::give_up_to), writing the lost ranges to `newly`
+    /// (cleared first).
+    pub fn give_up_into(&mut self, end: u64, newly: &mut Vec<Range<u64>>) -> Result<(), SeqError> {
+        newly.clear();
         if end > SN_MAX {
             return Err(SeqError::OutOfRange { sn: end });
         }
-        let mut newly = self.not_received(self.cum, end.min(self.top));
+        newly.extend(self.open_below(end.min(self.top)));
         if end > self.top {
-            push_range(&mut newly, self.top..end);
+            push_range(newly, self.top..end);
             self.top = end;
         }
-        self.record_lost(&newly);
-        Ok(newly)
+        self.settle(newly, end);
+        Ok(())
     }
 
-    fn record_lost(&mut self, newly: &[Range<u64>]) {
+    /// Marks `sn` (`cum <= sn`, not received) received.
+    fn insert(&mut self, sn: u64) {
+        self.received_len += 1;
+        match self.received.back_mut() {
+            // At or above the last range (any sn at or above `top`).
+            Some(last) if last.end == sn => {
+                last.end = sn + 1;
+                return;
+            }
+            Some(last) if last.end < sn => {
+                self.received.push_back(sn..sn + 1);
+                return;
+            }
+            None => {
+                self.received.push_back(sn..sn + 1);
+                return;
+            }
+            Some(_) => {}
+        }
+        // Index of the first range ending at or after `sn`.
+        let i = self.received.partition_point(|r| r.end < sn);
+        match self.received.get(i).cloned() {
+            // Extends the range just below, maybe joining the one above.
+            Some(r) if r.end == sn => {
+                let joined = self.received.get(i + 1).filter(|next| next.start == sn + 1);
+                let end = joined.map_or(sn + 1, |next| next.end);
+                if joined.is_some() {
+                    self.received.remove(i + 1);
+                }
+                self.received[i].end = end;
+            }
+            Some(r) if r.start == sn + 1 => self.received[i].start = sn,
+            _ => self.received.insert(i, sn..sn + 1),
+        }
+    }
+
+    /// Records `newly` as lost; every sn below `done` is now received or
+    /// lost. Moves `cum` to the lowest sn that is neither and forgets
+    /// everything below it.
+    fn settle(&mut self, newly: &[Range<u64>], done: u64) {
         for range in newly {
             self.lost_total += range.end - range.start;
-            self.lost.insert(range.start, range.end);
         }
-        // cum: the lowest sn that is neither below the start, received nor lost.
-        while self.cum < self.top {
-            if self.received.contains(&self.cum) {
-                // Skip the run of consecutive received sns.
-                let mut next = self.cum;
-                for &sn in self.received.range(self.cum..) {
-                    if sn != next {
-                        break;
-                    }
-                    next = sn + 1;
-                }
-                self.cum = next;
-            } else if let Some(end) = self.lost_end(self.cum) {
-                self.cum = end;
-            } else {
+        self.cum = self.cum.max(done);
+        while let Some(first) = self.received.front() {
+            if first.start > self.cum {
                 break;
             }
+            self.cum = self.cum.max(first.end);
+            self.received_len -= first.end - first.start;
+            self.received.pop_front();
         }
-        self.received = self.received.split_off(&self.cum);
     }
 
     pub fn cumulative(&self) -> u64 {
@@ -155,42 +227,76 @@ impl TrackerModel {
         self.delivered
     }
 
-    /// Open holes in `[cum, top)`; O(top - cum).
-    pub fn holes(&self) -> Vec<Range<u64>> {
-        self.not_received(self.cum, self.top)
+    /// Open holes in `[cum, top)`, ascending; O(holes).
+    pub fn holes(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        self.open_below(self.top)
     }
 
-    /// The sns in `[from, to)` (`from >= cum`) that have not arrived, as
-    /// ascending maximal ranges: the gaps between received sns.
-    fn not_received(&self, from: u64, to: u64) -> Vec<Range<u64>> {
-        let mut gaps = Vec::new();
-        let mut at = from;
-        for &sn in self.received.range(from..to.max(from)) {
-            if at < sn {
-                gaps.push(at..sn);
+    /// The sns in `[cum, to)` that have not arrived, as ascending maximal
+    /// ranges: the gaps between received ranges.
+    fn open_below(&self, to: u64) -> impl Iterator<Item = Range<u64>> + '_ {
+        // Every received range starts above `cum`.
+        let mut ranges = self.received.iter().take_while(move |r| r.start < to);
+        let mut at = self.cum;
+        core::iter::from_fn(move || {
+            for r in ranges.by_ref() {
+                let gap = at..r.start;
+                at = at.max(r.end);
+                if !gap.is_empty() {
+                    return Some(gap);
+                }
             }
-            at = sn + 1;
-        }
-        if at < to {
-            gaps.push(at..to);
-        }
-        gaps
+            let tail = at..to;
+            at = at.max(to);
+            (!tail.is_empty()).then_some(tail)
+        })
     }
 
     /// Open holes in `[cum, top)`: every received sn kept is in there.
     pub fn missing(&self) -> u64 {
-        self.top - self.cum - self.received.len() as u64
+        self.top - self.cum - self.received_len
     }
 }
 
+/// The heap buffers of a [`TrackerPair`], kept between fuzz inputs.
+#[derive(Default)]
+struct Buffers {
+    received: VecDeque<Range<u64>>,
+    got: Vec<Range<u64>>,
+    want: Vec<Range<u64>>,
+}
+
+std::thread_local! {
+    /// Buffers of the last [`run_tracker`], reused by the next.
+    static BUFFERS: RefCell<Buffers> = RefCell::new(Buffers::default());
+}
+
 /// A tracker and its model, fed the same calls; every call compares them.
+///
+/// Only the calls into the tracker are generic over `WORDS`; the checks live
+/// in [`Log`], once for every window size.
 #[derive(Clone, Debug)]
 pub struct TrackerPair<const WORDS: usize> {
     pub tracker: RecvTracker<WORDS>,
     pub model: TrackerModel,
-    /// Every range the tracker reported lost, start -> end.
-    reported: BTreeMap<u64, u64>,
+    log: Log,
+}
+
+/// What a [`TrackerPair`] remembers besides the tracker and the model.
+#[derive(Clone, Debug)]
+struct Log {
+    /// Every range reported lost so far ends at or below this: a new report
+    /// must start here or above (ascending, never the same sn twice).
+    reported_end: u64,
     reported_total: u64,
+    /// Lost ranges of the current call: the tracker's and the model's.
+    got: Vec<Range<u64>>,
+    want: Vec<Range<u64>>,
+    /// The holes of the current state were compared: a refused call, which
+    /// changes nothing, need not compare them again. Cleared by every call
+    /// that changes the state (so change `tracker` and `model` only through
+    /// the pair's methods).
+    holes_compared: Cell<bool>,
 }
 
 impl<const WORDS: usize> TrackerPair<WORDS> {
@@ -198,156 +304,304 @@ impl<const WORDS: usize> TrackerPair<WORDS> {
     /// when `start > SN_MAX`. `window` is the model's window, given
     /// independently of `RecvTracker::WINDOW`.
     pub fn new(start: u64, window: u64) -> Option<Self> {
+        Self::with_buffers(start, window, Buffers::default()).ok()
+    }
+
+    /// [`new`](Self::new), reusing `buffers`; they come back when
+    /// `start > SN_MAX`.
+    fn with_buffers(start: u64, window: u64, buffers: Buffers) -> Result<Self, Buffers> {
         assert_eq!(RecvTracker::<WORDS>::WINDOW, window, "WINDOW formula");
         let tracker = RecvTracker::<WORDS>::try_new(start);
         let Some(model) = TrackerModel::new(start, window) else {
             assert_eq!(tracker, Err(SeqError::OutOfRange { sn: start }));
-            return None;
+            return Err(buffers);
         };
         let tracker = tracker.unwrap_or_else(|e| panic!("try_new({start}): {e}"));
         let pair = Self {
             tracker,
-            model,
-            reported: BTreeMap::new(),
-            reported_total: 0,
+            model: model.reusing(buffers.received),
+            log: Log {
+                reported_end: 0,
+                reported_total: 0,
+                got: buffers.got,
+                want: buffers.want,
+                holes_compared: Cell::new(false),
+            },
         };
         pair.compare(true);
-        Some(pair)
+        Ok(pair)
+    }
+
+    fn into_buffers(self) -> Buffers {
+        Buffers {
+            received: self.model.received,
+            got: self.log.got,
+            want: self.log.want,
+        }
     }
 
     /// `check(sn)` on both; nothing may change.
     pub fn check(&self, sn: u64) -> Verdict {
         let verdict = self.tracker.check(sn);
-        assert_eq!(
-            verdict,
-            self.model.check(sn),
-            "check({sn}) at {}",
-            At(&self.tracker)
-        );
+        let expected = self.model.check(sn);
+        if verdict != expected {
+            fail_verdict("check", sn, &verdict, &expected, At::of(&self.tracker));
+        }
         verdict
     }
 
     /// `commit(sn)` on both, comparing verdicts, lost ranges and state.
     pub fn observe(&mut self, sn: u64, full: bool) -> Verdict {
-        let before = self.tracker.clone();
+        let at = At::of(&self.tracker);
         let checked = self.tracker.check(sn);
-        let mut ranges = Vec::new();
-        let verdict = self.tracker.commit(sn, |r| ranges.push(r));
-        let (expected, expected_ranges) = self.model.commit(sn);
-        let at = At(&before);
-        assert_eq!(verdict, expected, "commit({sn}) at {at}");
-        assert_eq!(verdict, checked, "commit({sn}) vs check({sn}) at {at}");
-        assert_eq!(
-            ranges, expected_ranges,
-            "lost ranges of commit({sn}) at {at}"
-        );
-        if !verdict.delivers() {
-            assert_eq!(
-                self.tracker, before,
-                "refused commit({sn}) changed the tracker"
-            );
+        let verdict = if checked.delivers() {
+            let got = &mut self.log.got;
+            got.clear();
+            self.tracker.commit(sn, |r| got.push(r))
+        } else {
+            self.commit_refused(sn)
+        };
+        self.log
+            .after_commit(&mut self.model, sn, &verdict, &checked, at);
+        self.compare_after(!verdict.delivers(), full);
+        verdict
+    }
+
+    /// `commit(sn)` on the tracker when `check(sn)` refuses: if `commit`
+    /// refuses too, the tracker must not change.
+    #[inline(never)]
+    fn commit_refused(&mut self, sn: u64) -> Verdict {
+        let before = self.tracker.clone();
+        let got = &mut self.log.got;
+        got.clear();
+        let verdict = self.tracker.commit(sn, |r| got.push(r));
+        if !verdict.delivers() && self.tracker != before {
+            fail_changed("refused commit", sn, At::of(&before), At::of(&self.tracker));
         }
-        self.note_reported(&ranges);
-        self.compare(full);
         verdict
     }
 
     /// `give_up_to(end)` on both, comparing results, lost ranges and state.
     pub fn give_up_to(&mut self, end: u64, full: bool) -> Result<(), SeqError> {
         let before = self.tracker.clone();
-        let mut ranges = Vec::new();
-        let result = self.tracker.give_up_to(end, |r| ranges.push(r));
-        let at = At(&before);
-        match self.model.give_up_to(end) {
-            Ok(expected) => {
+        let got = &mut self.log.got;
+        got.clear();
+        let result = self.tracker.give_up_to(end, |r| got.push(r));
+        let at = At::of(&before);
+        let after = At::of(&self.tracker);
+        let unchanged = match self.model.give_up_into(end, &mut self.log.want) {
+            Ok(()) => {
                 assert_eq!(result, Ok(()), "give_up_to({end}) at {at}");
-                assert_eq!(ranges, expected, "lost ranges of give_up_to({end}) at {at}");
-                assert!(self.tracker.cumulative() >= end && self.tracker.top() >= end);
-                if end <= before.cumulative() {
-                    assert_eq!(self.tracker, before, "no-op give_up_to({end}) changed it");
-                }
+                self.log.compare_lost("give_up_to", end, at);
+                assert!(
+                    after.cum >= end && after.top >= end,
+                    "give_up_to({end}) at {at}"
+                );
+                end <= at.cum
             }
             Err(e) => {
                 assert_eq!(result, Err(e), "give_up_to({end}) at {at}");
-                assert!(ranges.is_empty());
-                assert_eq!(self.tracker, before, "refused give_up_to({end}) changed it");
+                assert!(self.log.got.is_empty(), "refused give_up_to({end}) lost");
+                true
             }
+        };
+        if unchanged && self.tracker != before {
+            fail_changed("refused or no-op give_up_to", end, at, after);
         }
-        self.note_reported(&ranges);
-        self.compare(full);
+        self.log.note_reported();
+        self.compare_after(unchanged, full);
         result
     }
 
-    fn note_reported(&mut self, ranges: &[Range<u64>]) {
-        for r in ranges {
-            assert!(r.start < r.end, "empty lost range {r:?}");
-            let overlaps = self
-                .reported
-                .range(..r.end)
-                .next_back()
-                .is_some_and(|(_, &end)| end > r.start);
-            assert!(!overlaps, "lost range {r:?} overlaps an earlier report");
-            self.reported.insert(r.start, r.end);
-            self.reported_total += r.end - r.start;
+    /// [`compare`](Self::compare) after a call; the holes are not compared
+    /// again when the call changed nothing and they were compared already.
+    fn compare_after(&self, unchanged: bool, full: bool) {
+        if !unchanged {
+            self.log.holes_compared.set(false);
         }
+        self.compare(full && !self.log.holes_compared.get());
     }
 
     /// Compares the tracker with the model and checks its invariants;
-    /// `full` also compares the holes (O(window)).
+    /// `full` also compares the holes (O(holes + `WORDS`)).
     pub fn compare(&self, full: bool) {
-        let (t, m) = (&self.tracker, &self.model);
-        let at = At(&self.tracker);
-        assert_eq!(t.cumulative(), m.cumulative(), "cumulative at {at}");
-        assert_eq!(t.top(), m.top(), "top at {at}");
-        assert_eq!(t.missing(), m.missing(), "missing at {at}");
-        assert_eq!(t.lost(), m.lost(), "lost at {at}");
-        let window = RecvTracker::<WORDS>::WINDOW;
-        assert!(
-            t.top().saturating_sub(window) <= t.cumulative(),
-            "window at {at}"
-        );
-        assert!(
-            t.cumulative() <= t.top() && t.top() <= SN_MAX + 1,
-            "order at {at}"
-        );
-        // Conservation: every sn in [start, top) is exactly one of received,
-        // lost or an open hole.
-        assert_eq!(
-            m.start() + m.delivered() + t.lost() + t.missing(),
-            t.top(),
-            "conservation at {at}"
-        );
-        assert_eq!(
-            self.reported_total,
-            t.lost(),
-            "sum of reported lost ranges at {at}"
-        );
+        let at = At::of(&self.tracker);
+        self.log.compare_state(at, &self.model);
         if full {
-            let holes: Vec<_> = t.holes().collect();
-            assert_eq!(holes, m.holes(), "holes at {at}");
-            let sum: u64 = holes.iter().map(|h| h.end - h.start).sum();
-            assert_eq!(sum, t.missing(), "holes vs missing at {at}");
-            if t.cumulative() < t.top() {
-                assert_eq!(holes.first().map(|h| h.start), Some(t.cumulative()));
+            if let Err(index) = compare_holes(at, &mut self.tracker.holes(), &self.model) {
+                let got: Vec<_> = self.tracker.holes().collect();
+                let want: Vec<_> = self.model.holes().collect();
+                panic!("holes at {at} differ at #{index}: tracker {got:?}, model {want:?}");
             }
+            self.log.holes_compared.set(true);
         }
     }
 }
 
-/// Formats a tracker's state for assertion messages, only when one fails.
-struct At<'a, const WORDS: usize>(&'a RecvTracker<WORDS>);
+impl Log {
+    /// After `commit(sn)` on the tracker gave `verdict` (and lost ranges
+    /// `got`) where `check(sn)` gave `checked`: the same on the model.
+    fn after_commit(
+        &mut self,
+        model: &mut TrackerModel,
+        sn: u64,
+        verdict: &Verdict,
+        checked: &Verdict,
+        at: At,
+    ) {
+        let expected = model.commit_into(sn, &mut self.want);
+        if *verdict != expected {
+            fail_verdict("commit", sn, verdict, &expected, at);
+        }
+        if verdict != checked {
+            fail_verdict("commit vs check", sn, verdict, checked, at);
+        }
+        self.compare_lost("commit", sn, at);
+        self.note_reported();
+    }
 
-impl<const WORDS: usize> core::fmt::Display for At<'_, WORDS> {
+    fn compare_lost(&self, call: &str, arg: u64, at: At) {
+        if self.got != self.want {
+            fail_lost(call, arg, &self.got, &self.want, at);
+        }
+    }
+
+    /// Checks the tracker's lost ranges of the last call against all earlier
+    /// ones: non-empty, ascending, and no sn reported twice.
+    fn note_reported(&mut self) {
+        for r in &self.got {
+            assert!(r.start < r.end, "empty lost range {r:?}");
+            assert!(
+                r.start >= self.reported_end,
+                "lost range {r:?} overlaps or precedes an earlier report (up to {})",
+                self.reported_end
+            );
+            self.reported_end = r.end;
+            self.reported_total += r.end - r.start;
+        }
+    }
+
+    /// Compares the tracker's state `t` with the model and checks its
+    /// invariants, holes aside.
+    fn compare_state(&self, t: At, m: &TrackerModel) {
+        // Folded into one test: cheap under the fuzzer's instrumentation of
+        // every comparison. Conservation: every sn in [start, top) is
+        // exactly one of received, lost or an open hole.
+        let differ = (t.cum ^ m.cumulative())
+            | (t.top ^ m.top())
+            | (t.missing ^ m.missing())
+            | (t.lost ^ m.lost())
+            | ((m.start() + m.delivered() + t.lost + t.missing) ^ t.top)
+            | (self.reported_total ^ t.lost);
+        let ordered =
+            (t.top.saturating_sub(t.window) <= t.cum) & (t.cum <= t.top) & (t.top <= SN_MAX + 1);
+        if differ != 0 || !ordered {
+            fail_state(t, m, self.reported_total);
+        }
+    }
+}
+
+/// Compares the tracker's holes with the model's and with `t.missing`, and
+/// the first hole with `t.cum`; on a mismatch, the index of the first
+/// difference.
+fn compare_holes(
+    t: At,
+    holes: &mut dyn Iterator<Item = Range<u64>>,
+    m: &TrackerModel,
+) -> Result<(), usize> {
+    let mut want = m.holes();
+    let mut sum = 0;
+    let mut first = None;
+    for index in 0.. {
+        let (hole, expected) = (holes.next(), want.next());
+        if hole != expected {
+            return Err(index);
+        }
+        let Some(hole) = hole else {
+            // Every sn of [cum, top) is in a hole or received; the first is
+            // a hole.
+            let first_ok = t.cum == t.top || first == Some(t.cum);
+            return if sum == t.missing && first_ok {
+                Ok(())
+            } else {
+                Err(index)
+            };
+        };
+        sum += hole.end - hole.start;
+        first.get_or_insert(hole.start);
+    }
+    unreachable!("a tracker has fewer than usize::MAX holes")
+}
+
+#[cold]
+#[inline(never)]
+fn fail_verdict(call: &str, sn: u64, got: &Verdict, want: &Verdict, at: At) -> ! {
+    panic!("{call}({sn}) at {at}: tracker {got:?}, model {want:?}");
+}
+
+#[cold]
+#[inline(never)]
+fn fail_lost(call: &str, arg: u64, got: &[Range<u64>], want: &[Range<u64>], at: At) -> ! {
+    panic!("lost ranges of {call}({arg}) at {at}: tracker {got:?}, model {want:?}");
+}
+
+#[cold]
+#[inline(never)]
+fn fail_changed(call: &str, arg: u64, before: At, after: At) -> ! {
+    panic!("{call}({arg}) changed the tracker: {before} -> {after}");
+}
+
+#[cold]
+#[inline(never)]
+fn fail_state(t: At, m: &TrackerModel, reported: u64) -> ! {
+    let expected = At {
+        cum: m.cumulative(),
+        top: m.top(),
+        missing: m.missing(),
+        lost: m.lost(),
+        window: t.window,
+    };
+    assert_eq!(t, expected, "tracker vs model");
+    assert!(t.top.saturating_sub(t.window) <= t.cum, "window at {t}");
+    assert!(t.cum <= t.top && t.top <= SN_MAX + 1, "order at {t}");
+    assert_eq!(
+        m.start() + m.delivered() + t.lost + t.missing,
+        t.top,
+        "conservation at {t}"
+    );
+    assert_eq!(reported, t.lost, "sum of reported lost ranges at {t}");
+    unreachable!("fail_state at {t} found nothing wrong");
+}
+
+/// A tracker's state, compared with the model's and formatted only when a
+/// check fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At {
+    cum: u64,
+    top: u64,
+    missing: u64,
+    lost: u64,
+    window: u64,
+}
+
+impl At {
+    fn of<const WORDS: usize>(t: &RecvTracker<WORDS>) -> Self {
+        Self {
+            cum: t.cumulative(),
+            top: t.top(),
+            missing: t.missing(),
+            lost: t.lost(),
+            window: RecvTracker::<WORDS>::WINDOW,
+        }
+    }
+}
+
+impl core::fmt::Display for At {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let t = self.0;
         write!(
             f,
             "(cum {}, top {}, missing {}, lost {}, window {})",
-            t.cumulative(),
-            t.top(),
-            t.missing(),
-            t.lost(),
-            RecvTracker::<WORDS>::WINDOW
+            self.cum, self.top, self.missing, self.lost, self.window
         )
     }
 }
@@ -418,6 +672,16 @@ fn pick_end<const WORDS: usize>(input: &mut Input<'_>, t: &RecvTracker<WORDS>) -
     }
 }
 
+/// Tracker calls per fuzz input at most (per tracker), the sns of in-order
+/// runs included; the rest of a longer input is ignored. Checking a call
+/// costs one to two microseconds under the fuzzer's instrumentation
+/// (sanitizer, comparison tracing), and so does libFuzzer's own work per
+/// input for about 16 calls: 16 keeps `cargo fuzz run seq_tracker` near
+/// 10,000 inputs a second on one core. Enough to reach every window edge,
+/// slide holes out, give up and wrap the ring of both trackers (see the
+/// seeds in `fuzz/seeds/seq_tracker/`).
+const MAX_CALLS: u32 = 16;
+
 fn run_tracker<const WORDS: usize>(data: &[u8], window: u64) {
     let mut input = Input(data);
     let start = match input.u8() % 4 {
@@ -426,10 +690,17 @@ fn run_tracker<const WORDS: usize>(data: &[u8], window: u64) {
         2 => SN_MAX - input.u16(),
         _ => input.u64(),
     };
-    let Some(mut pair) = TrackerPair::<WORDS>::new(start, window) else {
-        return;
+    let buffers = BUFFERS.with(RefCell::take);
+    let mut pair = match TrackerPair::<WORDS>::with_buffers(start, window, buffers) {
+        Ok(pair) => pair,
+        Err(buffers) => {
+            BUFFERS.with(|b| *b.borrow_mut() = buffers);
+            return;
+        }
     };
-    while !input.is_empty() {
+    let mut budget = MAX_CALLS;
+    while !input.is_empty() && budget > 0 {
+        budget -= 1;
         let op = input.u8();
         match op >> 5 {
             0..=5 => {
@@ -448,13 +719,17 @@ fn run_tracker<const WORDS: usize>(data: &[u8], window: u64) {
         // A run of in-order sns, so that long inputs reach wrap-around of the
         // ring and words get cleared.
         if op & 0x10 != 0 {
-            for _ in 0..(op & 0x0f) {
+            let run = u32::from(op & 0x0f).min(budget);
+            budget -= run;
+            for _ in 0..run {
                 let top = pair.tracker.top();
                 pair.observe(top, false);
             }
-            pair.compare(true);
+            pair.compare_after(run == 0, true);
         }
     }
+    let buffers = pair.into_buffers();
+    BUFFERS.with(|b| *b.borrow_mut() = buffers);
 }
 
 /// Fuzz target `seq_tracker`: a 128-sn tracker and the default 2048-sn one
