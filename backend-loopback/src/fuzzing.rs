@@ -176,21 +176,14 @@ pub fn check(scenario: &Scenario, r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    use iomsg_core::session::SplitMix64;
 
     #[test]
     fn loopback_e2e_holds_on_seeded_random_scenarios() {
-        let mut state = 0x100B_BAC4_u64;
+        let mut rng = SplitMix64::new(0x100B_BAC4_u64);
         let (mut kills, mut faults, mut lost, mut submitted) = (0, 0, 0, 0);
         for _ in 0..30 {
-            let bytes: Vec<u8> = (0..64).map(|_| splitmix(&mut state) as u8).collect();
+            let bytes: Vec<u8> = (0..64).map(|_| rng.next_u64() as u8).collect();
             let s = scenario(&bytes);
             let r = sim::run(&s);
             check(&s, &r);

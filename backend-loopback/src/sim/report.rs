@@ -250,7 +250,7 @@ impl Report {
         self.live_gap_sns += s.live_gap_sns;
         self.recovered += s.recovered;
         self.backlogged += s.backlogged;
-        for reason in ALL_REASONS {
+        for reason in RejectReason::ALL {
             let n = s.rejects(reason);
             if n > 0 {
                 *self.rejected.entry(reason.name().to_string()).or_default() += n;
@@ -374,18 +374,6 @@ impl Report {
         }
     }
 }
-
-const ALL_REASONS: [RejectReason; 9] = [
-    RejectReason::Malformed,
-    RejectReason::StaleEpoch,
-    RejectReason::BacklogOverflow,
-    RejectReason::SessionTableFull,
-    RejectReason::SessionMismatch,
-    RejectReason::BadHandshake,
-    RejectReason::TooFar,
-    RejectReason::ShuttingDown,
-    RejectReason::Unexpected,
-];
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

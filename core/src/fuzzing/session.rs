@@ -785,22 +785,15 @@ fn forge_to_server(c: &mut Cursor<'_>, session: u64, epoch: u32, next: u64) -> I
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+    use crate::session::SplitMix64;
 
     #[test]
     fn session_properties_hold_on_seeded_random_scripts() {
-        let mut state = 0x5E55_10F0_u64;
+        let mut rng = SplitMix64::new(0x5E55_10F0_u64);
         let mut total = Summary::default();
         for _ in 0..400 {
-            let len = 64 + (splitmix(&mut state) % 2048) as usize;
-            let bytes: Vec<u8> = (0..len).map(|_| splitmix(&mut state) as u8).collect();
+            let len = 64 + (rng.next_u64() % 2048) as usize;
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             let s = run(&bytes);
             total.delivered += s.delivered;
             total.established += s.established;

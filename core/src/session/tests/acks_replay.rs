@@ -6,11 +6,7 @@ use super::*;
 
 #[test]
 fn cumulative_ack_releases_the_send_window_and_unblocks_a_full_window() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 8);
     assert_eq!(
@@ -57,11 +53,7 @@ fn streamed_writes_are_acked_every_k_frames() {
 
 #[test]
 fn streamed_writes_below_k_are_acked_after_t() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     c.submit(RequestOp::StreamWrite, 8).unwrap();
     let frames = client_frames(&mut c, t(1));
@@ -77,25 +69,12 @@ fn streamed_writes_below_k_are_acked_after_t() {
 
 #[test]
 fn ack_beyond_anything_sent_is_a_protocol_error() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 1);
     let _ = client_frames(&mut c, t(1));
-    let ack = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 5,
-        validate: false,
-        stream: false,
-        body: Body::Ack,
-    };
-    let mut buf = vec![0u8; ack.buffer_len()];
-    ack.emit(&mut buf).unwrap();
+    let ack = msg(1, 0, 5, Body::Ack);
+    let buf = frame(&ack);
     c.handle_frame(t(2), &buf);
     assert_eq!(c.base_sn(), 0, "nothing released");
     let e = DisconnectCause::Protocol(ProtocolError::AckBeyondSent { ack: 5, sent: 1 });
@@ -106,11 +85,7 @@ fn ack_beyond_anything_sent_is_a_protocol_error() {
 
 #[test]
 fn replay_resends_every_unacked_sn_in_ascending_order() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 6);
     let frames = client_frames(&mut c, t(1));
@@ -161,11 +136,7 @@ fn replay_off_gives_up_in_flight_sns_and_both_sides_classify_them() {
 
 #[test]
 fn a_jump_on_a_live_connection_is_reported_at_once_as_live_loss() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 5);
     let frames = client_frames(&mut c, t(1));
@@ -190,11 +161,7 @@ fn a_jump_on_a_live_connection_is_reported_at_once_as_live_loss() {
 
 #[test]
 fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 4);
     let frames = client_frames(&mut c, t(1));
@@ -224,21 +191,17 @@ fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
 #[test]
 fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
-    let hello = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Hello {
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
             base_sn: SN_MAX - 1,
             next_sn: SN_MAX - 1,
             replay: true,
         },
-    };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&hello);
     s.handle_frame(t(0), 1, &buf, &mut out);
     for sn in [SN_MAX - 1, SN_MAX + 1] {
         let data = [0u8; 0];
@@ -251,8 +214,7 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
             stream: false,
             body: Body::Write { data: &data },
         };
-        let mut buf = vec![0u8; write.buffer_len()];
-        write.emit(&mut buf).unwrap();
+        let buf = frame(&write);
         s.handle_frame(t(1), 1, &buf, &mut out);
     }
     assert_eq!(out.delivered(), vec![SN_MAX - 1]);

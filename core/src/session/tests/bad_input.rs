@@ -6,11 +6,7 @@ use super::*;
 
 #[test]
 fn corrupt_frame_is_rejected_with_its_reason_and_the_connection_reset() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 1);
     let mut frames = client_frames(&mut c, t(1));
@@ -34,11 +30,7 @@ fn corrupt_frame_is_rejected_with_its_reason_and_the_connection_reset() {
 
 #[test]
 fn payload_that_does_not_match_the_pattern_is_never_delivered() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 1);
     let frames = client_frames(&mut c, t(1));
@@ -52,8 +44,7 @@ fn payload_that_does_not_match_the_pattern_is_never_delivered() {
         body: Body::Write { data: &data },
         ..msg
     };
-    let mut buf = vec![0u8; bad.buffer_len()];
-    bad.emit(&mut buf).unwrap();
+    let buf = frame(&bad);
     s.handle_frame(t(1), 1, &buf, &mut out);
     assert!(out.delivered().is_empty());
     assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
@@ -62,17 +53,8 @@ fn payload_that_does_not_match_the_pattern_is_never_delivered() {
 #[test]
 fn client_op_from_the_wrong_direction_is_rejected_as_unexpected() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
-    let ack = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: false,
-        stream: false,
-        body: Body::WriteComp,
-    };
-    let mut buf = vec![0u8; ack.buffer_len()];
-    ack.emit(&mut buf).unwrap();
+    let ack = msg(1, 0, 0, Body::WriteComp);
+    let buf = frame(&ack);
     s.handle_frame(t(0), 3, &buf, &mut out);
     let reject = wire::parse(&out.frames[0].1).unwrap();
     assert_eq!(
@@ -86,11 +68,7 @@ fn client_op_from_the_wrong_direction_is_rejected_as_unexpected() {
 
 #[test]
 fn frame_for_another_session_on_a_bound_connection_is_rejected() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     let data = [0u8; 0];
     let write = IoMsg {
@@ -102,8 +80,7 @@ fn frame_for_another_session_on_a_bound_connection_is_rejected() {
         stream: false,
         body: Body::Write { data: &data },
     };
-    let mut buf = vec![0u8; write.buffer_len()];
-    write.emit(&mut buf).unwrap();
+    let buf = frame(&write);
     s.handle_frame(t(1), 1, &buf, &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::SessionMismatch]);
     assert!(out.delivered().is_empty());
@@ -111,11 +88,7 @@ fn frame_for_another_session_on_a_bound_connection_is_rejected() {
 
 #[test]
 fn a_rejected_connection_does_not_disturb_other_sessions() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     s.handle_frame(t(1), 9, b"garbage that is not a frame", &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
@@ -129,11 +102,7 @@ fn a_rejected_connection_does_not_disturb_other_sessions() {
 
 #[test]
 fn read_is_answered_with_pattern_data_that_the_client_verifies() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     c.submit(RequestOp::Read, 100).unwrap();
     let frames = client_frames(&mut c, t(1));
@@ -162,8 +131,7 @@ fn hello_without_a_body_checksum_is_rejected_so_a_flipped_bit_cannot_steer_the_s
             replay: false,
         },
     };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    let buf = frame(&hello);
     s.handle_frame(t(0), 1, &buf, &mut out);
     let reject = wire::parse(&out.frames[0].1).unwrap();
     assert_eq!(
@@ -204,8 +172,7 @@ fn welcome_without_a_body_checksum_is_a_protocol_error() {
             known: false,
         },
     };
-    let mut buf = vec![0u8; welcome.buffer_len()];
-    welcome.emit(&mut buf).unwrap();
+    let buf = frame(&welcome);
     c.handle_frame(t(1), &buf);
     let e = DisconnectCause::Protocol(ProtocolError::UncheckedBody(Op::Welcome));
     assert!(events(&mut c).contains(&ClientEvent::Disconnected { epoch: 1, cause: e }));

@@ -6,11 +6,7 @@ use super::*;
 
 #[test]
 fn frames_of_an_older_epoch_are_discarded_as_stale_and_never_delivered_twice() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let old = client_frames(&mut c, t(1)); // sns 0, 1 in epoch 1, still in flight
@@ -31,27 +27,19 @@ fn frames_of_an_older_epoch_are_discarded_as_stale_and_never_delivered_twice() {
 
 #[test]
 fn hello_with_an_epoch_not_newer_than_the_sessions_is_rejected() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    let hello = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Hello {
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
             base_sn: 0,
             next_sn: 0,
             replay: true,
         },
-    };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&hello);
     s.handle_frame(t(1), 2, &buf, &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::StaleEpoch]);
     assert_eq!(
@@ -63,11 +51,7 @@ fn hello_with_an_epoch_not_newer_than_the_sessions_is_rejected() {
 
 #[test]
 fn client_ignores_server_frames_of_an_older_epoch() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 1);
     let frames = client_frames(&mut c, t(1));
@@ -88,11 +72,7 @@ fn client_ignores_server_frames_of_an_older_epoch() {
 
 #[test]
 fn frames_before_the_handshake_wait_in_the_backlog_and_are_processed_after_it() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 3);
     let frames = client_frames(&mut c, t(1));
@@ -104,21 +84,17 @@ fn frames_before_the_handshake_wait_in_the_backlog_and_are_processed_after_it() 
         "nothing delivered before the handshake"
     );
     assert_eq!(s2.stats().backlogged, 3);
-    let hello = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Hello {
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
             base_sn: 0,
             next_sn: 3,
             replay: true,
         },
-    };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&hello);
     s2.handle_frame(t(2), 7, &buf, &mut out2);
     assert_eq!(
         out2.delivered(),
@@ -164,11 +140,7 @@ fn eager_frames_follow_the_hello_only_when_nothing_is_unacknowledged() {
 
 #[test]
 fn backlog_overflow_rejects_the_connection_with_a_clear_reason() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 5);
     let frames = client_frames(&mut c, t(1));

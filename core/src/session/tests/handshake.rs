@@ -6,11 +6,7 @@ use super::*;
 
 #[test]
 fn handshake_new_session_starts_at_base_sn_and_delivers_in_order() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 3);
     let frames = client_frames(&mut c, t(1));
@@ -24,11 +20,7 @@ fn handshake_new_session_starts_at_base_sn_and_delivers_in_order() {
 
 #[test]
 fn handshake_known_session_resumes_at_servers_next_expected_sn() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 5);
     let frames = client_frames(&mut c, t(1));
@@ -67,11 +59,7 @@ fn handshake_known_session_resumes_at_servers_next_expected_sn() {
 
 #[test]
 fn handshake_unknown_session_after_restart_replays_from_base_sn_as_possible_duplicates() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 4);
     let frames = client_frames(&mut c, t(1));
@@ -110,21 +98,17 @@ fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
     let hello = client_frames(&mut c, t(0));
     assert_eq!(hello.len(), 1);
     // next_sn is 0, so resume_from 7 is beyond it.
-    let welcome = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Welcome {
+    let welcome = msg(
+        1,
+        0,
+        0,
+        Body::Welcome {
             instance: INSTANCE_A,
             resume_from: 7,
             known: true,
         },
-    };
-    let mut buf = vec![0u8; welcome.buffer_len()];
-    welcome.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&welcome);
     c.handle_frame(t(1), &buf);
     assert_eq!(c.stats().protocol_errors, 1);
     let expected = DisconnectCause::Protocol(ProtocolError::BadResume {
@@ -142,32 +126,24 @@ fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
 
 #[test]
 fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     s.handle_disconnected(1);
     // A Hello claiming only sn 0 was ever sent, though the server has 0 and 1.
-    let hello = IoMsg {
-        session: SESSION,
-        epoch: 2,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Hello {
+    let hello = msg(
+        2,
+        0,
+        0,
+        Body::Hello {
             base_sn: 0,
             next_sn: 1,
             replay: true,
         },
-    };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&hello);
     s.handle_frame(t(2), 2, &buf, &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
     assert_eq!(out.closed, vec![2]);
@@ -185,21 +161,17 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
 #[test]
 fn server_rejects_hello_with_next_sn_beyond_sn_max() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
-    let hello = IoMsg {
-        session: SESSION,
-        epoch: 1,
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Hello {
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
             base_sn: SN_MAX,
             next_sn: SN_MAX + 1,
             replay: true,
         },
-    };
-    let mut buf = vec![0u8; hello.buffer_len()];
-    hello.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&hello);
     s.handle_frame(t(0), 1, &buf, &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
     assert_eq!(s.session_count(), 0, "no session was created");

@@ -48,11 +48,7 @@ fn a_lost_welcome_after_a_give_up_does_not_turn_given_up_sns_into_acks() {
 
 #[test]
 fn a_lost_first_welcome_of_a_restarted_server_is_still_seen_as_a_restart() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 4);
     let frames = client_frames(&mut c, t(1));
@@ -95,11 +91,7 @@ fn a_lost_welcome_of_a_restarted_server_without_replay_names_the_skipped_sns() {
 
 #[test]
 fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     c.handle_disconnected(t(1), DisconnectReason::PeerFailed);
     while !matches!(c.state(), ClientState::Connecting { .. }) {
@@ -108,21 +100,17 @@ fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
     }
     let _ = c.poll_action();
     c.handle_connected(t(50)); // the Hello is not sent yet
-    let welcome = IoMsg {
-        session: SESSION,
-        epoch: c.epoch(),
-        sn: 0,
-        ack: 0,
-        validate: true,
-        stream: false,
-        body: Body::Welcome {
+    let welcome = msg(
+        c.epoch(),
+        0,
+        0,
+        Body::Welcome {
             instance: INSTANCE_A,
             resume_from: 0,
             known: true,
         },
-    };
-    let mut buf = vec![0u8; welcome.buffer_len()];
-    welcome.emit(&mut buf).unwrap();
+    );
+    let buf = frame(&welcome);
     c.handle_frame(t(50), &buf);
     assert_eq!(c.stats().protocol_errors, 1);
     assert!(!matches!(c.state(), ClientState::Established { .. }));

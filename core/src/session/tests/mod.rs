@@ -80,6 +80,36 @@ pub(super) fn server(instance: u64) -> Server {
     ServerCore::new(ServerConfig::new(instance))
 }
 
+/// A client (eager sends off), a server of instance A, and its sink.
+pub(super) fn setup() -> (Client, Server, Out) {
+    (
+        Client::new(config(), t(0)),
+        server(INSTANCE_A),
+        Out::default(),
+    )
+}
+
+/// A frame of `SESSION`; control bodies are checksummed as the peers send
+/// them.
+pub(super) fn msg(epoch: u32, sn: u64, ack: u64, body: Body<'_>) -> IoMsg<'_> {
+    IoMsg {
+        session: SESSION,
+        epoch,
+        sn,
+        ack,
+        validate: body.carries_state(),
+        stream: false,
+        body,
+    }
+}
+
+/// The bytes of `msg`.
+pub(super) fn frame(msg: &IoMsg<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.emit(&mut buf).unwrap();
+    buf
+}
+
 /// Every frame the client wants to send now.
 pub(super) fn client_frames(c: &mut Client, now: Instant) -> Vec<Vec<u8>> {
     let mut scratch = [0u8; 4096];

@@ -60,11 +60,7 @@ fn handshake_without_welcome_times_out_and_closes_the_connection() {
 
 #[test]
 fn established_connection_without_ack_progress_times_out() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     assert_eq!(c.poll_timeout(), None, "idle: no liveness timer");
     submit_writes(&mut c, 1);
@@ -96,11 +92,7 @@ fn run_limit_fails_the_client_with_timeout() {
 
 #[test]
 fn graceful_close_waits_for_acks_then_says_bye_and_the_server_forgets_the_session() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     c.close(t(1));
@@ -121,11 +113,7 @@ fn graceful_close_waits_for_acks_then_says_bye_and_the_server_forgets_the_sessio
 
 #[test]
 fn requests_submitted_while_disconnected_go_out_after_the_handshake() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     submit_writes(&mut c, 2);
     connect(&mut c, &mut s, &mut out, 1, t(0));
     let frames = client_frames(&mut c, t(1));
@@ -136,24 +124,11 @@ fn requests_submitted_while_disconnected_go_out_after_the_handshake() {
 
 #[test]
 fn data_frame_of_a_newer_epoch_than_its_connections_hello_is_rejected() {
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     let data = [0u8; 0];
-    let write = IoMsg {
-        session: SESSION,
-        epoch: 2,
-        sn: 0,
-        ack: 0,
-        validate: false,
-        stream: false,
-        body: Body::Write { data: &data },
-    };
-    let mut buf = vec![0u8; write.buffer_len()];
-    write.emit(&mut buf).unwrap();
+    let write = msg(2, 0, 0, Body::Write { data: &data });
+    let buf = frame(&write);
     s.handle_frame(t(1), 1, &buf, &mut out);
     assert_eq!(out.rejected(), vec![RejectReason::Unexpected]);
     assert!(out.delivered().is_empty());
