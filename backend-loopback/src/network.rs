@@ -180,14 +180,14 @@ impl Network {
 
     /// A server endpoint listening on `addr` from `now` on.
     pub fn listen(&self, addr: Addr, now: Instant) -> Result<ServerPort, AddrInUse> {
-        let mut inner = self.inner.borrow_mut();
-        inner.advance(now);
-        if inner.listeners.contains_key(&addr) {
-            return Err(AddrInUse(addr));
-        }
-        let ep = inner.new_endpoint();
-        inner.listeners.insert(addr, ep);
-        drop(inner);
+        let ep = self.at(now, |n| {
+            if n.listeners.contains_key(&addr) {
+                return Err(AddrInUse(addr));
+            }
+            let ep = n.new_endpoint();
+            n.listeners.insert(addr, ep);
+            Ok(ep)
+        })?;
         Ok(ServerPort {
             net: self.clone(),
             ep,
@@ -627,24 +627,27 @@ impl Drop for ServerPort {
     }
 }
 
+impl Network {
+    /// Runs `f` on the network with its clock moved on to `now`.
+    fn at<R>(&self, now: Instant, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let mut inner = self.inner.borrow_mut();
+        inner.advance(now);
+        f(&mut inner)
+    }
+}
+
 impl Transport for ClientPort {
     fn connect(&mut self, now: Instant) -> Result<ConnId, DisconnectReason> {
-        let mut inner = self.net.inner.borrow_mut();
-        inner.advance(now);
-        Ok(inner.connect(self.ep, self.server))
+        Ok(self.net.at(now, |n| n.connect(self.ep, self.server)))
     }
     fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let mut inner = self.net.inner.borrow_mut();
-        inner.advance(now);
-        inner.send(self.ep, conn, frame)
+        self.net.at(now, |n| n.send(self.ep, conn, frame))
     }
     fn close(&mut self, now: Instant, conn: ConnId) {
-        let mut inner = self.net.inner.borrow_mut();
-        inner.advance(now);
-        inner.close(self.ep, conn);
+        self.net.at(now, |n| n.close(self.ep, conn));
     }
     fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        self.net.inner.borrow_mut().poll(self.ep, now, buf)
+        self.net.at(now, |n| n.poll(self.ep, now, buf))
     }
 }
 
@@ -654,17 +657,13 @@ impl Transport for ServerPort {
         Err(DisconnectReason::ConnectFailed)
     }
     fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let mut inner = self.net.inner.borrow_mut();
-        inner.advance(now);
-        inner.send(self.ep, conn, frame)
+        self.net.at(now, |n| n.send(self.ep, conn, frame))
     }
     fn close(&mut self, now: Instant, conn: ConnId) {
-        let mut inner = self.net.inner.borrow_mut();
-        inner.advance(now);
-        inner.close(self.ep, conn);
+        self.net.at(now, |n| n.close(self.ep, conn));
     }
     fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        self.net.inner.borrow_mut().poll(self.ep, now, buf)
+        self.net.at(now, |n| n.poll(self.ep, now, buf))
     }
 }
 
