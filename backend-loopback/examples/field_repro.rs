@@ -16,6 +16,7 @@ use iomsg_loopback::sim::{self, Scenario};
 
 const USAGE: &str =
     "usage: field_repro [--seed N] [--kills N] [--clients N] [--replay on|off] [--rebuild]
+                   [--storm] [--uptime-us N] [--down-us N] [--interval-us N] [--list-lost]
 
   --seed N        seed of the whole run (default 1)
   --kills N       server crash-restarts to simulate (default 1000)
@@ -25,14 +26,16 @@ const USAGE: &str =
   --uptime-us N   server uptime between crashes, µs of virtual time (default 2000)
   --down-us N     downtime before the new instance listens, µs (default 500)
   --interval-us N least time between two io_msgs of one client, µs (default 0: window-bound)
-  --storm         many short kill cycles: --uptime-us 100 --down-us 20 --interval-us 10";
+  --storm         many short kill cycles: --uptime-us 100 --down-us 20 --interval-us 10
+  --list-lost     name every lost sn range (the table shows the first 20)";
 
-fn parse() -> Result<Scenario, String> {
+fn parse() -> Result<(Scenario, bool), String> {
     let mut seed = 1u64;
     let mut kills = 1000u64;
     let mut clients = 2usize;
     let mut replay = true;
     let mut rebuild = false;
+    let mut list_lost = false;
     let mut uptime_us: Option<u64> = None;
     let mut down_us: Option<u64> = None;
     let mut interval_us: Option<u64> = None;
@@ -66,6 +69,7 @@ fn parse() -> Result<Scenario, String> {
                 }
             }
             "--rebuild" => rebuild = true,
+            "--list-lost" => list_lost = true,
             "--storm" => {
                 uptime_us = Some(100);
                 down_us = Some(20);
@@ -113,12 +117,12 @@ fn parse() -> Result<Scenario, String> {
     s.clients = clients;
     s.replay = replay;
     s.rebuild_transport = rebuild;
-    Ok(s)
+    Ok((s, list_lost))
 }
 
 fn main() -> ExitCode {
-    let scenario = match parse() {
-        Ok(s) => s,
+    let (scenario, list_lost) = match parse() {
+        Ok(parsed) => parsed,
         Err(e) if e.is_empty() => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -132,6 +136,14 @@ fn main() -> ExitCode {
     let report = sim::run(&scenario);
     let wall = started.elapsed().as_secs_f64();
     print!("{report}");
+    if list_lost {
+        for l in &report.lost {
+            println!(
+                "  lost: session {:#018x} sns {}..{} ({})",
+                l.session, l.range.start, l.range.end, l.class
+            );
+        }
+    }
     println!(
         "  wall time {:.2} s: {:.0} kill cycles/s, {:.0} io_msgs/s simulated",
         wall,
