@@ -426,8 +426,13 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 sink,
             );
         }
-        let Some(s) = self.sessions.get_mut(&d.session) else {
-            // Evicted while this connection was still open: it is stale.
+        // A frame of an older epoch, of a connection the session has left,
+        // or of a session evicted while its connection stayed open: stale.
+        let current = self
+            .sessions
+            .get_mut(&d.session)
+            .filter(|s| d.epoch >= s.epoch && s.conn == Some(conn));
+        let Some(s) = current else {
             self.stats.stale += 1;
             sink.event(ServerEvent::Stale {
                 session: d.session,
@@ -436,15 +441,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             });
             return;
         };
-        if d.epoch < s.epoch || s.conn != Some(conn) {
-            self.stats.stale += 1;
-            sink.event(ServerEvent::Stale {
-                session: d.session,
-                epoch: d.epoch,
-                sn: d.sn,
-            });
-            return;
-        }
         if d.epoch > s.epoch {
             // Newer than the Hello that bound this connection: a client bug.
             let epoch = u64::from(d.epoch);
