@@ -178,11 +178,13 @@ pub enum RejectReason {
     ShuttingDown = 8,
     /// The op is not valid in this direction or state.
     Unexpected = 9,
+    /// A `Read` asked for more bytes than the server answers.
+    ReadTooLong = 10,
 }
 
 impl RejectReason {
     /// Every reason, in wire-value order.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 10] = [
         RejectReason::Malformed,
         RejectReason::StaleEpoch,
         RejectReason::BacklogOverflow,
@@ -192,6 +194,7 @@ impl RejectReason {
         RejectReason::TooFar,
         RejectReason::ShuttingDown,
         RejectReason::Unexpected,
+        RejectReason::ReadTooLong,
     ];
 
     /// The reason with wire value `v`, or `None` if there is none.
@@ -206,6 +209,7 @@ impl RejectReason {
             7 => RejectReason::TooFar,
             8 => RejectReason::ShuttingDown,
             9 => RejectReason::Unexpected,
+            10 => RejectReason::ReadTooLong,
             _ => return None,
         })
     }
@@ -227,6 +231,7 @@ impl RejectReason {
             RejectReason::TooFar => "TooFar",
             RejectReason::ShuttingDown => "ShuttingDown",
             RejectReason::Unexpected => "Unexpected",
+            RejectReason::ReadTooLong => "ReadTooLong",
         }
     }
 }
@@ -374,7 +379,7 @@ mod tests {
             assert_eq!(RejectReason::from_u16(reason.as_u16()), Some(reason));
         }
         for v in 0..=u16::MAX {
-            let known = (1..=9).contains(&v);
+            let known = (1..=10).contains(&v);
             assert_eq!(RejectReason::from_u16(v).is_some(), known, "value {v}");
         }
     }

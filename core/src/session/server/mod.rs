@@ -230,7 +230,14 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             Body::Read { len } => {
                 if len as usize > MAX_READ_LEN {
                     let (s, e) = (msg.session, msg.epoch);
-                    return self.reject(conn, s, e, RejectReason::Malformed, u64::from(len), sink);
+                    return self.reject(
+                        conn,
+                        s,
+                        e,
+                        RejectReason::ReadTooLong,
+                        u64::from(len),
+                        sink,
+                    );
                 }
                 Data {
                     session: msg.session,

@@ -177,3 +177,21 @@ fn welcome_without_a_body_checksum_is_a_protocol_error() {
     let e = DisconnectCause::Protocol(ProtocolError::UncheckedBody(Op::Welcome));
     assert!(events(&mut c).contains(&ClientEvent::Disconnected { epoch: 1, cause: e }));
 }
+
+#[test]
+fn read_longer_than_the_server_answers_is_rejected_with_its_length() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    let len = MAX_READ_LEN as u32 + 1;
+    let read = frame(&msg(1, 0, 0, Body::Read { len }));
+    s.handle_frame(t(1), 1, &read, &mut out);
+    let reject = wire::parse(&out.frames[0].1).unwrap();
+    assert_eq!(
+        reject.body,
+        Body::Reject {
+            reason: RejectReason::ReadTooLong,
+            detail: u64::from(len)
+        }
+    );
+    assert!(out.delivered().is_empty());
+}
