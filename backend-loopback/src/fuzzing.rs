@@ -201,17 +201,11 @@ mod tests {
 
     #[test]
     fn committed_seeds_hold_and_cover_crashes_losses_and_silent_drops() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/loopback_e2e");
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        paths.sort();
-        assert!(paths.len() >= 3, "{} seeds", paths.len());
+        let seeds = iomsg_core::fuzzing::seed_files("loopback_e2e");
+        assert!(seeds.len() >= 3, "{} seeds", seeds.len());
         let (mut kills, mut lost, mut silent) = (0, 0, 0);
-        for path in paths {
-            let s = scenario(&std::fs::read(&path).unwrap());
+        for (_, bytes) in seeds {
+            let s = scenario(&bytes);
             let r = sim::run(&s);
             check(&s, &r);
             kills += r.kills;

@@ -9,29 +9,35 @@ pub mod seq;
 pub mod session;
 pub mod wire;
 
+use std::path::PathBuf;
+use std::vec::Vec;
+
+/// Every committed seed of a fuzz target (`fuzz/seeds/<target>/`), sorted by
+/// path, with its bytes. Panics (a test failure) if the folder is missing or
+/// empty.
+pub fn seed_files(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/seeds")
+        .join(target);
+    let mut out: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (path, bytes)
+        })
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no seeds in {}", dir.display());
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::vec::Vec;
-
-    /// Every committed seed file of a fuzz target, read from `fuzz/seeds/<target>/`.
-    fn seeds(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../fuzz/seeds")
-            .join(target);
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            let bytes = std::fs::read(&path).unwrap();
-            out.push((path, bytes));
-        }
-        out.sort();
-        assert!(!out.is_empty(), "no seeds in {}", dir.display());
-        out
-    }
-
     fn replay(target: &str, body: fn(&[u8])) {
-        for (path, bytes) in seeds(target) {
+        for (path, bytes) in super::seed_files(target) {
             let result = std::panic::catch_unwind(|| body(&bytes));
             assert!(
                 result.is_ok(),

@@ -809,17 +809,11 @@ mod tests {
 
     #[test]
     fn committed_seeds_establish_and_deliver() {
-        let dir =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/session");
-        let mut paths: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        paths.sort();
-        assert!(paths.len() >= 3, "{} seeds", paths.len());
+        let seeds = crate::fuzzing::seed_files("session");
+        assert!(seeds.len() >= 3, "{} seeds", seeds.len());
         let mut crashes = 0;
-        for path in paths {
-            let s = run(&std::fs::read(&path).unwrap());
+        for (path, bytes) in seeds {
+            let s = run(&bytes);
             // Regression inputs only have to hold; the others also cover.
             let regression = path.to_string_lossy().contains("seed-regress-");
             assert!(

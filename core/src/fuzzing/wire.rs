@@ -122,22 +122,7 @@ fn msg_from<'a>(c: &mut Cursor<'a>) -> IoMsg<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
     use std::vec::Vec;
-
-    fn seeds() -> Vec<(PathBuf, Vec<u8>)> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/wire_parse");
-        let mut seeds: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|entry| entry.unwrap().path())
-            .map(|path| {
-                let bytes = std::fs::read(&path).unwrap();
-                (path, bytes)
-            })
-            .collect();
-        seeds.sort();
-        seeds
-    }
 
     #[test]
     fn wire_parse_holds_on_seeded_random_inputs() {
@@ -158,7 +143,7 @@ mod tests {
 
     #[test]
     fn committed_seeds_hold_valid_and_broken_frames() {
-        let seeds = seeds();
+        let seeds = crate::fuzzing::seed_files("wire_parse");
         assert!((4..=8).contains(&seeds.len()), "{} seeds", seeds.len());
         let valid = seeds.iter().filter(|(_, b)| parse(b).is_ok()).count();
         assert!(valid >= 4, "only {valid} seeds parse");
