@@ -58,6 +58,16 @@ impl Out {
             })
             .collect()
     }
+    /// Reason and detail of the last `Reject` frame sent.
+    pub(super) fn last_reject(&self) -> Option<(RejectReason, u64)> {
+        self.frames
+            .iter()
+            .rev()
+            .find_map(|(_, f)| match wire::parse(f).ok()?.body {
+                Body::Reject { reason, detail } => Some((reason, detail)),
+                _ => None,
+            })
+    }
     pub(super) fn rejected(&self) -> Vec<RejectReason> {
         self.events
             .iter()
