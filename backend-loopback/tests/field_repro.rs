@@ -217,7 +217,7 @@ fn corrupt_frames_are_rejected_the_connection_resets_and_replay_recovers() {
 }
 
 #[test]
-fn stale_epoch_frames_after_a_reconnect_are_discarded_and_never_delivered_twice() {
+fn frames_of_a_superseded_connection_are_never_delivered_twice() {
     let mut faults = schedule(&[(50, FrameFault::Delay)]);
     faults.delay = Duration::from_millis(5); // longer than the reply timeout
     let r = sim::run(&single(1000, faults, true));
@@ -226,7 +226,11 @@ fn stale_epoch_frames_after_a_reconnect_are_discarded_and_never_delivered_twice(
         r.reconnects, 1,
         "the client gave up on the stalled connection"
     );
-    assert!(r.stale_discarded > 0, "{r}");
+    assert_eq!(
+        r.rejected(RejectReason::Superseded),
+        1,
+        "the owner's new Hello closed the stalled connection: {r}"
+    );
     assert_eq!(r.deliveries, r.delivered_unique, "nothing delivered twice");
 }
 

@@ -107,7 +107,7 @@ fn steady_state_messages_allocate_nothing() {
         to_server: Ring::new(),
         to_client: Ring::new(),
     }));
-    let mut cfg = ClientConfig::new(0xA110C);
+    let mut cfg = ClientConfig::new(0xA110C, 0x70CE);
     cfg.max_payload = 256;
     let session = ClientSession::<64>::new(cfg, Instant::ZERO);
     let mut client: Box<Client<End, 64, 512>> = Box::new(

@@ -182,7 +182,7 @@ struct SimServerSlot {
 /// Client configuration used by the simulation: timers scaled to a
 /// network with microsecond latency.
 pub fn sim_client_config(session: u64, replay: bool, validate: bool, size: u32) -> ClientConfig {
-    let mut c = ClientConfig::new(session);
+    let mut c = ClientConfig::new(session, mix64(session ^ 0x70CE));
     c.connect_timeout = Duration::from_millis(1);
     c.reply_timeout = Duration::from_millis(2);
     c.backoff.initial = Duration::from_micros(50);

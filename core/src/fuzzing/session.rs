@@ -56,6 +56,8 @@ type Client = ClientSession<8>;
 const WINDOW: usize = 8;
 /// The session ids of the (up to) two clients.
 const SESSIONS: [u64; 2] = [0x5E55_0000_0000_0A01, 0x5E55_0000_0000_0B02];
+/// A client's token is its session id xor this.
+const TOKEN_SALT: u64 = 0x70CE_0000_0000_0000;
 /// Connection ids are drawn from `1..=CONN_IDS`.
 const CONN_IDS: u8 = 6;
 /// Largest payload or read the script submits.
@@ -227,7 +229,7 @@ impl World {
         let peers = SESSIONS[..clients]
             .iter()
             .map(|&session| {
-                let mut cfg = ClientConfig::new(session);
+                let mut cfg = ClientConfig::new(session, session ^ TOKEN_SALT);
                 let flags = c.byte();
                 cfg.replay = flags & 1 == 0;
                 cfg.eager = flags & 2 == 0;
@@ -724,6 +726,8 @@ fn forge_to_client(c: &mut Cursor<'_>, epoch: u32, session: u64) -> IoMsg<'stati
         0 | 1 => Body::Welcome {
             instance: u64::from(c.byte() % 3),
             resume_from: sn_near(c, 0),
+            incarnation: u64::from(c.byte() % 3),
+            window: u32::from(c.byte()),
             known: c.bool(),
         },
         2 => Body::WriteComp,
@@ -763,6 +767,8 @@ fn forge_to_server(c: &mut Cursor<'_>, session: u64, epoch: u32, next: u64) -> I
         0 | 1 => Body::Hello {
             base_sn: sn_near(c, 0),
             next_sn: sn_near(c, next),
+            token: u64::from(c.byte() % 3),
+            window: u32::from(c.byte()),
             replay: c.bool(),
         },
         2 => Body::Read {

@@ -83,15 +83,19 @@ impl<'a> Cursor<'a> {
 
 /// A valid message chosen by the fuzz bytes.
 fn msg_from<'a>(c: &mut Cursor<'a>) -> IoMsg<'a> {
-    let body = match c.byte() % 9 {
+    let body = match c.byte() % 10 {
         0 => Body::Hello {
             base_sn: c.u64(),
             next_sn: c.u64(),
+            token: c.u64(),
+            window: c.u32(),
             replay: c.bool(),
         },
         1 => Body::Welcome {
             instance: c.u64(),
             resume_from: c.u64(),
+            incarnation: c.u64(),
+            window: c.u32(),
             known: c.bool(),
         },
         2 => Body::Write { data: c.data() },
@@ -102,6 +106,7 @@ fn msg_from<'a>(c: &mut Cursor<'a>) -> IoMsg<'a> {
         5 => Body::ReadComp { data: c.data() },
         6 => Body::Ack,
         7 => Body::Bye,
+        8 => Body::Probe,
         _ => Body::Reject {
             reason: RejectReason::ALL[usize::from(c.byte()) % RejectReason::ALL.len()],
             detail: c.u64(),

@@ -232,6 +232,39 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
         Ok(())
     }
 
+    /// Marks every sn in `[top(), end)` as an open hole: the sender says it
+    /// sent them (a tail-loss probe), yet none arrived. Returns the range
+    /// newly opened, empty when `end <= top()`.
+    ///
+    /// Nothing is delivered and nothing slides out of the window: a later
+    /// arrival of one of them is [`FillsGap`](Verdict::FillsGap).
+    ///
+    /// # Errors
+    ///
+    /// [`SeqError::OutOfRange`] if `end > SN_MAX + 1`, and
+    /// [`SeqError::TooFar`] if `end - cumulative()` exceeds the window;
+    /// nothing changes.
+    pub fn open_holes_to(&mut self, end: u64) -> Result<Range<u64>, SeqError> {
+        if end <= self.top {
+            return Ok(self.top..self.top);
+        }
+        if end - 1 > SN_MAX {
+            return Err(SeqError::OutOfRange { sn: end });
+        }
+        if end - self.cum > Self::WINDOW {
+            return Err(SeqError::TooFar { sn: end, cum: self.cum });
+        }
+        let (old_top, last) = (self.top, end - 1);
+        // `last - cum < WINDOW`, so nothing slides out.
+        self.advance_top(last, &mut |_| {});
+        self.words[Self::slot(last)] &= !(1 << (last % BITS));
+        self.missing += 1;
+        if self.cum == end {
+            self.cum = self.next_unset(old_top, end);
+        }
+        Ok(old_top..end)
+    }
+
     /// The cumulative ack: the lowest sn neither received nor given up.
     #[must_use]
     pub fn cumulative(&self) -> u64 {
@@ -423,6 +456,92 @@ mod tests {
 
         fn below(&mut self, n: u64) -> u64 {
             self.next() % n
+        }
+    }
+
+    #[test]
+    fn open_holes_to_opens_exactly_the_probed_tail() {
+        let mut t = Tiny::default();
+        assert_eq!(commit_all(&mut t, 0).0, Verdict::InOrder);
+        assert_eq!(t.open_holes_to(4), Ok(1..4));
+        assert_eq!((t.cumulative(), t.top(), t.missing()), (1, 4, 3));
+        assert_eq!(holes(&t), [1..4]);
+        // Already behind top: nothing more opens.
+        assert_eq!(t.open_holes_to(3), Ok(4..4));
+        assert_eq!(t.check(3), Verdict::FillsGap);
+        assert_eq!(commit_all(&mut t, 4).0, Verdict::InOrder);
+        assert_eq!(commit_all(&mut t, 1).0, Verdict::FillsGap);
+        assert_eq!(holes(&t), [2..4]);
+    }
+
+    #[test]
+    fn open_holes_to_refuses_past_the_window_and_changes_nothing() {
+        let mut t = Tiny::default();
+        // cum 0: a window of 64 sns allows ends up to 64.
+        assert_eq!(
+            t.open_holes_to(65),
+            Err(SeqError::TooFar { sn: 65, cum: 0 })
+        );
+        assert_eq!(t, Tiny::default());
+        assert_eq!(t.open_holes_to(64), Ok(0..64));
+        assert_eq!((t.cumulative(), t.top(), t.missing()), (0, 64, 64));
+        // Every sn in the window is still deliverable once.
+        for sn in 0..64 {
+            assert_eq!(commit_all(&mut t, sn), (Verdict::FillsGap, vec![]), "sn {sn}");
+        }
+        assert_eq!((t.cumulative(), t.missing()), (64, 0));
+        let near_max = RecvTracker::<2>::try_new(SN_MAX).unwrap();
+        let mut m = near_max.clone();
+        assert_eq!(
+            m.open_holes_to(SN_MAX + 2),
+            Err(SeqError::OutOfRange { sn: SN_MAX + 2 })
+        );
+        assert_eq!(m, near_max);
+        assert_eq!(m.open_holes_to(SN_MAX + 1), Ok(SN_MAX..SN_MAX + 1));
+    }
+
+    #[test]
+    fn open_holes_to_matches_a_model_over_random_runs() {
+        for seed in 0..20u64 {
+            let mut rng = Rng(seed);
+            let mut t = RecvTracker::<3>::default();
+            // The model: which sns arrived, and the top.
+            let mut seen = vec![false; 4096];
+            let mut top = 0u64;
+            for _ in 0..2000 {
+                let cum = t.cumulative();
+                if rng.below(4) == 0 {
+                    let end = cum + rng.below(140);
+                    let r = t.open_holes_to(end);
+                    if end - cum > 128 {
+                        assert!(r.is_err(), "seed {seed}: end {end} cum {cum}");
+                    } else {
+                        assert_eq!(r, Ok(top..end.max(top)), "seed {seed}");
+                        top = top.max(end);
+                    }
+                } else {
+                    let sn = cum + rng.below(128);
+                    if sn as usize >= seen.len() {
+                        break;
+                    }
+                    let (v, lost) = commit_all(&mut t, sn);
+                    // Within a window of cum nothing slides out, and an sn
+                    // at or past cum is new unless it arrived before.
+                    assert_eq!(lost, vec![], "seed {seed}");
+                    assert_eq!(v.delivers(), !seen[sn as usize], "seed {seed}: sn {sn}");
+                    if v.delivers() {
+                        seen[sn as usize] = true;
+                        top = top.max(sn + 1);
+                    }
+                }
+                let model_missing = (t.cumulative()..top).filter(|&s| !seen[s as usize]).count();
+                assert_eq!(t.top(), top, "seed {seed}");
+                assert_eq!(t.missing(), model_missing as u64, "seed {seed}");
+                assert!(
+                    t.cumulative() == top || !seen[t.cumulative() as usize],
+                    "seed {seed}: cum must sit on a hole"
+                );
+            }
         }
     }
 

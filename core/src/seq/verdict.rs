@@ -61,6 +61,13 @@ pub enum SeqError {
         /// The refused sn.
         sn: u64,
     },
+    /// `sn` lies more than a window past the cumulative point.
+    TooFar {
+        /// The refused sn.
+        sn: u64,
+        /// The cumulative point when it was refused.
+        cum: u64,
+    },
 }
 
 impl fmt::Display for SeqError {
@@ -70,6 +77,11 @@ impl fmt::Display for SeqError {
                 f,
                 "sn {sn} is above SN_MAX ({SN_MAX}); sequence numbers never wrap: \
                  start a new session"
+            ),
+            SeqError::TooFar { sn, cum } => write!(
+                f,
+                "sn {sn} is more than a window past the cumulative point {cum}; \
+                 the sender broke the agreed window"
             ),
         }
     }

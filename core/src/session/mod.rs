@@ -39,7 +39,7 @@ pub use client::{
 };
 pub use server::{
     wire_error_code, ServerConfig, ServerCore, ServerEvent, ServerSink, ServerStats, SessionInfo,
-    MAX_READ_LEN, UNCHECKED_BODY,
+    MAX_READ_LEN, MIN_WINDOW, UNCHECKED_BODY,
 };
 
 #[cfg(test)]

@@ -12,9 +12,10 @@ pub struct Server<
     const CONNS: usize = 64,
     const BACKLOG: usize = 32,
     const MTU: usize = 4160,
+    const WORDS: usize = 33,
 > {
     transport: T,
-    core: ServerCore<SESSIONS, CONNS, BACKLOG>,
+    core: ServerCore<SESSIONS, CONNS, BACKLOG, WORDS>,
     rx: [u8; MTU],
     tx: [u8; MTU],
     send_errors: u64,
@@ -59,7 +60,8 @@ impl<
         const CONNS: usize,
         const BACKLOG: usize,
         const MTU: usize,
-    > Server<T, SESSIONS, CONNS, BACKLOG, MTU>
+        const WORDS: usize,
+    > Server<T, SESSIONS, CONNS, BACKLOG, MTU, WORDS>
 {
     /// A server over `transport`.
     pub fn new(transport: T, config: ServerConfig) -> Self {
@@ -73,7 +75,7 @@ impl<
     }
 
     /// The session table and counters.
-    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, BACKLOG> {
+    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, BACKLOG, WORDS> {
         &self.core
     }
     /// The transport.

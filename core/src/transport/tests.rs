@@ -86,7 +86,7 @@ fn pair(instance: u64) -> (Rc<RefCell<Net>>, TestClient, TestServer) {
         server_up: true,
         ..Net::default()
     }));
-    let mut cfg = ClientConfig::new(77);
+    let mut cfg = ClientConfig::new(77, 0x70CE);
     cfg.max_payload = 512;
     let session = ClientSession::new(cfg, Instant::ZERO);
     let client = Client::new(ClientEnd(net.clone()), session).unwrap();
@@ -97,7 +97,7 @@ fn pair(instance: u64) -> (Rc<RefCell<Net>>, TestClient, TestServer) {
 #[test]
 fn driver_refuses_an_mtu_below_the_largest_frame() {
     let net = Rc::new(RefCell::new(Net::default()));
-    let session = ClientSession::<4>::new(ClientConfig::new(1), Instant::ZERO); // 4 KiB payloads
+    let session = ClientSession::<4>::new(ClientConfig::new(1, 0x70CE), Instant::ZERO); // 4 KiB payloads
     let err = Client::<ClientEnd, 4, 1024>::new(ClientEnd(net), session).err();
     assert_eq!(
         err,

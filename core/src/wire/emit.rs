@@ -4,7 +4,7 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{transmute, IntoBytes};
 
 use super::header::{
-    crc32c, HandshakeBody, Header, ReadBody, RejectBody, FLAG_STREAM, FLAG_VALIDATE,
+    crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
 };
 use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -67,13 +67,37 @@ impl IoMsg<'_> {
             Body::Hello {
                 base_sn,
                 next_sn,
+                token,
+                window,
                 replay,
-            } => payload.copy_from_slice(handshake(base_sn, next_sn, replay).as_bytes()),
+            } => payload.copy_from_slice(
+                HelloBody {
+                    base_sn: U64::new(base_sn),
+                    next_sn: U64::new(next_sn),
+                    token: U64::new(token),
+                    window: U32::new(window),
+                    replay: u8::from(replay),
+                    padding: [0; 3],
+                }
+                .as_bytes(),
+            ),
             Body::Welcome {
                 instance,
                 resume_from,
+                incarnation,
+                window,
                 known,
-            } => payload.copy_from_slice(handshake(instance, resume_from, known).as_bytes()),
+            } => payload.copy_from_slice(
+                WelcomeBody {
+                    instance: U64::new(instance),
+                    resume_from: U64::new(resume_from),
+                    incarnation: U64::new(incarnation),
+                    window: U32::new(window),
+                    known: u8::from(known),
+                    padding: [0; 3],
+                }
+                .as_bytes(),
+            ),
             Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
             Body::Read { len } => {
                 payload.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes())
@@ -86,7 +110,7 @@ impl IoMsg<'_> {
                 }
                 .as_bytes(),
             ),
-            Body::WriteComp | Body::Ack | Body::Bye => {}
+            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
         }
 
         let mut header = Header {
@@ -109,15 +133,6 @@ impl IoMsg<'_> {
     }
 }
 
-/// The `Hello` / `Welcome` body.
-fn handshake(a: u64, b: u64, flag: bool) -> HandshakeBody {
-    HandshakeBody {
-        a: U64::new(a),
-        b: U64::new(b),
-        flag: u8::from(flag),
-        padding: [0; 7],
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -147,6 +162,7 @@ mod tests {
         emit_read_comp: READ_COMP => READ_COMP_FRAME,
         emit_ack: ACK => ACK_FRAME,
         emit_bye: BYE => BYE_FRAME,
+        emit_probe: PROBE => PROBE_FRAME,
         emit_reject: REJECT => REJECT_FRAME,
     }
 

@@ -13,42 +13,46 @@ pub(super) const SESSION: u64 = 0x0123_4567_89ab_cdef;
 
 /// Hello: see [`HELLO`] for the fields.
 #[rustfmt::skip]
-pub(super) const HELLO_FRAME: [u8; 72] = [
+pub(super) const HELLO_FRAME: [u8; 80] = [
     b'I', b'O', b'M', b'S', // magic
     0x01, // version 1
     0x01, // op Hello
     0x00, 0x00, // flags: none
     0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, // session 0x123456789abcdef
     0x03, 0x00, 0x00, 0x00, // epoch 3
-    0x18, 0x00, 0x00, 0x00, // data_len 24
+    0x20, 0x00, 0x00, 0x00, // data_len 32
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // sn 0
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ack 0
     0x00, 0x00, 0x00, 0x00, // payload_crc 0 (no VALIDATE)
-    0xfd, 0xed, 0xc8, 0xd2, // header_crc CRC32C of bytes [0, 44)
+    0xc4, 0x2e, 0xfa, 0x99, // header_crc CRC32C of bytes [0, 44)
     0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // base_sn 100
     0x69, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // next_sn 105
+    0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f, // token 0x0f1e2d3c4b5a6978
+    0x00, 0x08, 0x00, 0x00, // window 2048
     0x01, // replay true
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // padding
+    0x00, 0x00, 0x00, // padding
 ];
 
 /// Welcome: see [`WELCOME`] for the fields.
 #[rustfmt::skip]
-pub(super) const WELCOME_FRAME: [u8; 72] = [
+pub(super) const WELCOME_FRAME: [u8; 80] = [
     b'I', b'O', b'M', b'S', // magic
     0x01, // version 1
     0x02, // op Welcome
     0x00, 0x00, // flags: none
     0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, // session 0x123456789abcdef
     0x03, 0x00, 0x00, 0x00, // epoch 3
-    0x18, 0x00, 0x00, 0x00, // data_len 24
+    0x20, 0x00, 0x00, 0x00, // data_len 32
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // sn 0
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ack 0
     0x00, 0x00, 0x00, 0x00, // payload_crc 0 (no VALIDATE)
-    0x7f, 0xee, 0xca, 0xb3, // header_crc CRC32C of bytes [0, 44)
+    0x46, 0x2d, 0xf8, 0xf8, // header_crc CRC32C of bytes [0, 44)
     0xe5, 0xa5, 0x5e, 0xd1, 0x0d, 0xf0, 0xfe, 0xca, // instance 0xcafef00dd15ea5e5
     0x67, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // resume_from 103
+    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // incarnation 0x1122334455667788
+    0x00, 0x04, 0x00, 0x00, // window 1024
     0x01, // known true
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // padding
+    0x00, 0x00, 0x00, // padding
 ];
 
 /// Write: see [`WRITE`] for the fields.
@@ -169,6 +173,22 @@ pub(super) const REJECT_FRAME: [u8; 64] = [
     0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // detail 7
 ];
 
+/// Probe: see [`PROBE`] for the fields.
+#[rustfmt::skip]
+pub(super) const PROBE_FRAME: [u8; 48] = [
+    b'I', b'O', b'M', b'S', // magic
+    0x01, // version 1
+    0x0a, // op Probe
+    0x00, 0x00, // flags: none
+    0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01, // session 0x123456789abcdef
+    0x03, 0x00, 0x00, 0x00, // epoch 3
+    0x00, 0x00, 0x00, 0x00, // data_len 0
+    0x6a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // sn 106
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // ack 0
+    0x00, 0x00, 0x00, 0x00, // payload_crc 0 (no VALIDATE)
+    0x58, 0x3e, 0xfe, 0x3c, // header_crc CRC32C of bytes [0, 44)
+];
+
 /// Parsed [`HELLO_FRAME`].
 pub(super) const HELLO: IoMsg<'static> = IoMsg {
     session: SESSION,
@@ -180,6 +200,8 @@ pub(super) const HELLO: IoMsg<'static> = IoMsg {
     body: Body::Hello {
         base_sn: 100,
         next_sn: 105,
+        token: 0x0f1e_2d3c_4b5a_6978,
+        window: 2048,
         replay: true,
     },
 };
@@ -195,6 +217,8 @@ pub(super) const WELCOME: IoMsg<'static> = IoMsg {
     body: Body::Welcome {
         instance: 0xcafe_f00d_d15e_a5e5,
         resume_from: 103,
+        incarnation: 0x1122_3344_5566_7788,
+        window: 1024,
         known: true,
     },
 };
@@ -279,8 +303,19 @@ pub(super) const REJECT: IoMsg<'static> = IoMsg {
     },
 };
 
+/// Parsed [`PROBE_FRAME`].
+pub(super) const PROBE: IoMsg<'static> = IoMsg {
+    session: SESSION,
+    epoch: 3,
+    sn: 106,
+    ack: 0,
+    validate: false,
+    stream: false,
+    body: Body::Probe,
+};
+
 /// Every fixture frame with its repr, one per op in wire-value order.
-pub(super) const ALL: [(&[u8], IoMsg<'static>); 9] = [
+pub(super) const ALL: [(&[u8], IoMsg<'static>); 10] = [
     (&HELLO_FRAME, HELLO),
     (&WELCOME_FRAME, WELCOME),
     (&WRITE_FRAME, WRITE),
@@ -290,6 +325,7 @@ pub(super) const ALL: [(&[u8], IoMsg<'static>); 9] = [
     (&ACK_FRAME, ACK),
     (&BYE_FRAME, BYE),
     (&REJECT_FRAME, REJECT),
+    (&PROBE_FRAME, PROBE),
 ];
 
 /// Recomputes the payload CRC (if `validate`) and the header CRC of `frame`
@@ -336,15 +372,19 @@ impl SplitMix {
 /// A random valid message; `data` supplies the bytes of `Write`/`ReadComp`.
 pub(super) fn random_msg<'a>(rng: &mut SplitMix, data: &'a [u8]) -> IoMsg<'a> {
     let data = &data[..rng.below(data.len() as u64 + 1) as usize];
-    let body = match rng.below(9) {
+    let body = match rng.below(10) {
         0 => Body::Hello {
             base_sn: rng.edgy(),
             next_sn: rng.edgy(),
+            token: rng.edgy(),
+            window: rng.edgy() as u32,
             replay: rng.below(2) == 1,
         },
         1 => Body::Welcome {
             instance: rng.edgy(),
             resume_from: rng.edgy(),
+            incarnation: rng.edgy(),
+            window: rng.edgy() as u32,
             known: rng.below(2) == 1,
         },
         2 => Body::Write { data },
@@ -355,8 +395,9 @@ pub(super) fn random_msg<'a>(rng: &mut SplitMix, data: &'a [u8]) -> IoMsg<'a> {
         5 => Body::ReadComp { data },
         6 => Body::Ack,
         7 => Body::Bye,
+        8 => Body::Probe,
         _ => Body::Reject {
-            reason: RejectReason::ALL[rng.below(9) as usize],
+            reason: RejectReason::ALL[rng.below(RejectReason::ALL.len() as u64) as usize],
             detail: rng.edgy(),
         },
     };

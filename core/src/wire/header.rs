@@ -16,8 +16,10 @@ pub(super) const FLAG_STREAM: u16 = 1 << 1;
 /// Every flag bit version 1 knows.
 pub(super) const KNOWN_FLAGS: u16 = FLAG_VALIDATE | FLAG_STREAM;
 
-/// Payload length of `Hello` and `Welcome`.
-pub(super) const HANDSHAKE_BODY_LEN: usize = 24;
+/// Payload length of `Hello`.
+pub(super) const HELLO_BODY_LEN: usize = 32;
+/// Payload length of `Welcome`.
+pub(super) const WELCOME_BODY_LEN: usize = 32;
 /// Payload length of `Read`.
 pub(super) const READ_BODY_LEN: usize = 4;
 /// Payload length of `Reject`.
@@ -63,18 +65,33 @@ impl Header {
     }
 }
 
-/// Payload of `Hello` (`a` = base_sn, `b` = next_sn, `flag` = replay) and of
-/// `Welcome` (`a` = instance, `b` = resume_from, `flag` = known).
+/// Payload of `Hello`.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
-pub(super) struct HandshakeBody {
-    pub(super) a: U64,
-    pub(super) b: U64,
-    pub(super) flag: u8,
-    pub(super) padding: [u8; 7],
+pub(super) struct HelloBody {
+    pub(super) base_sn: U64,
+    pub(super) next_sn: U64,
+    pub(super) token: U64,
+    pub(super) window: U32,
+    pub(super) replay: u8,
+    pub(super) padding: [u8; 3],
 }
 
-const _: () = assert!(size_of::<HandshakeBody>() == HANDSHAKE_BODY_LEN);
+const _: () = assert!(size_of::<HelloBody>() == HELLO_BODY_LEN);
+
+/// Payload of `Welcome`.
+#[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+pub(super) struct WelcomeBody {
+    pub(super) instance: U64,
+    pub(super) resume_from: U64,
+    pub(super) incarnation: U64,
+    pub(super) window: U32,
+    pub(super) known: u8,
+    pub(super) padding: [u8; 3],
+}
+
+const _: () = assert!(size_of::<WelcomeBody>() == WELCOME_BODY_LEN);
 
 /// Payload of `Read`.
 #[derive(FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
@@ -182,14 +199,38 @@ mod tests {
 
     #[test]
     fn deconstruct_control_bodies_shows_their_fields() {
-        let hello: &HandshakeBody =
-            zerocopy::transmute_ref!(fixtures::HELLO_FRAME[48..].first_chunk::<24>().unwrap());
-        assert_eq!((hello.a.get(), hello.b.get(), hello.flag), (100, 105, 1));
-        let welcome: &HandshakeBody =
-            zerocopy::transmute_ref!(fixtures::WELCOME_FRAME[48..].first_chunk::<24>().unwrap());
+        let hello: &HelloBody =
+            zerocopy::transmute_ref!(fixtures::HELLO_FRAME[48..].first_chunk::<32>().unwrap());
         assert_eq!(
-            (welcome.a.get(), welcome.b.get(), welcome.flag),
-            (0xcafe_f00d_d15e_a5e5, 103, 1)
+            (
+                hello.base_sn.get(),
+                hello.next_sn.get(),
+                hello.token.get(),
+                hello.window.get(),
+                hello.replay,
+                hello.padding
+            ),
+            (100, 105, 0x0f1e_2d3c_4b5a_6978, 2048, 1, [0; 3])
+        );
+        let welcome: &WelcomeBody =
+            zerocopy::transmute_ref!(fixtures::WELCOME_FRAME[48..].first_chunk::<32>().unwrap());
+        assert_eq!(
+            (
+                welcome.instance.get(),
+                welcome.resume_from.get(),
+                welcome.incarnation.get(),
+                welcome.window.get(),
+                welcome.known,
+                welcome.padding
+            ),
+            (
+                0xcafe_f00d_d15e_a5e5,
+                103,
+                0x1122_3344_5566_7788,
+                1024,
+                1,
+                [0; 3]
+            )
         );
         let read: &ReadBody =
             zerocopy::transmute_ref!(fixtures::READ_FRAME[48..].first_chunk::<4>().unwrap());
@@ -205,9 +246,16 @@ mod tests {
     #[test]
     fn body_fields_sit_at_the_documented_offsets() {
         use core::mem::offset_of;
-        assert_eq!(offset_of!(HandshakeBody, b), 8);
-        assert_eq!(offset_of!(HandshakeBody, flag), 16);
-        assert_eq!(offset_of!(HandshakeBody, padding), 17);
+        assert_eq!(offset_of!(HelloBody, next_sn), 8);
+        assert_eq!(offset_of!(HelloBody, token), 16);
+        assert_eq!(offset_of!(HelloBody, window), 24);
+        assert_eq!(offset_of!(HelloBody, replay), 28);
+        assert_eq!(offset_of!(HelloBody, padding), 29);
+        assert_eq!(offset_of!(WelcomeBody, resume_from), 8);
+        assert_eq!(offset_of!(WelcomeBody, incarnation), 16);
+        assert_eq!(offset_of!(WelcomeBody, window), 24);
+        assert_eq!(offset_of!(WelcomeBody, known), 28);
+        assert_eq!(offset_of!(WelcomeBody, padding), 29);
         assert_eq!(offset_of!(RejectBody, padding), 2);
         assert_eq!(offset_of!(RejectBody, detail), 8);
     }

@@ -24,11 +24,11 @@
 //!
 //! | op | payload |
 //! |----|---------|
-//! | `Hello`   | 24 bytes: u64 `base_sn`, u64 `next_sn`, u8 `replay` (0 or 1), 7 zero bytes |
-//! | `Welcome` | 24 bytes: u64 `instance`, u64 `resume_from`, u8 `known` (0 or 1), 7 zero bytes |
+//! | `Hello`   | 32 bytes: u64 `base_sn`, u64 `next_sn`, u64 `token`, u32 `window`, u8 `replay` (0 or 1), 3 zero bytes |
+//! | `Welcome` | 32 bytes: u64 `instance`, u64 `resume_from`, u64 `incarnation`, u32 `window`, u8 `known` (0 or 1), 3 zero bytes |
 //! | `Read`    | 4 bytes: u32 requested length (at most [`MAX_DATA_LEN`]) |
 //! | `Reject`  | 16 bytes: u16 [`RejectReason`], 6 zero bytes, u64 `detail` |
-//! | `WriteComp`, `Ack`, `Bye` | empty |
+//! | `WriteComp`, `Ack`, `Bye`, `Probe` | empty (a `Probe` carries the client's next sn in the header's `sn`) |
 //! | `Write`, `ReadComp` | the data, at most [`MAX_DATA_LEN`] bytes |
 //!
 //! # Contract
@@ -101,11 +101,15 @@ pub enum Op {
     Bye = 8,
     /// Server → client: the frame or connection was refused.
     Reject = 9,
+    /// Client → server: "every sn below this frame's `sn` has been sent on
+    /// this connection"; the server reports the ones it never got as lost
+    /// on a live connection and answers with an `Ack`.
+    Probe = 10,
 }
 
 impl Op {
     /// Every op, in wire-value order.
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 10] = [
         Op::Hello,
         Op::Welcome,
         Op::Write,
@@ -115,6 +119,7 @@ impl Op {
         Op::Ack,
         Op::Bye,
         Op::Reject,
+        Op::Probe,
     ];
 
     /// The op with wire value `v`, or `None` if there is none.
@@ -129,6 +134,7 @@ impl Op {
             7 => Op::Ack,
             8 => Op::Bye,
             9 => Op::Reject,
+            10 => Op::Probe,
             _ => return None,
         })
     }
@@ -145,6 +151,7 @@ impl Op {
             Op::Ack => "Ack",
             Op::Bye => "Bye",
             Op::Reject => "Reject",
+            Op::Probe => "Probe",
         }
     }
 }
@@ -180,11 +187,17 @@ pub enum RejectReason {
     Unexpected = 9,
     /// A `Read` asked for more bytes than the server answers.
     ReadTooLong = 10,
+    /// A `Hello` for a session that another client owns: its token differs
+    /// from the one that opened the session. Nothing about the session
+    /// changed. Fatal for the client: two clients share a session id.
+    SessionOwned = 11,
+    /// The session's owner connected again: this older connection is closed.
+    Superseded = 12,
 }
 
 impl RejectReason {
     /// Every reason, in wire-value order.
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 12] = [
         RejectReason::Malformed,
         RejectReason::StaleEpoch,
         RejectReason::BacklogOverflow,
@@ -195,6 +208,8 @@ impl RejectReason {
         RejectReason::ShuttingDown,
         RejectReason::Unexpected,
         RejectReason::ReadTooLong,
+        RejectReason::SessionOwned,
+        RejectReason::Superseded,
     ];
 
     /// The reason with wire value `v`, or `None` if there is none.
@@ -210,6 +225,8 @@ impl RejectReason {
             8 => RejectReason::ShuttingDown,
             9 => RejectReason::Unexpected,
             10 => RejectReason::ReadTooLong,
+            11 => RejectReason::SessionOwned,
+            12 => RejectReason::Superseded,
             _ => return None,
         })
     }
@@ -232,6 +249,8 @@ impl RejectReason {
             RejectReason::ShuttingDown => "ShuttingDown",
             RejectReason::Unexpected => "Unexpected",
             RejectReason::ReadTooLong => "ReadTooLong",
+            RejectReason::SessionOwned => "SessionOwned",
+            RejectReason::Superseded => "Superseded",
         }
     }
 }
@@ -251,6 +270,11 @@ pub enum Body<'a> {
         base_sn: u64,
         /// The sn the client will send next.
         next_sn: u64,
+        /// The client's random token: only the session's owner knows it.
+        token: u64,
+        /// The most unacknowledged sns the client will ever have
+        /// outstanding (its send window).
+        window: u32,
         /// The client will replay unacknowledged messages after a reconnect.
         replay: bool,
     },
@@ -258,8 +282,16 @@ pub enum Body<'a> {
     Welcome {
         /// Random per server process start: a new value means lost state.
         instance: u64,
-        /// The sn the server expects next; the client resends from here.
+        /// Every sn in `[base_sn, resume_from)` was handed to the server's
+        /// application; the client resends from here.
         resume_from: u64,
+        /// Names this server's record of the session: new whenever the
+        /// server (re)creates it, so a client sees that the record which
+        /// answers is not the one that saw its earlier frames.
+        incarnation: u64,
+        /// The window agreed: at most this many sns past the cumulative
+        /// ack may be outstanding.
+        window: u32,
         /// The server knew the session (else it started it at `base_sn`).
         known: bool,
     },
@@ -291,6 +323,8 @@ pub enum Body<'a> {
         /// A value that explains it (e.g. the offending sn or epoch).
         detail: u64,
     },
+    /// The client's position on this connection (in the header's `sn`).
+    Probe,
 }
 
 impl Body<'_> {
@@ -306,6 +340,7 @@ impl Body<'_> {
             Body::Ack => Op::Ack,
             Body::Bye => Op::Bye,
             Body::Reject { .. } => Op::Reject,
+            Body::Probe => Op::Probe,
         }
     }
 
@@ -322,11 +357,12 @@ impl Body<'_> {
     /// Number of payload bytes this body takes on the wire.
     pub fn payload_len(&self) -> usize {
         match self {
-            Body::Hello { .. } | Body::Welcome { .. } => header::HANDSHAKE_BODY_LEN,
+            Body::Hello { .. } => header::HELLO_BODY_LEN,
+            Body::Welcome { .. } => header::WELCOME_BODY_LEN,
             Body::Write { data } | Body::ReadComp { data } => data.len(),
             Body::Read { .. } => header::READ_BODY_LEN,
             Body::Reject { .. } => header::REJECT_BODY_LEN,
-            Body::WriteComp | Body::Ack | Body::Bye => 0,
+            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => 0,
         }
     }
 }
@@ -360,7 +396,7 @@ mod tests {
             assert_eq!(Op::from_u8(op as u8), Some(op));
         }
         for v in 0..=u8::MAX {
-            let known = (1..=9).contains(&v);
+            let known = (1..=10).contains(&v);
             assert_eq!(Op::from_u8(v).is_some(), known, "value {v}");
         }
     }
@@ -379,7 +415,7 @@ mod tests {
             assert_eq!(RejectReason::from_u16(reason.as_u16()), Some(reason));
         }
         for v in 0..=u16::MAX {
-            let known = (1..=10).contains(&v);
+            let known = (1..=12).contains(&v);
             assert_eq!(RejectReason::from_u16(v).is_some(), known, "value {v}");
         }
     }
@@ -400,19 +436,23 @@ mod tests {
                 Body::Hello {
                     base_sn: 1,
                     next_sn: 2,
+                    token: 3,
+                    window: 4,
                     replay: true,
                 },
                 Op::Hello,
-                24,
+                32,
             ),
             (
                 Body::Welcome {
                     instance: 1,
                     resume_from: 2,
+                    incarnation: 3,
+                    window: 4,
                     known: false,
                 },
                 Op::Welcome,
-                24,
+                32,
             ),
             (Body::Write { data: &data }, Op::Write, 5),
             (Body::WriteComp, Op::WriteComp, 0),
@@ -420,6 +460,7 @@ mod tests {
             (Body::ReadComp { data: &data[..2] }, Op::ReadComp, 2),
             (Body::Ack, Op::Ack, 0),
             (Body::Bye, Op::Bye, 0),
+            (Body::Probe, Op::Probe, 0),
             (
                 Body::Reject {
                     reason: RejectReason::TooFar,

@@ -3,8 +3,8 @@
 use zerocopy::transmute_ref;
 
 use super::header::{
-    crc32c, HandshakeBody, Header, ReadBody, RejectBody, FLAG_STREAM, FLAG_VALIDATE,
-    HANDSHAKE_BODY_LEN, KNOWN_FLAGS, READ_BODY_LEN, REJECT_BODY_LEN,
+    crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
+    HELLO_BODY_LEN, KNOWN_FLAGS, READ_BODY_LEN, REJECT_BODY_LEN, WELCOME_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, RejectReason, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -94,18 +94,30 @@ pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
 fn parse_body(op: Op, payload: &[u8]) -> Result<Body<'_>, WireError> {
     Ok(match op {
         Op::Hello => {
-            let (base_sn, next_sn, replay) = handshake(op, payload)?;
+            let body: &HelloBody = transmute_ref!(fixed::<HELLO_BODY_LEN>(op, payload)?);
+            let replay = bool_byte(op, body.replay)?;
+            if body.padding != [0; 3] {
+                return Err(WireError::NonZeroPadding { op });
+            }
             Body::Hello {
-                base_sn,
-                next_sn,
+                base_sn: body.base_sn.get(),
+                next_sn: body.next_sn.get(),
+                token: body.token.get(),
+                window: body.window.get(),
                 replay,
             }
         }
         Op::Welcome => {
-            let (instance, resume_from, known) = handshake(op, payload)?;
+            let body: &WelcomeBody = transmute_ref!(fixed::<WELCOME_BODY_LEN>(op, payload)?);
+            let known = bool_byte(op, body.known)?;
+            if body.padding != [0; 3] {
+                return Err(WireError::NonZeroPadding { op });
+            }
             Body::Welcome {
-                instance,
-                resume_from,
+                instance: body.instance.get(),
+                resume_from: body.resume_from.get(),
+                incarnation: body.incarnation.get(),
+                window: body.window.get(),
                 known,
             }
         }
@@ -147,6 +159,10 @@ fn parse_body(op: Op, payload: &[u8]) -> Result<Body<'_>, WireError> {
             fixed::<0>(op, payload)?;
             Body::Bye
         }
+        Op::Probe => {
+            fixed::<0>(op, payload)?;
+            Body::Probe
+        }
     })
 }
 
@@ -160,15 +176,6 @@ fn fixed<const N: usize>(op: Op, payload: &[u8]) -> Result<&[u8; N], WireError> 
     })
 }
 
-/// The fields of a `Hello` / `Welcome` body, checked in wire order.
-fn handshake(op: Op, payload: &[u8]) -> Result<(u64, u64, bool), WireError> {
-    let body: &HandshakeBody = transmute_ref!(fixed::<HANDSHAKE_BODY_LEN>(op, payload)?);
-    let flag = bool_byte(op, body.flag)?;
-    if body.padding != [0; 7] {
-        return Err(WireError::NonZeroPadding { op });
-    }
-    Ok((body.a.get(), body.b.get(), flag))
-}
 
 /// A boolean byte: 0 or 1, anything else is an error.
 fn bool_byte(op: Op, value: u8) -> Result<bool, WireError> {
@@ -204,6 +211,7 @@ mod tests {
         parse_read_comp: READ_COMP_FRAME => READ_COMP,
         parse_ack: ACK_FRAME => ACK,
         parse_bye: BYE_FRAME => BYE,
+        parse_probe: PROBE_FRAME => PROBE,
         parse_reject: REJECT_FRAME => REJECT,
     }
 
@@ -286,7 +294,7 @@ mod tests {
 
     #[test]
     fn unassigned_op_gives_unknown_op() {
-        for op in [0, 10, 0x80, 255] {
+        for op in [0, 11, 0x80, 255] {
             let mut f = fixtures::ACK_FRAME;
             f[5] = op;
             reseal(&mut f, false);
@@ -444,8 +452,8 @@ mod tests {
     #[test]
     fn nonzero_padding_gives_non_zero_padding() {
         let cases: [(&[u8], Op, core::ops::Range<usize>); 3] = [
-            (&fixtures::HELLO_FRAME, Op::Hello, 65..72),
-            (&fixtures::WELCOME_FRAME, Op::Welcome, 65..72),
+            (&fixtures::HELLO_FRAME, Op::Hello, 77..80),
+            (&fixtures::WELCOME_FRAME, Op::Welcome, 77..80),
             (&fixtures::REJECT_FRAME, Op::Reject, 50..56),
         ];
         for (frame, op, padding) in cases {
@@ -466,12 +474,12 @@ mod tests {
         ] {
             for value in [2, 0x80, 255] {
                 let mut f = frame;
-                f[64] = value;
+                f[76] = value;
                 reseal(&mut f, false);
                 assert_eq!(parse(&f), Err(WireError::BadBool { op, value }));
             }
             let mut f = frame;
-            f[64] = 0;
+            f[76] = 0;
             reseal(&mut f, false);
             assert!(parse(&f).is_ok(), "{op} with false");
         }
@@ -479,7 +487,7 @@ mod tests {
 
     #[test]
     fn unassigned_reject_reason_gives_unknown_reject_reason() {
-        for code in [0, 11, u16::MAX] {
+        for code in [0, 13, u16::MAX] {
             let mut f = fixtures::REJECT_FRAME;
             f[48..50].copy_from_slice(&code.to_le_bytes());
             reseal(&mut f, false);

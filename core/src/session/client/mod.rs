@@ -11,10 +11,21 @@ use heapless::Deque;
 
 use super::backoff::SplitMix64;
 use super::pattern;
+use super::server::MIN_WINDOW;
 use crate::seq::{SendWindow, WindowError};
 use crate::time::Instant;
 use crate::transport::DisconnectReason;
-use crate::wire::{Body, IoMsg, HEADER_LEN, MAX_DATA_LEN};
+use crate::wire::{Body, IoMsg, RejectReason, HEADER_LEN, MAX_DATA_LEN};
+
+/// The fields of a `Welcome` body.
+#[derive(Clone, Copy, Debug)]
+struct Welcome {
+    instance: u64,
+    resume_from: u64,
+    incarnation: u64,
+    window: u32,
+    known: bool,
+}
 
 /// The client state machine of one session, over a window of `N` frames.
 #[derive(Clone, Debug)]
@@ -31,22 +42,40 @@ pub struct ClientSession<const N: usize> {
     /// `(base_sn, next_sn)` of the `Hello` sent on this connection.
     hello: (u64, u64),
     bye_pending: bool,
+    /// A tail-loss probe is due on this connection.
+    probe_pending: bool,
+    /// When the last probe went out.
+    last_probe: Instant,
     closing: bool,
     instance: Option<u64>,
+    /// The incarnation of the server record known to have seen every frame
+    /// sent so far: the last `Welcome`'s. A `Welcome` naming another one
+    /// cannot prove what happened to the frames in between.
+    trusted: Option<u64>,
+    /// Sns that may be outstanding: the window agreed in the last
+    /// `Welcome` (before any, the client's own).
+    agreed: u64,
     attempt: u32,
     started: Instant,
     last_progress: Instant,
     action: Option<Action>,
     rng: SplitMix64,
-    events: Deque<ClientEvent, 16>,
-    events_dropped: u64,
+    events: Deque<ClientEvent, EVENTS>,
     stats: ClientStats,
 }
+
+/// Room in the event queue. A connection cycle queues at most
+/// [`CYCLE_EVENTS`]; acks and read mismatches fold into the queue's tail.
+const EVENTS: usize = 32;
+/// Events one connection cycle (and a close or failure) can queue: a new
+/// attempt waits until the application has drained this much room.
+const CYCLE_EVENTS: usize = 12;
 
 impl<const N: usize> ClientSession<N> {
     /// A new session in `Idle`, sns starting at 0.
     pub fn new(config: ClientConfig, now: Instant) -> Self {
         let rng = SplitMix64::new(config.seed);
+        let agreed = u64::from(config.window).min(N as u64).max(1);
         ClientSession {
             config,
             state: ClientState::Idle,
@@ -57,15 +86,18 @@ impl<const N: usize> ClientSession<N> {
             hello_pending: false,
             hello: (0, 0),
             bye_pending: false,
+            probe_pending: false,
+            last_probe: now,
             closing: false,
             instance: None,
+            trusted: None,
+            agreed,
             attempt: 0,
             started: now,
             last_progress: now,
             action: None,
             rng,
             events: Deque::new(),
-            events_dropped: 0,
             stats: ClientStats::default(),
         }
     }
@@ -114,9 +146,9 @@ impl<const N: usize> ClientSession<N> {
     pub fn is_terminal(&self) -> bool {
         matches!(self.state, ClientState::Closed | ClientState::Failed(_))
     }
-    /// Events dropped because the application did not drain them.
-    pub fn events_dropped(&self) -> u64 {
-        self.events_dropped
+    /// The window agreed with the server: how many sns may be outstanding.
+    pub fn agreed_window(&self) -> u64 {
+        self.agreed
     }
 
     /// Starts connecting. Only from `Idle`; otherwise does nothing.
@@ -161,6 +193,12 @@ impl<const N: usize> ClientSession<N> {
     }
 
     /// The next event for the application.
+    ///
+    /// No event is dropped. An `Acked` that follows an `Acked` replaces it
+    /// (acks are cumulative), and a `ReadMismatch` adds to the last one of
+    /// the same run of completions. Beyond that the application is the
+    /// backpressure: while fewer than a connection cycle's events fit, the
+    /// client does not start a new connection attempt.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
@@ -175,7 +213,11 @@ impl<const N: usize> ClientSession<N> {
             ClientState::Backoff { until } => Some(until),
             ClientState::Disconnected { .. } => Some(Instant::ZERO),
             ClientState::Established { .. } if self.sent_hw > self.window.base() => {
-                Some(self.last_progress + self.config.reply_timeout)
+                let reply = self.last_progress + self.config.reply_timeout;
+                Some(match self.next_probe() {
+                    Some(probe) => probe.min(reply),
+                    None => reply,
+                })
             }
             _ => None,
         };
@@ -218,10 +260,34 @@ impl<const N: usize> ClientSession<N> {
             {
                 self.lose_connection(now, DisconnectCause::ReplyTimeout, true);
             }
+            ClientState::Established { .. }
+                if self.next_probe().is_some_and(|probe| now >= probe) =>
+            {
+                self.probe_pending = true;
+                self.last_probe = now;
+            }
             ClientState::Disconnected { cause } => self.schedule_retry(now, cause),
-            ClientState::Backoff { until } if now >= until => self.begin_connect(now),
+            ClientState::Backoff { until } if now >= until && self.event_room() => {
+                self.begin_connect(now)
+            }
             _ => {}
         }
+    }
+
+    /// When the next tail-loss probe is due: frames of this connection are
+    /// unacknowledged and the acks have not moved for a quarter of the
+    /// reply timeout (and as long again since the last probe).
+    fn next_probe(&self) -> Option<Instant> {
+        if self.probe_pending || self.tx_cursor <= self.window.base() {
+            return None;
+        }
+        let interval = self.config.reply_timeout / 4;
+        Some(self.last_progress.max(self.last_probe) + interval)
+    }
+
+    /// Whether a whole connection cycle's events fit in the queue.
+    fn event_room(&self) -> bool {
+        EVENTS - self.events.len() >= CYCLE_EVENTS
     }
 
     /// The transport connected.
@@ -281,21 +347,56 @@ impl<const N: usize> ClientSession<N> {
             Body::Welcome {
                 instance,
                 resume_from,
+                incarnation,
+                window,
                 known,
             } if !established && !self.hello_pending => {
-                self.handle_welcome(now, instance, resume_from, known)
+                let welcome = Welcome {
+                    instance,
+                    resume_from,
+                    incarnation,
+                    window,
+                    known,
+                };
+                self.handle_welcome(now, welcome)
             }
             Body::WriteComp | Body::ReadComp { .. } | Body::Ack if established => {
                 if let Body::ReadComp { data } = msg.body {
                     self.stats.completions += 1;
                     if !pattern::matches(self.config.session, msg.sn, data) {
                         self.stats.read_mismatches += 1;
-                        self.push_event(ClientEvent::ReadMismatch { sn: msg.sn });
+                        self.push_event(ClientEvent::ReadMismatch {
+                            sn: msg.sn,
+                            count: 1,
+                        });
                     }
                 } else if msg.body == Body::WriteComp {
                     self.stats.completions += 1;
                 }
                 self.handle_ack(now, msg.ack);
+            }
+            Body::Reject {
+                reason: RejectReason::SessionOwned,
+                detail,
+            } => {
+                // Another client owns this session id: retrying would only
+                // be refused again (or, worse, take it from its owner).
+                self.stats.rejects += 1;
+                let cause = DisconnectCause::Rejected {
+                    reason: RejectReason::SessionOwned,
+                    detail,
+                };
+                self.action = Some(Action::Close);
+                self.stats.disconnects += 1;
+                self.hello_pending = false;
+                self.probe_pending = false;
+                self.push_event(ClientEvent::Disconnected {
+                    epoch: self.epoch,
+                    cause,
+                });
+                self.fail(FailReason::SessionOwned {
+                    session: self.config.session,
+                });
             }
             Body::Reject { reason, detail } => {
                 self.stats.rejects += 1;
@@ -334,6 +435,8 @@ impl<const N: usize> ClientSession<N> {
                     body: Body::Hello {
                         base_sn,
                         next_sn,
+                        token: self.config.token,
+                        window: u32::try_from(self.own_window()).unwrap_or(u32::MAX),
                         replay: self.config.replay,
                     },
                 };
@@ -347,7 +450,23 @@ impl<const N: usize> ClientSession<N> {
                 self.transmit_data(now, scratch, out)
             }
             ClientState::Established { .. } => {
-                if self.tx_cursor < self.window.next() {
+                if self.probe_pending {
+                    let msg = IoMsg {
+                        session,
+                        epoch: self.epoch,
+                        sn: self.tx_cursor,
+                        ack: 0,
+                        validate: false,
+                        stream: false,
+                        body: Body::Probe,
+                    };
+                    let len = msg.emit(out).ok()?;
+                    self.probe_pending = false;
+                    self.stats.probes += 1;
+                    return Some(len);
+                }
+                let limit = self.window.base().saturating_add(self.agreed);
+                if self.tx_cursor < self.window.next() && self.tx_cursor < limit {
                     return self.transmit_data(now, scratch, out);
                 }
                 if self.bye_pending {
@@ -376,11 +495,21 @@ impl<const N: usize> ClientSession<N> {
     /// With `eager` on, new frames may follow the `Hello` before the
     /// `Welcome` when nothing is unacknowledged: whatever the server answers,
     /// `resume_from` is then `next_sn`, so they are in order either way.
+    ///
+    /// At most [`MIN_WINDOW`] of them (and not past the window agreed last
+    /// time): every server agrees to at least that many.
     fn may_send_early(&self) -> bool {
+        let limit = self.agreed.min(u64::from(MIN_WINDOW));
         self.config.eager
             && !self.hello_pending
             && self.hello.0 == self.hello.1
             && self.tx_cursor < self.window.next()
+            && self.tx_cursor < self.hello.1.saturating_add(limit)
+    }
+
+    /// The window this client offers: its configuration within `N`.
+    fn own_window(&self) -> u64 {
+        u64::from(self.config.window).min(N as u64).max(1)
     }
 
     fn transmit_data(&mut self, now: Instant, scratch: &mut [u8], out: &mut [u8]) -> Option<usize> {
@@ -427,14 +556,18 @@ impl<const N: usize> ClientSession<N> {
         (payload, HEADER_LEN + payload.max(32))
     }
 
-    fn handle_welcome(&mut self, now: Instant, instance: u64, resume_from: u64, known: bool) {
+    fn handle_welcome(&mut self, now: Instant, welcome: Welcome) {
+        let Welcome {
+            instance,
+            resume_from,
+            incarnation,
+            window,
+            known,
+        } = welcome;
         let (base_sn, next_sn) = self.hello;
-        let previous = self.instance;
-        let changed = previous.is_some_and(|p| p != instance);
         let in_range = base_sn <= resume_from && resume_from <= next_sn;
-        // An unknown session starts at base_sn (the client replays it all).
-        let restart_rule = known || !self.config.replay || resume_from == base_sn;
-        if !in_range || !restart_rule {
+        // A record new to the server starts at base_sn.
+        if !in_range || !(known || resume_from == base_sn) {
             let e = ProtocolError::BadResume {
                 base_sn,
                 resume_from,
@@ -442,16 +575,22 @@ impl<const N: usize> ClientSession<N> {
             };
             return self.protocol_error(now, e);
         }
-        // Everything below `confirmed` reached this server instance, which
-        // never answers a resume_from past a sn it did not deliver.
-        let confirmed = if known { resume_from } else { base_sn };
-        // The server lost the session's state: it says so, or it is another
-        // instance than the last Welcome came from (that instance's own first
-        // Welcome may have been lost; its `known` then speaks only of what
-        // it saw since). What the old instance may have processed is at or
-        // past `confirmed`: frames sent before `confirmed` went to this one.
-        let restarted = !known || changed;
-        if restarted && (confirmed < next_sn || changed) {
+        if window == 0 {
+            return self.protocol_error(now, ProtocolError::ZeroWindow);
+        }
+        // Every sn below `resume_from` was handed to this record's
+        // application: the server never answers past an sn it did not
+        // deliver.
+        let confirmed = resume_from;
+        let previous = self.instance;
+        // Only the record that answered the last Welcome is known to have
+        // seen every frame sent so far. Any other (a restart, an eviction,
+        // or a record whose own first Welcome was lost) may be missing
+        // what another one processed: what is past `confirmed` may arrive
+        // twice, and is announced.
+        let proven = known && self.trusted == Some(incarnation);
+        let changed = previous.is_some_and(|p| p != instance);
+        if !proven && (confirmed < next_sn || changed) {
             self.stats.server_restarts += 1;
             self.push_event(ClientEvent::ServerRestarted {
                 previous,
@@ -461,7 +600,7 @@ impl<const N: usize> ClientSession<N> {
         }
         self.release(confirmed);
         if self.config.replay {
-            if restarted {
+            if !proven {
                 self.stats.possible_duplicates += next_sn - confirmed;
             }
             // Frames sent early (after the Hello) are at or past next_sn.
@@ -477,8 +616,11 @@ impl<const N: usize> ClientSession<N> {
             let _ = self.window.release(next_sn);
         }
         self.instance = Some(instance);
+        self.trusted = Some(incarnation);
+        self.agreed = u64::from(window).min(self.own_window());
         self.attempt = 0;
         self.last_progress = now;
+        self.last_probe = now;
         self.state = ClientState::Established {
             instance,
             since: now,
@@ -551,6 +693,7 @@ impl<const N: usize> ClientSession<N> {
         let attempt = self.attempt + 1;
         self.hello_pending = false;
         self.bye_pending = false;
+        self.probe_pending = false;
         self.state = ClientState::Connecting {
             attempt,
             deadline: now + self.config.connect_timeout,
@@ -567,6 +710,7 @@ impl<const N: usize> ClientSession<N> {
         self.stats.disconnects += 1;
         self.hello_pending = false;
         self.bye_pending = false;
+        self.probe_pending = false;
         self.push_event(ClientEvent::Disconnected {
             epoch: self.epoch,
             cause,
@@ -597,9 +741,34 @@ impl<const N: usize> ClientSession<N> {
         self.push_event(ClientEvent::Failed(reason));
     }
 
+    /// Queues an event; none is ever dropped (see
+    /// [`poll_event`](Self::poll_event)).
     fn push_event(&mut self, event: ClientEvent) {
-        if self.events.push_back(event).is_err() {
-            self.events_dropped += 1;
+        match event {
+            ClientEvent::Acked { upto } => {
+                if let Some(ClientEvent::Acked { upto: last }) = self.events.back_mut() {
+                    *last = upto;
+                    return;
+                }
+            }
+            ClientEvent::ReadMismatch { count, .. } => {
+                // The newest event that is not an ack, if it is a mismatch.
+                let tail = self
+                    .events
+                    .iter_mut()
+                    .rev()
+                    .find(|e| !matches!(e, ClientEvent::Acked { .. }));
+                if let Some(ClientEvent::ReadMismatch { count: n, .. }) = tail {
+                    *n += count;
+                    return;
+                }
+            }
+            _ => {}
         }
+        // A run of completions queues at most [Acked, ReadMismatch, Acked]
+        // and a connection cycle at most CYCLE_EVENTS, which a new attempt
+        // waits for: the queue has room.
+        let full = self.events.push_back(event);
+        debug_assert!(full.is_ok(), "client event queue overflow");
     }
 }

@@ -36,6 +36,15 @@ pub struct Request {
 pub struct ClientConfig {
     /// The session id; random per client, chosen by the caller.
     pub session: u64,
+    /// Binds the session to this client: only a `Hello` with this token
+    /// may resume it. Random per client (from the OS where there is one);
+    /// two clients that share a session id by accident are told so instead
+    /// of taking the session from each other. Not a secret against an
+    /// attacker who can read the traffic.
+    pub token: u64,
+    /// Most sns outstanding (sent, unacknowledged) at once; capped at the
+    /// send window `N` and at what the server agrees to in its `Welcome`.
+    pub window: u32,
     /// Time allowed for the transport to connect.
     pub connect_timeout: Duration,
     /// Time allowed for the `Welcome`, and for ack progress while frames
@@ -62,12 +71,18 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Defaults: connect timeout 1 s, reply timeout 2 s, backoff 10 ms
-    /// doubling to 500 ms with ±20 % jitter, 20 retries, no run limit,
-    /// replay on, eager sends, no payload CRC, payloads up to 4 KiB.
-    pub fn new(session: u64) -> ClientConfig {
+    /// Defaults: connect timeout 1 s, reply timeout 2 s (a tail-loss probe
+    /// after a quarter of it without ack progress), backoff 10 ms doubling
+    /// to 500 ms with ±20 % jitter, 20 retries, no run limit, replay on,
+    /// eager sends, no payload CRC, payloads up to 4 KiB, the whole send
+    /// window.
+    ///
+    /// `token` must be random per client (see [`ClientConfig::token`]).
+    pub fn new(session: u64, token: u64) -> ClientConfig {
         ClientConfig {
             session,
+            token,
+            window: u32::MAX,
             connect_timeout: Duration::from_secs(1),
             reply_timeout: Duration::from_secs(2),
             backoff: Backoff {
@@ -141,6 +156,8 @@ pub enum ProtocolError {
     Unexpected(crate::wire::Op),
     /// A `Welcome` or `Reject` whose body carries no payload CRC.
     UncheckedBody(crate::wire::Op),
+    /// A `Welcome` that agrees to a window of 0.
+    ZeroWindow,
 }
 
 /// Why the client gave up for good.
@@ -160,6 +177,39 @@ pub enum FailReason {
     },
     /// The epoch counter would wrap.
     EpochExhausted,
+    /// The server refused the `Hello`: another client owns this session id
+    /// (its token differs). Two clients were started with the same session
+    /// id; give each its own (ids and tokens should come from the OS's
+    /// randomness, not from a shared seed).
+    SessionOwned {
+        /// The session id in dispute.
+        session: u64,
+    },
+}
+
+impl core::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FailReason::RetriesExceeded { attempts, last } => write!(
+                f,
+                "gave up after {attempts} failed connection attempts in a row \
+                 (last: {last:?}); check that the server runs and is reachable"
+            ),
+            FailReason::Timeout { limit } => {
+                write!(f, "the run limit of {limit:?} passed")
+            }
+            FailReason::EpochExhausted => write!(
+                f,
+                "the session reconnected 2^32 times; start a new session"
+            ),
+            FailReason::SessionOwned { session } => write!(
+                f,
+                "session {session:#x} belongs to another client (its token differs): \
+                 two clients were given the same session id; give each client its own \
+                 random id"
+            ),
+        }
+    }
 }
 
 /// The client's state. Data-carrying: each state holds what it needs.
@@ -204,8 +254,13 @@ pub enum ClientState {
     Failed(FailReason),
 }
 
-/// Something the application may want to know.
+/// Something the application may want to know. None is ever dropped:
+/// an `Acked` replaces an `Acked` right before it, and `ReadMismatch`es of
+/// one run of completions add up (see [`ClientSession::poll_event`]).
+///
+/// [`ClientSession::poll_event`]: super::ClientSession::poll_event
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClientEvent {
     /// A connection attempt starts (the driver asks the transport).
     Connecting {
@@ -246,10 +301,13 @@ pub enum ClientEvent {
         /// The sns given up.
         range: Range<u64>,
     },
-    /// A read completion's data did not match the pattern.
+    /// Read completions whose data did not match the pattern.
     ReadMismatch {
-        /// The read's sn.
+        /// The first such read's sn.
         sn: u64,
+        /// How many (this one and later ones of the same run of
+        /// completions).
+        count: u64,
     },
     /// The connection ended.
     Disconnected {
@@ -337,4 +395,6 @@ pub struct ClientStats {
     pub rejects: u64,
     /// Protocol errors seen.
     pub protocol_errors: u64,
+    /// Tail-loss probes sent.
+    pub probes: u64,
 }

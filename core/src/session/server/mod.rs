@@ -8,6 +8,7 @@ use core::ops::Range;
 
 use heapless::{Deque, FnvIndexMap};
 
+use super::backoff::mix64;
 use super::client::RequestOp;
 use super::pattern;
 use crate::seq::{RecvTracker, Verdict};
@@ -18,9 +19,19 @@ use crate::wire::{self, Body, IoMsg, Op, RejectReason, WireError, SN_MAX};
 /// Largest read a server answers (its reply buffer).
 pub const MAX_READ_LEN: usize = 16 * 1024;
 
+/// The smallest window a server agrees to offer: a client may send this
+/// many frames after its `Hello` before the `Welcome` says more.
+pub const MIN_WINDOW: u32 = 64;
+
 #[derive(Clone, Debug)]
 struct Session<const WORDS: usize> {
     epoch: u32,
+    /// The owner's token: a `Hello` with another one is refused.
+    token: u64,
+    /// Names this record; a tombstone keeps it (see [`Tomb`]).
+    incarnation: u64,
+    /// The window agreed with the client at the last `Hello`.
+    window: u64,
     conn: Option<ConnId>,
     tracker: RecvTracker<WORDS>,
     stream_unacked: u32,
@@ -34,6 +45,29 @@ struct Session<const WORDS: usize> {
     given_up_from: Option<u64>,
 }
 
+/// What a closed or evicted session leaves behind, so that this instance
+/// never delivers one of its sns again: a delayed `Hello` of an old epoch
+/// is refused, and the owner's next `Hello` resumes it where it stopped.
+/// Only sessions without open holes are evicted, so `cum` says it all:
+/// every sn below it is done, none at or past it was delivered.
+#[derive(Clone, Copy, Debug)]
+struct Tomb {
+    epoch: u32,
+    token: u64,
+    incarnation: u64,
+    cum: u64,
+    given_up_from: Option<u64>,
+    at: Instant,
+}
+
+/// What a data frame asks of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Request(RequestOp),
+    /// A tail-loss probe: `sn` is the client's next sn on this connection.
+    Probe,
+}
+
 /// A data frame reduced to what the server needs after its payload was
 /// verified; this is what a connection's backlog holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +75,7 @@ struct Data {
     session: u64,
     epoch: u32,
     sn: u64,
-    op: RequestOp,
+    kind: Kind,
     len: u32,
 }
 
@@ -55,30 +89,45 @@ struct Conn<const BACKLOG: usize> {
 
 /// The server's sessions and connections: at most `SESSIONS` sessions and
 /// `CONNS` connections (both powers of two), `BACKLOG` early frames per
-/// connection, and a receive window of `(WORDS - 1) * 64` sns per session.
+/// connection, a receive window of `(WORDS - 1) * 64` sns per session, and
+/// `TOMBS` (a power of two) tombstones of closed or evicted sessions.
 pub struct ServerCore<
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
     const BACKLOG: usize = 32,
     const WORDS: usize = 33,
+    const TOMBS: usize = 256,
 > {
     config: ServerConfig,
     sessions: FnvIndexMap<u64, Session<WORDS>, SESSIONS>,
+    tombs: FnvIndexMap<u64, Tomb, TOMBS>,
     conns: FnvIndexMap<ConnId, Conn<BACKLOG>, CONNS>,
+    /// Records created so far: makes each incarnation distinct.
+    created: u64,
     next_ack_due: Option<Instant>,
     read_buf: [u8; MAX_READ_LEN],
     stats: ServerStats,
 }
 
-impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORDS: usize>
-    ServerCore<SESSIONS, CONNS, BACKLOG, WORDS>
+impl<
+        const SESSIONS: usize,
+        const CONNS: usize,
+        const BACKLOG: usize,
+        const WORDS: usize,
+        const TOMBS: usize,
+    > ServerCore<SESSIONS, CONNS, BACKLOG, WORDS, TOMBS>
 {
+    /// The largest window any session of this server can have.
+    pub const WINDOW: u64 = RecvTracker::<WORDS>::WINDOW;
+
     /// An empty server.
     pub fn new(config: ServerConfig) -> Self {
         ServerCore {
             config,
             sessions: FnvIndexMap::new(),
+            tombs: FnvIndexMap::new(),
             conns: FnvIndexMap::new(),
+            created: 0,
             next_ack_due: None,
             read_buf: [0; MAX_READ_LEN],
             stats: ServerStats::default(),
@@ -101,10 +150,25 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
     pub fn conn_count(&self) -> usize {
         self.conns.len()
     }
+    /// Closed or evicted sessions this instance still remembers.
+    pub fn tomb_count(&self) -> usize {
+        self.tombs.len()
+    }
+    /// The window this server offers: `config.window` within
+    /// `[MIN_WINDOW, WINDOW]`.
+    pub fn window(&self) -> u64 {
+        u64::from(self.config.window.max(MIN_WINDOW)).min(Self::WINDOW)
+    }
+    /// How many sessions the table holds at most.
+    pub fn max_sessions(&self) -> usize {
+        self.config.max_sessions.clamp(1, SESSIONS)
+    }
     /// One session's state.
     pub fn session(&self, id: u64) -> Option<SessionInfo> {
         self.sessions.get(&id).map(|s| SessionInfo {
             epoch: s.epoch,
+            incarnation: s.incarnation,
+            window: s.window,
             conn: s.conn,
             cumulative: s.tracker.cumulative(),
             top: s.tracker.top(),
@@ -201,56 +265,55 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             let (s, e) = (msg.session, msg.epoch);
             return self.reject(conn, s, e, RejectReason::Malformed, UNCHECKED_BODY, sink);
         }
+        let (session, epoch, sn) = (msg.session, msg.epoch, msg.sn);
+        let data = |kind: Kind, len: u32| Data {
+            session,
+            epoch,
+            sn,
+            kind,
+            len,
+        };
         let data = match msg.body {
             Body::Hello {
                 base_sn,
                 next_sn,
+                token,
+                window,
                 replay,
-            } => return self.handle_hello(now, conn, &msg, base_sn, next_sn, replay, sink),
-            Body::Bye => return self.handle_bye(conn, msg.session, sink),
-            Body::Write { data } => {
-                if !pattern::matches(msg.session, msg.sn, data) {
+            } => {
+                let hello = Hello {
+                    base_sn,
+                    next_sn,
+                    token,
+                    window,
+                    replay,
+                };
+                return self.handle_hello(now, conn, session, epoch, hello, sink);
+            }
+            Body::Bye => return self.handle_bye(now, conn, session, sink),
+            Body::Write { data: bytes } => {
+                if !pattern::matches(session, sn, bytes) {
                     // Corrupted beyond what the CRCs covered: never deliver it.
-                    let (s, e) = (msg.session, msg.epoch);
-                    return self.reject(conn, s, e, RejectReason::Malformed, msg.sn, sink);
+                    return self.reject(conn, session, epoch, RejectReason::Malformed, sn, sink);
                 }
                 let op = if msg.stream {
                     RequestOp::StreamWrite
                 } else {
                     RequestOp::Write
                 };
-                Data {
-                    session: msg.session,
-                    epoch: msg.epoch,
-                    sn: msg.sn,
-                    op,
-                    len: data.len() as u32,
-                }
+                data(Kind::Request(op), bytes.len() as u32)
             }
             Body::Read { len } => {
                 if len as usize > MAX_READ_LEN {
-                    let (s, e) = (msg.session, msg.epoch);
-                    return self.reject(
-                        conn,
-                        s,
-                        e,
-                        RejectReason::ReadTooLong,
-                        u64::from(len),
-                        sink,
-                    );
+                    let detail = u64::from(len);
+                    return self.reject(conn, session, epoch, RejectReason::ReadTooLong, detail, sink);
                 }
-                Data {
-                    session: msg.session,
-                    epoch: msg.epoch,
-                    sn: msg.sn,
-                    op: RequestOp::Read,
-                    len,
-                }
+                data(Kind::Request(RequestOp::Read), len)
             }
+            Body::Probe => data(Kind::Probe, 0),
             other => {
-                let (s, e) = (msg.session, msg.epoch);
                 let op = u64::from(other.op() as u8);
-                return self.reject(conn, s, e, RejectReason::Unexpected, op, sink);
+                return self.reject(conn, session, epoch, RejectReason::Unexpected, op, sink);
             }
         };
         let bound = self.conns.get(&conn).and_then(|c| c.session);
@@ -276,30 +339,81 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
         self.process(now, conn, data, sink);
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn handle_hello(
         &mut self,
         now: Instant,
         conn: ConnId,
-        msg: &IoMsg<'_>,
-        base_sn: u64,
-        next_sn: u64,
-        replay: bool,
+        id: u64,
+        epoch: u32,
+        hello: Hello,
         sink: &mut impl ServerSink,
     ) {
-        let (id, epoch) = (msg.session, msg.epoch);
-        if base_sn > next_sn || next_sn > SN_MAX {
+        let Hello {
+            base_sn,
+            next_sn,
+            token,
+            window,
+            replay,
+        } = hello;
+        if base_sn > next_sn || next_sn > SN_MAX || window == 0 {
             return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
         }
         if self.conns.get(&conn).is_some_and(|c| c.session.is_some()) {
             let op = u64::from(Op::Hello as u8);
             return self.reject(conn, id, epoch, RejectReason::Unexpected, op, sink);
         }
-        let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
-            if epoch <= s.epoch {
-                let current = u64::from(s.epoch);
+        // Who owns the session, and up to which epoch, whether it is live
+        // or closed: a Hello of another client or of an old epoch changes
+        // nothing.
+        let owner = match (self.sessions.get(&id), self.tombs.get(&id)) {
+            (Some(s), _) => Some((s.token, s.epoch)),
+            (None, Some(t)) => Some((t.token, t.epoch)),
+            (None, None) => None,
+        };
+        if let Some((owner_token, current)) = owner {
+            if owner_token != token {
+                // Two clients with one session id, or a stray peer.
+                return self.reject(conn, id, epoch, RejectReason::SessionOwned, id, sink);
+            }
+            if epoch <= current {
+                let current = u64::from(current);
                 return self.reject(conn, id, epoch, RejectReason::StaleEpoch, current, sink);
             }
+        }
+        let agreed = u64::from(window).min(self.window());
+        if !self.sessions.contains_key(&id) {
+            if let Some(tomb) = self.tombs.get(&id).copied() {
+                // The same instance resumes what it closed or evicted.
+                if tomb.cum < base_sn || tomb.cum > next_sn {
+                    let cum = tomb.cum;
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+                }
+                let Ok(tracker) = RecvTracker::try_new(tomb.cum) else {
+                    let cum = tomb.cum;
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+                };
+                let session = Session {
+                    epoch: tomb.epoch,
+                    token,
+                    incarnation: tomb.incarnation,
+                    window: agreed,
+                    conn: None,
+                    tracker,
+                    stream_unacked: 0,
+                    ack_due: None,
+                    last_active: now,
+                    delivered: 0,
+                    given_up_from: tomb.given_up_from,
+                };
+                if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
+                    let n = self.max_sessions() as u64;
+                    return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
+                }
+                self.tombs.remove(&id);
+                self.stats.revived += 1;
+            }
+        }
+        let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
             let cum = s.tracker.cumulative();
             if cum < base_sn || cum > next_sn {
                 return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
@@ -342,20 +456,31 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                     return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
                 }
             }
+            let old = s.conn.replace(conn);
             s.epoch = epoch;
-            s.conn = Some(conn);
+            s.window = agreed;
             s.last_active = now;
             s.stream_unacked = 0;
             s.ack_due = None;
             self.stats.resumed += 1;
+            if let Some(old) = old.filter(|&old| old != conn) {
+                // The owner reconnected: its old connection is done.
+                self.stats.superseded += 1;
+                let detail = u64::from(epoch);
+                self.reject(old, id, 0, RejectReason::Superseded, detail, sink);
+            }
             (true, resume_from)
         } else {
             let start = if replay { base_sn } else { next_sn };
             let Ok(tracker) = RecvTracker::try_new(start) else {
                 return self.reject(conn, id, epoch, RejectReason::BadHandshake, start, sink);
             };
+            self.created += 1;
             let session = Session {
                 epoch,
+                token,
+                incarnation: mix64(self.config.instance ^ mix64(self.created)),
+                window: agreed,
                 conn: Some(conn),
                 tracker,
                 stream_unacked: 0,
@@ -365,28 +490,27 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 // Without replay, [base_sn, next_sn) is skipped unseen.
                 given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
             };
-            if self.sessions.len() == SESSIONS && !self.evict_one(sink) {
-                let n = SESSIONS as u64;
-                return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
-            }
-            if self.sessions.insert(id, session).is_err() {
-                let n = SESSIONS as u64;
+            if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
+                let n = self.max_sessions() as u64;
                 return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
             }
             self.stats.opened += 1;
-            (false, start)
+            // Nothing at or past base_sn was delivered by this record yet.
+            (false, base_sn)
         };
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = Some(id);
             c.epoch = epoch;
         }
-        let cum = self
+        let (cum, incarnation) = self
             .sessions
             .get(&id)
-            .map_or(resume_from, |s| s.tracker.cumulative());
+            .map_or((resume_from, 0), |s| (s.tracker.cumulative(), s.incarnation));
         let welcome = Body::Welcome {
             instance: self.config.instance,
             resume_from,
+            incarnation,
+            window: agreed as u32,
             known,
         };
         sink.transmit(conn, &control(id, epoch, 0, cum, welcome));
@@ -407,16 +531,61 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
         }
     }
 
-    fn handle_bye(&mut self, conn: ConnId, id: u64, sink: &mut impl ServerSink) {
+    /// Makes room for one more session: evicts an idle one if the table is
+    /// at its limit. Returns `false` when none can go.
+    fn make_room(&mut self, sink: &mut impl ServerSink) -> bool {
+        self.sessions.len() < self.max_sessions() || self.evict_one(sink)
+    }
+
+    fn handle_bye(&mut self, now: Instant, conn: ConnId, id: u64, sink: &mut impl ServerSink) {
         let bound = self.conns.get(&conn).and_then(|c| c.session);
         if bound != Some(id) {
             let op = u64::from(Op::Bye as u8);
             return self.reject(conn, id, 0, RejectReason::Unexpected, op, sink);
         }
-        self.sessions.remove(&id);
+        if let Some(mut s) = self.sessions.remove(&id) {
+            // A client says Bye once everything is acknowledged; holes left
+            // now will never be filled.
+            let top = s.tracker.top();
+            let stats = &mut self.stats;
+            let _ = s.tracker.give_up_to(top, |range| {
+                stats.lost_live += range.end - range.start;
+                sink.event(ServerEvent::LostLive { session: id, range });
+            });
+            self.bury(id, &s, now, sink);
+        }
         self.drop_conn(conn);
         sink.close(conn);
         sink.event(ServerEvent::Closed { session: id });
+    }
+
+    /// Keeps what a closed or evicted session leaves behind; the oldest
+    /// tombstone goes when the table is full.
+    fn bury(&mut self, id: u64, s: &Session<WORDS>, now: Instant, sink: &mut impl ServerSink) {
+        let tomb = Tomb {
+            epoch: s.epoch,
+            token: s.token,
+            incarnation: s.incarnation,
+            // Only sessions without holes are buried: every sn below the
+            // cumulative point is done and none past it arrived.
+            cum: s.tracker.cumulative(),
+            given_up_from: s.given_up_from,
+            at: now,
+        };
+        if self.tombs.len() == TOMBS && !self.tombs.contains_key(&id) {
+            let oldest = self
+                .tombs
+                .iter()
+                .min_by_key(|(_, t)| t.at)
+                .map(|(&id, _)| id);
+            if let Some(oldest) = oldest {
+                self.tombs.remove(&oldest);
+                self.stats.tombs_forgotten += 1;
+                sink.event(ServerEvent::Forgotten { session: oldest });
+            }
+        }
+        // A free slot exists now, so this cannot fail.
+        let _ = self.tombs.insert(id, tomb);
     }
 
     /// One data frame of a bound connection (fresh or from the backlog).
@@ -461,7 +630,49 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             );
         }
         s.last_active = now;
-        let verdict = s.tracker.check(d.sn);
+        let cum = s.tracker.cumulative();
+        // The agreed window counts from the cumulative ack, so a hole can
+        // never slide out of the tracker while the client keeps to it.
+        let limit = cum.saturating_add(s.window);
+        let op = match d.kind {
+            Kind::Probe => {
+                if d.sn > limit {
+                    let sn = d.sn;
+                    return self.reject(conn, d.session, d.epoch, RejectReason::TooFar, sn, sink);
+                }
+                // Every sn below the probe's was sent on this connection
+                // (or resumed below it) and frames arrive in order: the
+                // ones that did not come were lost on a live connection.
+                self.stats.probes += 1;
+                let Ok(missing) = s.tracker.open_holes_to(d.sn) else {
+                    let sn = d.sn;
+                    return self.reject(conn, d.session, d.epoch, RejectReason::TooFar, sn, sink);
+                };
+                if !missing.is_empty() {
+                    self.stats.live_gap_sns += missing.end - missing.start;
+                    sink.event(ServerEvent::LiveLoss {
+                        session: d.session,
+                        epoch: d.epoch,
+                        missing,
+                    });
+                }
+                let ack = s.tracker.cumulative();
+                s.stream_unacked = 0;
+                s.ack_due = None;
+                sink.transmit(conn, &control(d.session, s.epoch, 0, ack, Body::Ack));
+                self.stats.acks += 1;
+                return;
+            }
+            Kind::Request(op) => op,
+        };
+        let verdict = if d.sn >= limit && d.sn <= SN_MAX {
+            Verdict::TooFar {
+                sn: d.sn,
+                top: s.tracker.top(),
+            }
+        } else {
+            s.tracker.check(d.sn)
+        };
         match verdict {
             Verdict::TooFar { .. } | Verdict::OutOfRange { .. } => {
                 return self.reject(conn, d.session, d.epoch, RejectReason::TooFar, d.sn, sink);
@@ -497,7 +708,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 }
                 stats.delivered += 1;
                 s.delivered += 1;
-                let op = if d.op == RequestOp::Read {
+                let wire_op = if op == RequestOp::Read {
                     Op::Read
                 } else {
                     Op::Write
@@ -505,8 +716,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
                 sink.event(ServerEvent::Delivered {
                     session,
                     epoch: d.epoch,
+                    conn,
                     sn: d.sn,
-                    op,
+                    op: wire_op,
                     len: d.len,
                 });
             }
@@ -514,7 +726,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
         // Reply: a completion per request, cadence acks for streams.
         let ack = s.tracker.cumulative();
         let epoch = s.epoch;
-        match d.op {
+        match op {
             RequestOp::StreamWrite => {
                 s.stream_unacked += 1;
                 if s.stream_unacked >= self.config.ack_every {
@@ -531,7 +743,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             RequestOp::Write | RequestOp::Read => {
                 s.stream_unacked = 0;
                 s.ack_due = None;
-                let body = if d.op == RequestOp::Read {
+                let body = if op == RequestOp::Read {
                     let data = &mut self.read_buf[..d.len as usize];
                     pattern::fill(d.session, d.sn, data);
                     Body::ReadComp { data }
@@ -553,22 +765,25 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
         }
     }
 
+    /// Evicts the idle session (no connection, no open holes) that was
+    /// active longest ago, leaving a tombstone. A session with holes waits
+    /// for its client's replay instead: evicting it would lose them.
     fn evict_one(&mut self, sink: &mut impl ServerSink) -> bool {
         let victim = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.conn.is_none())
+            .filter(|(_, s)| s.conn.is_none() && s.tracker.missing() == 0)
             .min_by_key(|(_, s)| s.last_active)
-            .map(|(&id, _)| id);
-        match victim {
-            Some(id) => {
-                self.sessions.remove(&id);
-                self.stats.evicted += 1;
-                sink.event(ServerEvent::Evicted { session: id });
-                true
-            }
-            None => false,
+            .map(|(&id, s)| (id, s.last_active));
+        let Some((id, at)) = victim else {
+            return false;
+        };
+        if let Some(s) = self.sessions.remove(&id) {
+            self.bury(id, &s, at, sink);
         }
+        self.stats.evicted += 1;
+        sink.event(ServerEvent::Evicted { session: id });
+        true
     }
 
     fn reject(
@@ -615,6 +830,16 @@ impl<const SESSIONS: usize, const CONNS: usize, const BACKLOG: usize, const WORD
             }
         }
     }
+}
+
+/// The fields of a `Hello` body.
+#[derive(Clone, Copy, Debug)]
+struct Hello {
+    base_sn: u64,
+    next_sn: u64,
+    token: u64,
+    window: u32,
+    replay: bool,
 }
 
 fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> IoMsg<'static> {

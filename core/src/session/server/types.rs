@@ -19,16 +19,27 @@ pub struct ServerConfig {
     pub ack_delay: Duration,
     /// Put payload CRCs on replies.
     pub validate: bool,
+    /// The largest window offered to a client: how many sns past the
+    /// cumulative ack it may have outstanding. Raised to
+    /// [`MIN_WINDOW`](super::MIN_WINDOW) and capped at the tracker's
+    /// capacity (`ServerCore::WINDOW`).
+    pub window: u32,
+    /// Sessions held at most, capped at the table's capacity. Past it an
+    /// idle session without open holes is evicted (it leaves a tombstone).
+    pub max_sessions: usize,
 }
 
 impl ServerConfig {
-    /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC.
+    /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC,
+    /// the tracker's whole window and the whole session table.
     pub fn new(instance: u64) -> ServerConfig {
         ServerConfig {
             instance,
             ack_every: 32,
             ack_delay: Duration::from_micros(200),
             validate: false,
+            window: u32::MAX,
+            max_sessions: usize::MAX,
         }
     }
 }
@@ -46,6 +57,7 @@ pub trait ServerSink {
 
 /// What happened, for the application and the reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerEvent {
     /// A `Hello` bound a connection to a session.
     SessionOpened {
@@ -66,6 +78,8 @@ pub enum ServerEvent {
         session: u64,
         /// The epoch it arrived in.
         epoch: u32,
+        /// The connection that carried it.
+        conn: ConnId,
         /// Its sn.
         sn: u64,
         /// `Write` or `Read`.
@@ -129,8 +143,16 @@ pub enum ServerEvent {
         /// A value that explains it.
         detail: u64,
     },
-    /// A session without a connection was evicted to make room.
+    /// A session without a connection was evicted to make room; its
+    /// tombstone remembers it.
     Evicted {
+        /// The session.
+        session: u64,
+    },
+    /// The tombstone table was full and forgot this session: a `Hello`
+    /// for it now opens it as new, and frames it delivered before may be
+    /// delivered again (the client announces them as possible duplicates).
+    Forgotten {
         /// The session.
         session: u64,
     },
@@ -170,6 +192,14 @@ pub struct ServerStats {
     pub opened: u64,
     /// Sessions evicted.
     pub evicted: u64,
+    /// Sessions resumed from their tombstone.
+    pub revived: u64,
+    /// Tombstones forgotten because their table was full.
+    pub tombs_forgotten: u64,
+    /// Connections closed because their session's owner connected again.
+    pub superseded: u64,
+    /// Tail-loss probes answered.
+    pub probes: u64,
     /// `WriteComp` / `ReadComp` sent.
     pub completions: u64,
     /// `Ack` frames sent.
@@ -199,6 +229,10 @@ impl ServerStats {
 pub struct SessionInfo {
     /// Current epoch.
     pub epoch: u32,
+    /// The record's incarnation (sent in every `Welcome`).
+    pub incarnation: u64,
+    /// The window agreed at the last `Hello`.
+    pub window: u64,
     /// Its bound connection, if any.
     pub conn: Option<ConnId>,
     /// The cumulative ack: every sn below is delivered or given up.

@@ -198,6 +198,8 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
         Body::Hello {
             base_sn: SN_MAX - 1,
             next_sn: SN_MAX - 1,
+            token: TOKEN,
+            window: 128,
             replay: true,
         },
     );

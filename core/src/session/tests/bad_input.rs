@@ -124,6 +124,8 @@ fn hello_without_a_body_checksum_is_rejected_so_a_flipped_bit_cannot_steer_the_s
         body: Body::Hello {
             base_sn: 0,
             next_sn: 1 << 40, // as if a bit of next_sn had flipped on the way
+            token: TOKEN,
+            window: 128,
             replay: false,
         },
     };
@@ -161,6 +163,8 @@ fn welcome_without_a_body_checksum_is_a_protocol_error() {
         body: Body::Welcome {
             instance: INSTANCE_A,
             resume_from: 0,
+            incarnation: 0,
+            window: 128,
             known: false,
         },
     };

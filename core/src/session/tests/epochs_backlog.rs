@@ -11,11 +11,16 @@ fn frames_of_an_older_epoch_are_discarded_as_stale_and_never_delivered_twice() {
     submit_writes(&mut c, 2);
     let old = client_frames(&mut c, t(1)); // sns 0, 1 in epoch 1, still in flight
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    // The server has not noticed: connection 1 is still bound when the
+    // owner's Hello of epoch 2 arrives, and is closed for it.
     connect(&mut c, &mut s, &mut out, 2, t(50));
+    assert_eq!(out.closed, vec![1], "the superseded connection is closed");
+    assert_eq!(s.stats().superseded, 1);
     let replay = client_frames(&mut c, t(50));
     to_server(&mut s, &mut out, 2, &replay, t(50));
-    // The old connection's frames arrive late, after the new epoch began.
-    to_server(&mut s, &mut out, 1, &old, t(51));
+    // Epoch-1 frames that reach the session on the new connection are
+    // stale (a transport does not report frames of a closed connection).
+    to_server(&mut s, &mut out, 2, &old, t(51));
     assert_eq!(out.delivered(), vec![0, 1]);
     assert_eq!(s.stats().stale, 2);
     assert_eq!(
@@ -36,6 +41,8 @@ fn hello_with_an_epoch_not_newer_than_the_sessions_is_rejected() {
         Body::Hello {
             base_sn: 0,
             next_sn: 0,
+            token: TOKEN,
+            window: 128,
             replay: true,
         },
     );
@@ -91,6 +98,8 @@ fn frames_before_the_handshake_wait_in_the_backlog_and_are_processed_after_it() 
         Body::Hello {
             base_sn: 0,
             next_sn: 3,
+            token: TOKEN,
+            window: 128,
             replay: true,
         },
     );

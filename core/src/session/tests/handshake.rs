@@ -105,6 +105,8 @@ fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
         Body::Welcome {
             instance: INSTANCE_A,
             resume_from: 7,
+            incarnation: 0,
+            window: 128,
             known: true,
         },
     );
@@ -140,6 +142,8 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
         Body::Hello {
             base_sn: 0,
             next_sn: 1,
+            token: TOKEN,
+            window: 128,
             replay: true,
         },
     );
@@ -164,6 +168,8 @@ fn server_rejects_hello_with_next_sn_beyond_sn_max() {
         Body::Hello {
             base_sn: SN_MAX,
             next_sn: SN_MAX + 1,
+            token: TOKEN,
+            window: 128,
             replay: true,
         },
     );

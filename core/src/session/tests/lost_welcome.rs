@@ -107,6 +107,8 @@ fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
         Body::Welcome {
             instance: INSTANCE_A,
             resume_from: 0,
+            incarnation: 0,
+            window: 128,
             known: true,
         },
     );

@@ -16,6 +16,7 @@ pub(super) type Server = ServerCore<4, 4, 4, 3>; // window of 128 sns, backlog o
 pub(super) type Client = ClientSession<8>;
 
 pub(super) const SESSION: u64 = 0x5E55_1011;
+pub(super) const TOKEN: u64 = 0x70CE_0001;
 pub(super) const INSTANCE_A: u64 = 0xA;
 pub(super) const INSTANCE_B: u64 = 0xB;
 
@@ -80,7 +81,7 @@ impl Out {
 }
 
 pub(super) fn config() -> ClientConfig {
-    let mut c = ClientConfig::new(SESSION);
+    let mut c = ClientConfig::new(SESSION, TOKEN);
     c.backoff.jitter_per_mille = 0;
     c.eager = false;
     c

@@ -9,11 +9,11 @@ fn full_session_table_evicts_the_oldest_idle_session() {
     let mut s = server(INSTANCE_A);
     let mut out = Out::default();
     for (i, id) in (1..=4u64).enumerate() {
-        let mut c = Client::new(ClientConfig::new(id), t(0));
+        let mut c = Client::new(ClientConfig::new(id, TOKEN), t(0));
         connect(&mut c, &mut s, &mut out, i as ConnId, t(i as u64));
         s.handle_disconnected(i as ConnId);
     }
-    let mut c5 = Client::new(ClientConfig::new(5), t(0));
+    let mut c5 = Client::new(ClientConfig::new(5, TOKEN), t(0));
     connect(&mut c5, &mut s, &mut out, 10, t(10));
     assert!(out.events.contains(&ServerEvent::Evicted { session: 1 }));
     assert_eq!(s.session_count(), 4);
@@ -25,7 +25,7 @@ fn full_session_table_with_every_session_connected_rejects_the_newcomer() {
     let mut s: ServerCore<4, 8, 4, 3> = ServerCore::new(ServerConfig::new(INSTANCE_A));
     let mut out = Out::default();
     let hello_of = |id: u64| {
-        let mut c = Client::new(ClientConfig::new(id), t(0));
+        let mut c = Client::new(ClientConfig::new(id, TOKEN), t(0));
         c.start(t(0));
         assert_eq!(c.poll_action(), Some(Action::Connect));
         c.handle_connected(t(0));

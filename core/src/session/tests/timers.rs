@@ -65,8 +65,19 @@ fn established_connection_without_ack_progress_times_out() {
     assert_eq!(c.poll_timeout(), None, "idle: no liveness timer");
     submit_writes(&mut c, 1);
     let _ = client_frames(&mut c, t(10)); // the server never answers
+    let reply_timeout = c.config().reply_timeout;
+    // Tail-loss probes at each quarter of the reply timeout, then the end.
+    for quarter in 1..4u32 {
+        let due = c.poll_timeout().unwrap();
+        assert_eq!(due, t(10) + reply_timeout / 4 * quarter, "probe {quarter}");
+        c.handle_timeout(due);
+        let probe = client_frames(&mut c, due);
+        assert_eq!(probe.len(), 1, "one probe");
+        let probe = wire::parse(&probe[0]).unwrap();
+        assert_eq!((probe.body, probe.sn), (Body::Probe, 1), "carries next_sn");
+    }
     let due = c.poll_timeout().unwrap();
-    assert_eq!(due, t(10) + c.config().reply_timeout);
+    assert_eq!(due, t(10) + reply_timeout);
     c.handle_timeout(due);
     assert_eq!(c.poll_action(), Some(Action::Close));
     assert!(matches!(c.state(), ClientState::Backoff { .. }));
