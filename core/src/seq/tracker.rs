@@ -252,7 +252,10 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
             return Err(SeqError::OutOfRange { sn: end });
         }
         if end - self.cum > Self::WINDOW {
-            return Err(SeqError::TooFar { sn: end, cum: self.cum });
+            return Err(SeqError::TooFar {
+                sn: end,
+                cum: self.cum,
+            });
         }
         let (old_top, last) = (self.top, end - 1);
         // `last - cum < WINDOW`, so nothing slides out.
@@ -487,7 +490,11 @@ mod tests {
         assert_eq!((t.cumulative(), t.top(), t.missing()), (0, 64, 64));
         // Every sn in the window is still deliverable once.
         for sn in 0..64 {
-            assert_eq!(commit_all(&mut t, sn), (Verdict::FillsGap, vec![]), "sn {sn}");
+            assert_eq!(
+                commit_all(&mut t, sn),
+                (Verdict::FillsGap, vec![]),
+                "sn {sn}"
+            );
         }
         assert_eq!((t.cumulative(), t.missing()), (64, 0));
         let near_max = RecvTracker::<2>::try_new(SN_MAX).unwrap();

@@ -133,7 +133,6 @@ impl IoMsg<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{self, random_msg, SplitMix, ALL};

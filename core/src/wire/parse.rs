@@ -176,7 +176,6 @@ fn fixed<const N: usize>(op: Op, payload: &[u8]) -> Result<&[u8; N], WireError> 
     })
 }
 
-
 /// A boolean byte: 0 or 1, anything else is an error.
 fn bool_byte(op: Op, value: u8) -> Result<bool, WireError> {
     match value {

@@ -198,10 +198,9 @@ impl core::fmt::Display for FailReason {
             FailReason::Timeout { limit } => {
                 write!(f, "the run limit of {limit:?} passed")
             }
-            FailReason::EpochExhausted => write!(
-                f,
-                "the session reconnected 2^32 times; start a new session"
-            ),
+            FailReason::EpochExhausted => {
+                write!(f, "the session reconnected 2^32 times; start a new session")
+            }
             FailReason::SessionOwned { session } => write!(
                 f,
                 "session {session:#x} belongs to another client (its token differs): \

@@ -306,7 +306,14 @@ impl<
             Body::Read { len } => {
                 if len as usize > MAX_READ_LEN {
                     let detail = u64::from(len);
-                    return self.reject(conn, session, epoch, RejectReason::ReadTooLong, detail, sink);
+                    return self.reject(
+                        conn,
+                        session,
+                        epoch,
+                        RejectReason::ReadTooLong,
+                        detail,
+                        sink,
+                    );
                 }
                 data(Kind::Request(RequestOp::Read), len)
             }
@@ -502,10 +509,9 @@ impl<
             c.session = Some(id);
             c.epoch = epoch;
         }
-        let (cum, incarnation) = self
-            .sessions
-            .get(&id)
-            .map_or((resume_from, 0), |s| (s.tracker.cumulative(), s.incarnation));
+        let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
+            (s.tracker.cumulative(), s.incarnation)
+        });
         let welcome = Body::Welcome {
             instance: self.config.instance,
             resume_from,

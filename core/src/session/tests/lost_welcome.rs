@@ -5,7 +5,7 @@ use super::*;
 // ---- lost Welcomes (found by the session and loopback_e2e fuzz targets) ----
 
 /// The client's side of a handshake whose Welcome never arrives.
-fn handshake_welcome_lost(
+pub(super) fn handshake_welcome_lost(
     c: &mut Client,
     s: &mut Server,
     out: &mut Out,

@@ -193,6 +193,7 @@ mod acks_replay;
 mod bad_input;
 mod epochs_backlog;
 mod handshake;
+mod loss_guarantees;
 mod lost_welcome;
 mod session_table;
 mod timers;

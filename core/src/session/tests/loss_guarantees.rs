@@ -1,0 +1,430 @@
+//! The loss guarantees that an independent harness broke, one regression
+//! test per defect: each reproduces the reported sequence frame by frame.
+
+use super::lost_welcome::handshake_welcome_lost;
+use super::*;
+
+/// How often each sn was delivered by one server's sink.
+fn delivered_twice(out: &Out) -> Vec<u64> {
+    let mut seen = std::collections::BTreeSet::new();
+    out.delivered()
+        .into_iter()
+        .filter(|&sn| !seen.insert(sn))
+        .collect()
+}
+
+fn unconfirmed(events: &[ClientEvent]) -> Vec<Range<u64>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::ServerRestarted { unconfirmed, .. } => Some(unconfirmed.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---- 1. duplicates are always announced -------------------------------------
+
+#[test]
+fn duplicate_after_a_restart_whose_welcomes_were_lost_is_announced() {
+    // Eager sends: sn 0 follows the Hello before any Welcome.
+    let mut cfg = config();
+    cfg.eager = true;
+    let (mut c, mut a, mut out_a) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    submit_writes(&mut c, 1);
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let frames = client_frames(&mut c, t(0));
+    assert_eq!(sns(&frames[1..]), vec![0], "sn 0 goes out eagerly");
+    to_server(&mut a, &mut out_a, 1, &frames, t(0));
+    assert_eq!(out_a.delivered(), vec![0], "instance A delivered sn 0");
+    out_a.take(); // its Welcome and completion are lost; then A is killed
+    c.handle_disconnected(t(1), DisconnectReason::PeerFailed);
+    let (mut b, mut out_b) = (server(INSTANCE_B), Out::default());
+    handshake_welcome_lost(&mut c, &mut b, &mut out_b, 1, t(50));
+    // B knows the session from the lost handshake and says so.
+    connect(&mut c, &mut b, &mut out_b, 2, t(100));
+    let ev = events(&mut c);
+    assert_eq!(unconfirmed(&ev), vec![0..1], "{ev:?}");
+    to_server(
+        &mut b,
+        &mut out_b,
+        2,
+        &client_frames(&mut c, t(100)),
+        t(100),
+    );
+    assert_eq!(out_b.delivered(), vec![0], "delivered again, and announced");
+    assert_eq!(c.stats().possible_duplicates, 1);
+}
+
+#[test]
+fn an_evicted_session_whose_welcome_was_lost_is_never_delivered_twice() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 3);
+    to_server(&mut s, &mut out, 1, &client_frames(&mut c, t(1)), t(1));
+    out.take(); // delivered, the completions lost
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    s.handle_disconnected(1);
+    // Four other sessions push ours out of the table.
+    for id in 10..14u64 {
+        let mut other = Client::new(ClientConfig::new(id, id), t(0));
+        connect(&mut other, &mut s, &mut out, id as ConnId, t(id));
+    }
+    assert!(out
+        .events
+        .contains(&ServerEvent::Evicted { session: SESSION }));
+    out.take();
+    for id in 10..14u64 {
+        s.handle_disconnected(id as ConnId);
+    }
+    handshake_welcome_lost(&mut c, &mut s, &mut out, 20, t(50));
+    connect(&mut c, &mut s, &mut out, 21, t(100));
+    to_server(&mut s, &mut out, 21, &client_frames(&mut c, t(100)), t(100));
+    to_client(&mut c, &mut out, 21, t(100));
+    assert_eq!(
+        delivered_twice(&out),
+        Vec::<u64>::new(),
+        "one instance, once"
+    );
+    assert_eq!(out.delivered(), vec![0, 1, 2]);
+    assert_eq!((c.base_sn(), c.stats().acked), (3, 3));
+    assert_eq!(s.stats().revived, 1, "resumed from its tombstone");
+}
+
+// ---- 2. zombie sessions -----------------------------------------------------
+
+#[test]
+fn a_delayed_hello_after_bye_never_reopens_the_session() {
+    let (mut c, mut s, mut out) = setup();
+    submit_writes(&mut c, 2);
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let delayed = client_frames(&mut c, t(0)); // the epoch-1 Hello, held up
+    let due = c.poll_timeout().unwrap();
+    c.handle_timeout(due); // no Welcome: the client gives up on it
+    connect(&mut c, &mut s, &mut out, 2, t(50));
+    to_server(&mut s, &mut out, 2, &client_frames(&mut c, t(50)), t(50));
+    to_client(&mut c, &mut out, 2, t(50));
+    c.close(t(51));
+    to_server(&mut s, &mut out, 2, &client_frames(&mut c, t(51)), t(51));
+    assert_eq!(c.state(), ClientState::Closed);
+    assert_eq!(s.session_count(), 0, "Bye closed the session");
+    // The epoch-1 Hello finally arrives, with the frames it carried.
+    let data = pattern_bytes(0, 16);
+    let mut late = delayed;
+    late.push(frame(&msg(1, 0, 0, Body::Write { data: &data })));
+    to_server(&mut s, &mut out, 1, &late, t(60));
+    assert_eq!(out.rejected(), vec![RejectReason::StaleEpoch]);
+    assert_eq!(s.session_count(), 0, "no zombie session");
+    assert_eq!(out.delivered(), vec![0, 1]);
+}
+
+#[test]
+fn an_sn_reported_lost_is_never_delivered_after_the_session_was_evicted() {
+    let mut cfg = config();
+    cfg.replay = false;
+    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 2);
+    let in_flight = client_frames(&mut c, t(1)); // lost with the connection
+    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(50));
+    assert_eq!(s.stats().lost_in_flight, 2, "0 and 1 given up");
+    c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
+    s.handle_disconnected(2);
+    for id in 10..14u64 {
+        let mut other = Client::new(ClientConfig::new(id, id), t(0));
+        connect(&mut other, &mut s, &mut out, id as ConnId, t(60 + id));
+    }
+    assert!(out
+        .events
+        .contains(&ServerEvent::Evicted { session: SESSION }));
+    for id in 10..14u64 {
+        s.handle_disconnected(id as ConnId);
+    }
+    // The lost frames' epoch-1 connection comes back to life.
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
+            base_sn: 0,
+            next_sn: 0,
+            token: TOKEN,
+            window: 128,
+            replay: true,
+        },
+    );
+    let mut late = vec![frame(&hello)];
+    late.extend(in_flight);
+    to_server(&mut s, &mut out, 30, &late, t(90));
+    assert_eq!(out.rejected().first(), Some(&RejectReason::StaleEpoch));
+    assert_eq!(out.delivered(), Vec::<u64>::new(), "lost stays lost");
+}
+
+// ---- 3. windows are agreed ----------------------------------------------------
+
+#[test]
+fn a_client_window_larger_than_the_servers_is_clamped_and_loses_nothing() {
+    type Big = ClientSession<256>; // the server tracks 128
+    let (mut c, mut s, mut out) = (Big::new(config(), t(0)), server(INSTANCE_A), Out::default());
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let mut scratch = [0u8; 4096];
+    let mut buf = [0u8; 4096 + HEADER_LEN];
+    let mut drain = |c: &mut Big, now| {
+        let mut frames = Vec::new();
+        while let Some(len) = c.poll_transmit(now, &mut scratch, &mut buf) {
+            frames.push(buf[..len].to_vec());
+        }
+        frames
+    };
+    let hello = drain(&mut c, t(0));
+    to_server(&mut s, &mut out, 1, &hello, t(0));
+    for (_, f) in out.take() {
+        c.handle_frame(t(0), &f);
+    }
+    assert_eq!(c.agreed_window(), 128, "the server's window wins");
+    for _ in 0..200 {
+        c.submit(RequestOp::Write, 16).unwrap();
+    }
+    let frames = drain(&mut c, t(1));
+    assert_eq!(frames.len(), 128, "no more outstanding than agreed");
+    // Sn 5 is silently dropped on the live connection.
+    let (before, after) = frames.split_at(5);
+    to_server(&mut s, &mut out, 1, before, t(1));
+    to_server(&mut s, &mut out, 1, &after[1..], t(1));
+    for (_, f) in out.take() {
+        c.handle_frame(t(1), &f);
+    }
+    assert_eq!(c.base_sn(), 5, "nothing past the hole is released");
+    assert_eq!(drain(&mut c, t(1)).len(), 5, "room for 5 more, no further");
+    assert_eq!(s.stats().lost_live, 0, "no hole slid out of the tracker");
+    assert!(out.delivered().iter().all(|&sn| sn != 5));
+}
+
+#[test]
+fn a_server_clamps_a_hello_offering_more_than_it_tracks() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let hello = msg(
+        1,
+        0,
+        0,
+        Body::Hello {
+            base_sn: 0,
+            next_sn: 0,
+            token: TOKEN,
+            window: 4096,
+            replay: true,
+        },
+    );
+    s.handle_frame(t(0), 1, &frame(&hello), &mut out);
+    let welcome = wire::parse(&out.frames[0].1).unwrap();
+    assert!(matches!(welcome.body, Body::Welcome { window: 128, .. }));
+    // A frame past the agreed window is refused, never tracked.
+    let far = msg(1, 128, 0, Body::Write { data: &[] });
+    let far = IoMsg {
+        body: Body::Write {
+            data: &pattern_bytes(128, 16),
+        },
+        ..far
+    };
+    s.handle_frame(t(1), 1, &frame(&far), &mut out);
+    assert_eq!(out.last_reject(), Some((RejectReason::TooFar, 128)));
+}
+
+fn pattern_bytes(sn: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    crate::session::pattern::fill(SESSION, sn, &mut v);
+    v
+}
+
+// ---- 5. trailing drops --------------------------------------------------------
+
+#[test]
+fn a_dropped_last_frame_is_found_by_the_probe_as_a_live_loss() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let _dropped = client_frames(&mut c, t(10)); // nothing behind it
+    let due = c.poll_timeout().unwrap();
+    assert!(
+        due < t(10) + c.config().reply_timeout,
+        "a probe comes first"
+    );
+    c.handle_timeout(due);
+    let probe = client_frames(&mut c, due);
+    to_server(&mut s, &mut out, 1, &probe, due);
+    assert!(out.events.contains(&ServerEvent::LiveLoss {
+        session: SESSION,
+        epoch: 1,
+        missing: 0..1
+    }));
+    assert_eq!(s.stats().live_gap_sns, 1);
+    // The replay after the timeout fills it.
+    to_client(&mut c, &mut out, 1, due);
+    c.handle_timeout(t(10) + c.config().reply_timeout);
+    s.handle_disconnected(1);
+    connect(&mut c, &mut s, &mut out, 2, t(3000));
+    to_server(
+        &mut s,
+        &mut out,
+        2,
+        &client_frames(&mut c, t(3000)),
+        t(3000),
+    );
+    assert!(out.events.contains(&ServerEvent::Recovered {
+        session: SESSION,
+        sn: 0
+    }));
+}
+
+// ---- 6. no event is dropped ---------------------------------------------------
+
+#[test]
+fn a_flood_of_acks_and_reconnects_drops_no_event() {
+    let mut cfg = config();
+    cfg.max_retries = u32::MAX;
+    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let mut conn = 0;
+    let mut now = 0;
+    // 200 connection cycles of 8 acked writes each; events never drained.
+    for _ in 0..200 {
+        conn += 1;
+        now += 100;
+        if c.state() == ClientState::Idle {
+            c.start(t(now));
+        } else {
+            // Without room in the queue, no new attempt starts.
+            for _ in 0..4 {
+                if let Some(due) = c.poll_timeout() {
+                    c.handle_timeout(due.max(t(now)));
+                }
+            }
+            if !matches!(c.state(), ClientState::Connecting { .. }) {
+                break;
+            }
+        }
+        assert_eq!(c.poll_action(), Some(Action::Connect));
+        c.handle_connected(t(now));
+        to_server(
+            &mut s,
+            &mut out,
+            conn,
+            &client_frames(&mut c, t(now)),
+            t(now),
+        );
+        to_client(&mut c, &mut out, conn, t(now));
+        for _ in 0..8 {
+            c.submit(RequestOp::Write, 16).unwrap();
+            to_server(
+                &mut s,
+                &mut out,
+                conn,
+                &client_frames(&mut c, t(now)),
+                t(now),
+            );
+            to_client(&mut c, &mut out, conn, t(now));
+        }
+        c.handle_disconnected(t(now + 1), DisconnectReason::PeerFailed);
+        s.handle_disconnected(conn);
+    }
+    assert!(matches!(c.state(), ClientState::Backoff { .. }));
+    let stalled = c.stats().connects;
+    assert!(stalled < 200, "the full queue held back new attempts");
+    let ev = events(&mut c);
+    let count = |f: fn(&ClientEvent) -> bool| ev.iter().filter(|e| f(e)).count() as u64;
+    let s_ = c.stats();
+    assert_eq!(
+        count(|e| matches!(e, ClientEvent::Connecting { .. })),
+        s_.connects
+    );
+    assert_eq!(
+        count(|e| matches!(e, ClientEvent::Established { .. })),
+        s_.established
+    );
+    assert_eq!(
+        count(|e| matches!(e, ClientEvent::Disconnected { .. })),
+        s_.disconnects
+    );
+    let last_ack = ev.iter().rev().find_map(|e| match e {
+        ClientEvent::Acked { upto } => Some(*upto),
+        _ => None,
+    });
+    assert_eq!(last_ack, Some(c.base_sn()), "the newest ack is there");
+    // Drained, the client goes on.
+    let due = c.poll_timeout().unwrap();
+    c.handle_timeout(due.max(t(now + 100)));
+    assert!(matches!(c.state(), ClientState::Connecting { .. }));
+    assert_eq!(c.stats().connects, stalled + 1);
+}
+
+// ---- 7. a session belongs to its client -------------------------------------
+
+#[test]
+fn a_second_client_with_the_same_session_id_is_refused_and_fails_clearly() {
+    let (mut owner, mut s, mut out) = setup();
+    connect(&mut owner, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut owner, 2);
+    to_server(&mut s, &mut out, 1, &client_frames(&mut owner, t(1)), t(1));
+    to_client(&mut owner, &mut out, 1, t(1));
+    let before = s.session(SESSION).unwrap();
+    let mut cfg = config();
+    cfg.token = TOKEN ^ 1; // same id, another client
+    let mut twin = Client::new(cfg, t(0));
+    twin.start(t(2));
+    assert_eq!(twin.poll_action(), Some(Action::Connect));
+    twin.handle_connected(t(2));
+    to_server(&mut s, &mut out, 2, &client_frames(&mut twin, t(2)), t(2));
+    assert_eq!(
+        out.last_reject(),
+        Some((RejectReason::SessionOwned, SESSION))
+    );
+    to_client(&mut twin, &mut out, 2, t(2));
+    let reason = FailReason::SessionOwned { session: SESSION };
+    assert_eq!(twin.state(), ClientState::Failed(reason));
+    assert!(std::format!("{reason}").contains("another client"));
+    assert_eq!(s.session(SESSION), Some(before), "nothing changed");
+    // The owner carries on undisturbed.
+    submit_writes(&mut owner, 1);
+    to_server(&mut s, &mut out, 1, &client_frames(&mut owner, t(3)), t(3));
+    to_client(&mut owner, &mut out, 1, t(3));
+    assert_eq!(owner.base_sn(), 3);
+}
+
+#[test]
+fn a_stray_hello_cannot_take_a_session_over_or_lock_its_owner_out() {
+    let (mut owner, mut s, mut out) = setup();
+    connect(&mut owner, &mut s, &mut out, 1, t(0));
+    let before = s.session(SESSION).unwrap();
+    for epoch in [2, u32::MAX] {
+        let stray = msg(
+            epoch,
+            0,
+            0,
+            Body::Hello {
+                base_sn: 0,
+                next_sn: SN_MAX,
+                token: 0xBAD,
+                window: 128,
+                replay: true,
+            },
+        );
+        s.handle_frame(t(1), 9, &frame(&stray), &mut out);
+        assert_eq!(
+            out.last_reject(),
+            Some((RejectReason::SessionOwned, SESSION))
+        );
+        assert_eq!(s.session(SESSION), Some(before), "epoch {epoch}: no change");
+    }
+    // The owner's own reconnect still works.
+    owner.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    connect(&mut owner, &mut s, &mut out, 2, t(50));
+    assert_eq!(s.session(SESSION).unwrap().epoch, 2);
+    assert_eq!(out.closed.last(), Some(&1), "the old connection was closed");
+}
