@@ -412,11 +412,15 @@ impl<
                     delivered: 0,
                     given_up_from: tomb.given_up_from,
                 };
+                // Out of the tomb table first, so that making room (which
+                // may bury another session) cannot forget this one.
+                self.tombs.remove(&id);
                 if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
+                    // Nothing was buried, so its slot is still free.
+                    let _ = self.tombs.insert(id, tomb);
                     let n = self.max_sessions() as u64;
                     return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
                 }
-                self.tombs.remove(&id);
                 self.stats.revived += 1;
             }
         }

@@ -40,3 +40,35 @@ fn full_session_table_with_every_session_connected_rejects_the_newcomer() {
     assert!(s.session(5).is_none());
     assert_eq!(s.session_count(), 4, "no connected session was evicted");
 }
+
+#[test]
+fn closed_sessions_leave_tombstones_and_the_oldest_is_forgotten_with_an_event() {
+    // Room for two tombstones.
+    let mut s: ServerCore<4, 8, 4, 3, 2> = ServerCore::new(ServerConfig::new(INSTANCE_A));
+    let mut out = Out::default();
+    for id in 1..=3u64 {
+        let mut c = Client::new(ClientConfig::new(id, TOKEN), t(0));
+        let conn = id as ConnId;
+        c.start(t(id));
+        assert_eq!(c.poll_action(), Some(Action::Connect));
+        c.handle_connected(t(id));
+        let hello = client_frames(&mut c, t(id));
+        for f in &hello {
+            s.handle_frame(t(id), conn, f, &mut out);
+        }
+        for (to, f) in out.take() {
+            if to == conn {
+                c.handle_frame(t(id), &f);
+            }
+        }
+        c.close(t(id));
+        for f in client_frames(&mut c, t(id)) {
+            s.handle_frame(t(id), conn, &f, &mut out);
+        }
+        assert_eq!(c.state(), ClientState::Closed);
+    }
+    assert_eq!((s.session_count(), s.tomb_count()), (0, 2));
+    assert_eq!(s.stats().tombs_forgotten, 1);
+    assert!(out.events.contains(&ServerEvent::Forgotten { session: 1 }));
+    assert!(!out.events.contains(&ServerEvent::Forgotten { session: 2 }));
+}
