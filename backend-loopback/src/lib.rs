@@ -25,4 +25,7 @@ pub mod sim;
 pub mod fuzzing;
 
 pub use fault::{Direction, FaultConfig, FaultCounts, FaultInjector, FrameFault, ScheduledFault};
-pub use network::{ClientPort, Network, NetworkConfig, ServerPort};
+pub use network::{
+    ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, NetworkCounts, ServerPort, Tap,
+    TapFn, TapKind,
+};

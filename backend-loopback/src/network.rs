@@ -17,6 +17,68 @@ pub type Addr = u16;
 
 type EpId = usize;
 
+/// A network-wide endpoint identity. Endpoint slots are reused after a
+/// crash or a drop (so a million restarts do not grow the network), their
+/// identities never are: an event meant for a dead endpoint is discarded
+/// even when its slot now belongs to another.
+pub type EndpointId = u64;
+
+/// What the network did with a frame sent towards a server endpoint, as
+/// reported to the [tap](Network::set_tap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapKind {
+    /// Handed to the server endpoint's `poll`: really received.
+    Received,
+    /// Lost by a `SilentDrop` fault while its connection stayed open.
+    SilentlyDropped,
+}
+
+/// One frame the network carried (or silently lost) towards a server
+/// endpoint. The network does not look inside it: the frame is passed as
+/// raw bytes, exactly as received (after faults such as corruption).
+#[derive(Clone, Copy, Debug)]
+pub struct Tap<'a> {
+    /// What happened to it.
+    pub kind: TapKind,
+    /// Its connection.
+    pub conn: ConnId,
+    /// The client endpoint that owns the connection.
+    pub client: EndpointId,
+    /// The server endpoint it was (or would have been) handed to.
+    pub server: EndpointId,
+    /// The raw frame.
+    pub frame: &'a [u8],
+}
+
+/// A recorder of every [`Tap`]; see [`Network::set_tap`].
+pub type TapFn = Box<dyn FnMut(&Tap<'_>)>;
+
+/// Where a connection stands, as the network sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnStatus {
+    /// Both ends may send.
+    Open,
+    /// Closed by one end, or broken after the frames already sent (a
+    /// `Disconnect` fault): what was sent before still arrives.
+    Closing,
+    /// Broken: nothing more arrives.
+    Reset,
+}
+
+/// What the network itself threw away (faults are in [`FaultCounts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetworkCounts {
+    /// Frames handed to an endpoint's `poll`.
+    pub received: u64,
+    /// Frames lost because their connection broke, or its receiving end
+    /// had closed it, before they arrived (faults are counted apart).
+    pub discarded: u64,
+    /// Events (frames, notices) waiting for or addressed to an endpoint
+    /// that no longer exists (a crashed server, a client's rebuilt-away
+    /// transport).
+    pub to_dead_endpoint: u64,
+}
+
 /// Network parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetworkConfig {
@@ -58,6 +120,8 @@ struct Pending {
     seq: u64,
     sent_at: Instant,
     conn: ConnId,
+    /// Addressed to the connection's server end.
+    to_server: bool,
     kind: Kind,
 }
 
@@ -84,6 +148,8 @@ struct Endpoint {
     /// because their times never decrease (see `Conn::last_at`).
     inbox: BinaryHeap<Reverse<Pending>>,
     alive: bool,
+    /// The identity of the endpoint that holds the slot now.
+    uid: EndpointId,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,13 +166,19 @@ enum ConnState {
 #[derive(Debug)]
 struct Conn {
     client: EpId,
+    client_uid: EndpointId,
     server: EpId,
+    /// 0 when the connection never reached a server.
+    server_uid: EndpointId,
     state: ConnState,
     /// Each side is done with it (closed it or was told it is gone).
     client_done: bool,
     server_done: bool,
     /// The server saw `Accepted`, so it must also see `Disconnected`.
     server_announced: bool,
+    /// The connection ended before the server saw `Accepted`: the server
+    /// hears of it right after the `Accepted`.
+    server_notice: Option<DisconnectReason>,
     /// A reordered frame waiting for `left` later frames, per direction
     /// (`[to_server, to_client]`).
     held: [Option<(Vec<u8>, u8)>; 2],
@@ -126,6 +198,9 @@ struct Inner {
     pool: Vec<Vec<u8>>,
     faults: FaultInjector,
     seq: u64,
+    next_uid: EndpointId,
+    tap: Option<TapFn>,
+    counts: NetworkCounts,
 }
 
 /// The shared network. Cheap to clone: clones share it.
@@ -164,16 +239,20 @@ impl Network {
                 pool: Vec::new(),
                 faults,
                 seq: 0,
+                next_uid: 0,
+                tap: None,
+                counts: NetworkCounts::default(),
             })),
         }
     }
 
     /// A client endpoint whose connections go to `server`.
     pub fn client(&self, server: Addr) -> ClientPort {
-        let ep = self.inner.borrow_mut().new_endpoint();
+        let (ep, uid) = self.inner.borrow_mut().new_endpoint();
         ClientPort {
             net: self.clone(),
             ep,
+            uid,
             server,
         }
     }
@@ -184,13 +263,14 @@ impl Network {
             if n.listeners.contains_key(&addr) {
                 return Err(AddrInUse(addr));
             }
-            let ep = n.new_endpoint();
+            let (ep, uid) = n.new_endpoint();
             n.listeners.insert(addr, ep);
-            Ok(ep)
+            Ok((ep, uid))
         })?;
         Ok(ServerPort {
             net: self.clone(),
-            ep,
+            ep: ep.0,
+            uid: ep.1,
             addr,
         })
     }
@@ -241,6 +321,28 @@ impl Network {
     pub fn connections(&self) -> usize {
         self.inner.borrow().conns.len()
     }
+
+    /// Installs (or with `None` removes) the tap: it sees every frame the
+    /// network hands to a server endpoint's `poll`, and every frame it
+    /// silently drops on its way to one, with the connection and both
+    /// endpoints. It runs inside the network and must not call back into it.
+    pub fn set_tap(&self, tap: Option<TapFn>) {
+        self.inner.borrow_mut().tap = tap;
+    }
+
+    /// Where a connection stands; `None` once both ends released it.
+    pub fn conn_status(&self, conn: ConnId) -> Option<ConnStatus> {
+        self.inner.borrow().conns.get(&conn).map(|c| match c.state {
+            ConnState::Open => ConnStatus::Open,
+            ConnState::Closing { .. } => ConnStatus::Closing,
+            ConnState::Reset => ConnStatus::Reset,
+        })
+    }
+
+    /// What the network threw away.
+    pub fn counts(&self) -> NetworkCounts {
+        self.inner.borrow().counts
+    }
 }
 
 impl Inner {
@@ -248,7 +350,7 @@ impl Inner {
         self.now = self.now.max(now);
     }
 
-    fn new_endpoint(&mut self) -> EpId {
+    fn new_endpoint(&mut self) -> (EpId, EndpointId) {
         let ep = match self.free_endpoints.pop() {
             Some(ep) => ep,
             None => {
@@ -256,8 +358,12 @@ impl Inner {
                 self.endpoints.len() - 1
             }
         };
-        self.endpoints[ep].alive = true;
-        ep
+        self.next_uid += 1;
+        let uid = self.next_uid;
+        let e = &mut self.endpoints[ep];
+        e.alive = true;
+        e.uid = uid;
+        (ep, uid)
     }
 
     fn buffer(&mut self, bytes: &[u8]) -> Vec<u8> {
@@ -275,36 +381,75 @@ impl Inner {
         }
     }
 
-    fn push(&mut self, ep: EpId, at: Instant, conn: ConnId, kind: Kind) {
-        self.push_with(ep, at, conn, kind, true);
+    fn discard(&mut self, kind: Kind) {
+        if matches!(kind, Kind::Frame(_)) {
+            self.counts.discarded += 1;
+        }
+        self.recycle(kind);
     }
 
-    /// `ordered`: behind everything queued on the connection (frames, a
-    /// graceful close); a reset's notice is not.
-    fn push_with(&mut self, ep: EpId, at: Instant, conn: ConnId, kind: Kind, ordered: bool) {
+    /// Queues an event for one end of a connection, behind everything
+    /// queued on it in that direction (frames, a graceful close).
+    fn push(&mut self, conn: ConnId, to_server: bool, at: Instant, kind: Kind) {
+        self.push_with(conn, to_server, at, kind, true);
+    }
+
+    /// `ordered`: behind everything queued on the connection in this
+    /// direction; a reset's notice is not.
+    fn push_with(&mut self, conn: ConnId, to_server: bool, at: Instant, kind: Kind, ordered: bool) {
         let sent_at = self.now;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return self.discard(kind);
+        };
+        let (ep, uid) = if to_server {
+            (c.server, c.server_uid)
+        } else {
+            (c.client, c.client_uid)
+        };
         // Keep the connection's order in this direction.
-        let at = match self.conns.get_mut(&conn).filter(|_| ordered) {
-            Some(c) => {
-                let dir = usize::from(c.client == ep);
-                let at = at.max(c.last_at[dir]);
-                c.last_at[dir] = at;
-                at
-            }
-            None => at,
+        let at = if ordered {
+            let dir = usize::from(!to_server);
+            let at = at.max(c.last_at[dir]);
+            c.last_at[dir] = at;
+            at
+        } else {
+            at
         };
         self.seq += 1;
         let seq = self.seq;
-        if let Some(e) = self.endpoints.get_mut(ep).filter(|e| e.alive) {
-            e.inbox.push(Reverse(Pending {
+        match self
+            .endpoints
+            .get_mut(ep)
+            .filter(|e| e.alive && e.uid == uid)
+        {
+            Some(e) => e.inbox.push(Reverse(Pending {
                 at,
                 seq,
                 sent_at,
                 conn,
+                to_server,
                 kind,
-            }));
+            })),
+            None => {
+                self.counts.to_dead_endpoint += 1;
+                self.recycle(kind);
+            }
+        }
+    }
+
+    /// Tells the server end that the connection is gone, now or (before it
+    /// saw `Accepted`) right after the `Accepted`.
+    fn tell_server(&mut self, id: ConnId, at: Instant, reason: DisconnectReason, ordered: bool) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.server_done {
+            return;
+        }
+        if c.server_announced {
+            self.push_with(id, true, at, Kind::Disconnected(reason), ordered);
         } else {
-            self.recycle(kind);
+            c.server_notice.get_or_insert(reason);
         }
     }
 
@@ -316,22 +461,45 @@ impl Inner {
         };
         c.state = ConnState::Reset;
         let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
-        let (client, server, tell_client, tell_server) = (
-            c.client,
-            c.server,
-            !c.client_done,
-            !c.server_done && c.server_announced,
-        );
+        let tell_client = !c.client_done;
         for (b, _) in held.into_iter().flatten() {
-            self.recycle(Kind::Frame(b));
+            self.discard(Kind::Frame(b));
         }
         if tell_client {
-            self.push_with(client, at, id, Kind::Disconnected(reason), false);
+            self.push_with(id, false, at, Kind::Disconnected(reason), false);
         }
-        if tell_server {
-            self.push_with(server, at, id, Kind::Disconnected(reason), false);
-        }
+        self.tell_server(id, at, reason, false);
         self.maybe_forget(id);
+    }
+
+    /// Breaks a connection after the frames already sent on it (a
+    /// `Disconnect` fault): they still arrive, then both ends hear
+    /// `PeerFailed`. Frames sent afterwards are lost.
+    fn break_after_sent(&mut self, id: ConnId) {
+        let at = self.now + self.config.detect_delay;
+        let now = self.now;
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.state != ConnState::Open {
+            return;
+        }
+        c.state = ConnState::Closing { at: now };
+        let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
+        let tell_client = !c.client_done;
+        // A reordered frame still held was sent before the break: it
+        // arrives, late, before the notice.
+        let frame_at = now + self.config.latency;
+        for (dir, h) in held.into_iter().enumerate() {
+            if let Some((b, _)) = h {
+                self.push(id, dir == 0, frame_at, Kind::Frame(b));
+            }
+        }
+        let reason = DisconnectReason::PeerFailed;
+        if tell_client {
+            self.push(id, false, at, Kind::Disconnected(reason));
+        }
+        self.tell_server(id, at, reason, true);
     }
 
     fn maybe_forget(&mut self, id: ConnId) {
@@ -340,18 +508,24 @@ impl Inner {
             .get(&id)
             .is_some_and(|c| c.client_done && (c.server_done || !c.server_announced));
         if done {
-            self.conns.remove(&id);
+            if let Some(c) = self.conns.remove(&id) {
+                for (b, _) in c.held.into_iter().flatten() {
+                    self.discard(Kind::Frame(b));
+                }
+            }
         }
     }
 
-    fn connect(&mut self, client: EpId, addr: Addr) -> ConnId {
+    fn connect(&mut self, client: EpId, client_uid: EndpointId, addr: Addr) -> ConnId {
         self.next_conn = self.next_conn.wrapping_add(1);
         let id = self.next_conn;
         let latency = self.config.latency;
         let server = self.listeners.get(&addr).copied();
         let conn = Conn {
             client,
+            client_uid,
             server: server.unwrap_or(client),
+            server_uid: server.map_or(0, |s| self.endpoints[s].uid),
             state: if server.is_some() {
                 ConnState::Open
             } else {
@@ -360,29 +534,30 @@ impl Inner {
             client_done: false,
             server_done: server.is_none(),
             server_announced: false,
+            server_notice: None,
             held: [None, None],
             last_at: [Instant::ZERO; 2],
         };
         self.conns.insert(id, conn);
         match server {
-            Some(server) => {
-                self.push(server, self.now + latency, id, Kind::Accepted);
-                self.push(client, self.now + latency + latency, id, Kind::Connected);
+            Some(_) => {
+                self.push(id, true, self.now + latency, Kind::Accepted);
+                self.push(id, false, self.now + latency + latency, Kind::Connected);
             }
             None => {
                 let reason = DisconnectReason::ConnectFailed;
-                self.push(client, self.now + latency, id, Kind::Disconnected(reason));
+                self.push(id, false, self.now + latency, Kind::Disconnected(reason));
             }
         }
         id
     }
 
-    fn send(&mut self, ep: EpId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
+    fn send(&mut self, uid: EndpointId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
         let Some(c) = self.conns.get(&id) else {
             return Err(SendError::NotConnected);
         };
-        let to_server = c.client == ep;
-        if !to_server && c.server != ep {
+        let to_server = c.client_uid == uid;
+        if !to_server && c.server_uid != uid {
             return Err(SendError::NotConnected);
         }
         let done = if to_server {
@@ -396,19 +571,30 @@ impl Inner {
         if c.state != ConnState::Open {
             // Broken, and this side has not heard yet: the send "completes"
             // locally and the frame is lost. Local completion is not delivery.
+            self.counts.discarded += 1;
             return Ok(());
         }
-        let peer = if to_server { c.server } else { c.client };
+        let (client_uid, server_uid) = (c.client_uid, c.server_uid);
         let data = matches!(frame.get(5).copied(), Some(op) if op == Op::Write as u8 || op == Op::Read as u8);
         let fault = self.faults.next(to_server, data);
         let at = self.now + self.config.latency;
         match fault {
-            None => self.enqueue(peer, id, to_server, at, frame),
+            None => self.enqueue(id, to_server, at, frame),
             Some(FrameFault::Drop) => self.reset(id, DisconnectReason::PeerFailed),
-            Some(FrameFault::SilentDrop) => {}
+            Some(FrameFault::SilentDrop) => {
+                if let (true, Some(tap)) = (to_server, self.tap.as_mut()) {
+                    tap(&Tap {
+                        kind: TapKind::SilentlyDropped,
+                        conn: id,
+                        client: client_uid,
+                        server: server_uid,
+                        frame,
+                    });
+                }
+            }
             Some(FrameFault::Duplicate) => {
-                self.enqueue(peer, id, to_server, at, frame);
-                self.enqueue(peer, id, to_server, at, frame);
+                self.enqueue(id, to_server, at, frame);
+                self.enqueue(id, to_server, at, frame);
             }
             Some(FrameFault::Reorder) => {
                 let depth = self.config.faults.reorder_depth.max(1);
@@ -417,7 +603,7 @@ impl Inner {
                 let slot = self.conns.get_mut(&id).map(|c| &mut c.held[dir]);
                 match slot {
                     Some(slot @ None) => *slot = Some((b, depth)),
-                    _ => self.push(peer, at, id, Kind::Frame(b)),
+                    _ => self.push(id, to_server, at, Kind::Frame(b)),
                 }
             }
             Some(FrameFault::Corrupt) => {
@@ -426,24 +612,24 @@ impl Inner {
                 if let Some(byte) = b.get_mut((bit / 8) as usize) {
                     *byte ^= 1 << (bit % 8);
                 }
-                self.push(peer, at, id, Kind::Frame(b));
+                self.push(id, to_server, at, Kind::Frame(b));
             }
             Some(FrameFault::Delay) => {
                 let at = at + self.config.faults.delay;
-                self.enqueue(peer, id, to_server, at, frame);
+                self.enqueue(id, to_server, at, frame);
             }
             Some(FrameFault::Disconnect) => {
-                self.enqueue(peer, id, to_server, at, frame);
-                self.reset(id, DisconnectReason::PeerFailed);
+                self.enqueue(id, to_server, at, frame);
+                self.break_after_sent(id);
             }
         }
         Ok(())
     }
 
     /// Queues a frame, then a held (reordered) frame whose wait is over.
-    fn enqueue(&mut self, peer: EpId, id: ConnId, to_server: bool, at: Instant, frame: &[u8]) {
+    fn enqueue(&mut self, id: ConnId, to_server: bool, at: Instant, frame: &[u8]) {
         let b = self.buffer(frame);
-        self.push(peer, at, id, Kind::Frame(b));
+        self.push(id, to_server, at, Kind::Frame(b));
         let dir = usize::from(!to_server);
         let released = match self.conns.get_mut(&id).map(|c| &mut c.held[dir]) {
             Some(slot @ Some(_)) => {
@@ -460,17 +646,18 @@ impl Inner {
             _ => None,
         };
         if let Some(b) = released {
-            self.push(peer, at, id, Kind::Frame(b));
+            self.push(id, to_server, at, Kind::Frame(b));
         }
     }
 
-    fn close(&mut self, ep: EpId, id: ConnId) {
+    fn close(&mut self, uid: EndpointId, id: ConnId) {
         let at = self.now + self.config.latency;
+        let now = self.now;
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        let by_client = c.client == ep;
-        if !by_client && c.server != ep {
+        let by_client = c.client_uid == uid;
+        if !by_client && c.server_uid != uid {
             return;
         }
         if by_client {
@@ -479,19 +666,21 @@ impl Inner {
             c.server_done = true;
         }
         if c.state == ConnState::Open {
-            c.state = ConnState::Closing { at: self.now };
-            let (peer, tell) = if by_client {
-                (c.server, !c.server_done && c.server_announced)
-            } else {
-                (c.client, !c.client_done)
-            };
-            if tell {
-                self.push(
-                    peer,
-                    at,
-                    id,
-                    Kind::Disconnected(DisconnectReason::PeerClosed),
-                );
+            c.state = ConnState::Closing { at: now };
+            // A reordered frame still held was sent before the close: it
+            // arrives, late, before the close.
+            let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
+            let tell_client = !by_client && !c.client_done;
+            for (dir, h) in held.into_iter().enumerate() {
+                if let Some((b, _)) = h {
+                    self.push(id, dir == 0, at, Kind::Frame(b));
+                }
+            }
+            let reason = DisconnectReason::PeerClosed;
+            if by_client {
+                self.tell_server(id, at, reason, true);
+            } else if tell_client {
+                self.push(id, false, at, Kind::Disconnected(reason));
             }
         }
         self.maybe_forget(id);
@@ -499,16 +688,16 @@ impl Inner {
 
     /// The endpoint's process is gone: its connections reset, its listener
     /// closes, its inbox is dropped.
-    fn crash(&mut self, ep: EpId) {
+    fn crash(&mut self, ep: EpId, uid: EndpointId) {
         let ids: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.client == ep || c.server == ep)
+            .filter(|(_, c)| c.client_uid == uid || c.server_uid == uid)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
             if let Some(c) = self.conns.get_mut(&id) {
-                if c.client == ep {
+                if c.client_uid == uid {
                     c.client_done = true;
                 } else {
                     c.server_done = true;
@@ -518,6 +707,7 @@ impl Inner {
         }
         self.listeners.retain(|_, &mut e| e != ep);
         let inbox = core::mem::take(&mut self.endpoints[ep].inbox);
+        self.counts.to_dead_endpoint += inbox.len() as u64;
         for p in inbox {
             self.recycle(p.0.kind);
         }
@@ -534,17 +724,16 @@ impl Inner {
             }
             let p = self.endpoints[ep].inbox.pop()?.0;
             let Some(c) = self.conns.get_mut(&p.conn) else {
-                self.recycle(p.kind);
+                self.discard(p.kind);
                 continue;
             };
-            let is_client = c.client == ep;
-            let done = if is_client {
-                c.client_done
-            } else {
+            let done = if p.to_server {
                 c.server_done
+            } else {
+                c.client_done
             };
             if done {
-                self.recycle(p.kind);
+                self.discard(p.kind);
                 continue;
             }
             let conn = p.conn;
@@ -556,8 +745,19 @@ impl Inner {
                         ConnState::Reset => false,
                     };
                     if !deliver {
-                        self.recycle(Kind::Frame(b));
+                        self.discard(Kind::Frame(b));
                         continue;
+                    }
+                    let (client, server) = (c.client_uid, c.server_uid);
+                    self.counts.received += 1;
+                    if let (true, Some(tap)) = (p.to_server, self.tap.as_mut()) {
+                        tap(&Tap {
+                            kind: TapKind::Received,
+                            conn,
+                            client,
+                            server,
+                            frame: &b,
+                        });
                     }
                     let n = b.len().min(buf.len());
                     buf[..n].copy_from_slice(&b[..n]);
@@ -568,13 +768,17 @@ impl Inner {
                 Kind::Connected => return Some(TransportEvent::Connected { conn }),
                 Kind::Accepted => {
                     c.server_announced = true;
+                    if let Some(reason) = c.server_notice.take() {
+                        // It ended before this end knew of it.
+                        self.push(conn, true, now, Kind::Disconnected(reason));
+                    }
                     return Some(TransportEvent::Accepted { conn });
                 }
                 Kind::Disconnected(reason) => {
-                    if is_client {
-                        c.client_done = true;
-                    } else {
+                    if p.to_server {
                         c.server_done = true;
+                    } else {
+                        c.client_done = true;
                     }
                     self.maybe_forget(conn);
                     return Some(TransportEvent::Disconnected { conn, reason });
@@ -588,6 +792,7 @@ impl Inner {
 pub struct ClientPort {
     net: Network,
     ep: EpId,
+    uid: EndpointId,
     server: Addr,
 }
 
@@ -596,6 +801,7 @@ pub struct ClientPort {
 pub struct ServerPort {
     net: Network,
     ep: EpId,
+    uid: EndpointId,
     addr: Addr,
 }
 
@@ -604,6 +810,10 @@ impl ServerPort {
     pub fn addr(&self) -> Addr {
         self.addr
     }
+    /// Its network-wide identity (as a [`Tap`] names it).
+    pub fn endpoint(&self) -> EndpointId {
+        self.uid
+    }
 }
 
 impl ClientPort {
@@ -611,19 +821,24 @@ impl ClientPort {
     pub fn server(&self) -> Addr {
         self.server
     }
+    /// Its network-wide identity (as a [`Tap`] names it).
+    pub fn endpoint(&self) -> EndpointId {
+        self.uid
+    }
 }
 
 impl Drop for ClientPort {
-    /// The client process (or its transport) is gone: its connections reset.
+    /// The client process (or its transport) is gone: its connections reset,
+    /// and whatever still arrives for it goes to a dead endpoint.
     fn drop(&mut self) {
-        self.net.inner.borrow_mut().crash(self.ep);
+        self.net.inner.borrow_mut().crash(self.ep, self.uid);
     }
 }
 
 impl Drop for ServerPort {
     /// The server process is gone: its connections reset, the address is free.
     fn drop(&mut self) {
-        self.net.inner.borrow_mut().crash(self.ep);
+        self.net.inner.borrow_mut().crash(self.ep, self.uid);
     }
 }
 
@@ -638,13 +853,15 @@ impl Network {
 
 impl Transport for ClientPort {
     fn connect(&mut self, now: Instant) -> Result<ConnId, DisconnectReason> {
-        Ok(self.net.at(now, |n| n.connect(self.ep, self.server)))
+        Ok(self
+            .net
+            .at(now, |n| n.connect(self.ep, self.uid, self.server)))
     }
     fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        self.net.at(now, |n| n.send(self.ep, conn, frame))
+        self.net.at(now, |n| n.send(self.uid, conn, frame))
     }
     fn close(&mut self, now: Instant, conn: ConnId) {
-        self.net.at(now, |n| n.close(self.ep, conn));
+        self.net.at(now, |n| n.close(self.uid, conn));
     }
     fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
         self.net.at(now, |n| n.poll(self.ep, now, buf))
@@ -657,10 +874,10 @@ impl Transport for ServerPort {
         Err(DisconnectReason::ConnectFailed)
     }
     fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        self.net.at(now, |n| n.send(self.ep, conn, frame))
+        self.net.at(now, |n| n.send(self.uid, conn, frame))
     }
     fn close(&mut self, now: Instant, conn: ConnId) {
-        self.net.at(now, |n| n.close(self.ep, conn));
+        self.net.at(now, |n| n.close(self.uid, conn));
     }
     fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
         self.net.at(now, |n| n.poll(self.ep, now, buf))

@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::fault::{Direction, ScheduledFault};
+use core::cell::RefCell;
+use std::rc::Rc;
 
 fn us(n: u64) -> Instant {
     Instant::from_micros(n)
@@ -269,4 +271,154 @@ fn endpoints_of_crashed_servers_are_reused_so_restarts_do_not_grow_the_network()
         drop(server);
     }
     assert!(n.inner.borrow().endpoints.len() <= 2);
+}
+
+fn scheduled(nth: u64, fault: FrameFault) -> FaultConfig {
+    FaultConfig {
+        schedule: vec![ScheduledFault {
+            nth,
+            direction: Direction::ToServer,
+            data_only: true,
+            fault,
+        }],
+        ..FaultConfig::default()
+    }
+}
+
+#[test]
+fn disconnect_fault_delivers_the_frame_then_breaks_the_connection_for_both_ends() {
+    let n = net(scheduled(0, FrameFault::Disconnect));
+    let (mut client, mut server, conn) = connected(&n);
+    let write = [1, 0, 0, 0, 0, Op::Write as u8];
+    client.send(us(20), conn, &write).unwrap();
+    // Sent after the break, before the client heard of it: lost.
+    assert_eq!(client.send(us(21), conn, &[2, 0, 0, 0, 0, 3]), Ok(()));
+    let reason = DisconnectReason::PeerFailed;
+    let events = drain(&mut server, us(70));
+    assert_eq!(frames(&events), vec![write.to_vec()], "unlike Drop");
+    assert_eq!(
+        events.last().map(|e| e.0),
+        Some(TransportEvent::Disconnected { conn, reason })
+    );
+    assert_eq!(
+        drain(&mut client, us(70)),
+        vec![(TransportEvent::Disconnected { conn, reason }, vec![])]
+    );
+    assert_eq!(n.connections(), 0);
+    assert_eq!(n.fault_counts().disconnects, 1);
+}
+
+#[test]
+fn drop_fault_loses_the_frame_and_those_in_flight_where_disconnect_delivers_them() {
+    let n = net(scheduled(1, FrameFault::Drop));
+    let (mut client, mut server, conn) = connected(&n);
+    for i in 1..=2u8 {
+        client
+            .send(us(20), conn, &[i, 0, 0, 0, 0, Op::Write as u8])
+            .unwrap();
+    }
+    assert!(frames(&drain(&mut server, us(70))).is_empty());
+    assert_eq!(n.fault_counts().dropped, 1);
+    assert_eq!(
+        n.counts().discarded,
+        1,
+        "the frame in flight: {:?}",
+        n.counts()
+    );
+}
+
+#[test]
+fn the_tap_sees_what_servers_receive_and_what_is_silently_dropped() {
+    let n = net(scheduled(1, FrameFault::SilentDrop));
+    type Seen = Vec<(TapKind, ConnId, EndpointId, EndpointId, u8)>;
+    let seen: Rc<RefCell<Seen>> = Rc::default();
+    let log = seen.clone();
+    n.set_tap(Some(Box::new(move |t: &Tap<'_>| {
+        log.borrow_mut()
+            .push((t.kind, t.conn, t.client, t.server, t.frame[0]));
+    })));
+    let (mut client, mut server, conn) = connected(&n);
+    for i in 1..=3u8 {
+        client
+            .send(us(20), conn, &[i, 0, 0, 0, 0, Op::Write as u8])
+            .unwrap();
+    }
+    drain(&mut server, us(25));
+    server.send(us(26), conn, &[9, 0, 0, 0, 0, 4]).unwrap();
+    drain(&mut client, us(40));
+    let (c, s) = (client.endpoint(), server.endpoint());
+    assert_ne!(c, s);
+    assert_eq!(
+        *seen.borrow(),
+        vec![
+            (TapKind::SilentlyDropped, conn, c, s, 2),
+            (TapKind::Received, conn, c, s, 1),
+            (TapKind::Received, conn, c, s, 3),
+        ],
+        "frames to clients are not tapped"
+    );
+}
+
+#[test]
+fn late_events_of_a_dropped_client_go_to_a_dead_endpoint_even_when_its_slot_is_reused() {
+    let n = net(FaultConfig::default());
+    let (client, mut server, conn) = connected(&n);
+    // A reply is on its way when the client's transport is rebuilt; the
+    // new transport takes the freed slot.
+    server.send(us(20), conn, &[5, 0, 0, 0, 0, 4]).unwrap();
+    let old = client.endpoint();
+    drop(client);
+    let mut fresh = n.client(1);
+    assert_ne!(fresh.endpoint(), old, "identities are never reused");
+    assert!(drain(&mut fresh, us(100)).is_empty());
+    assert!(n.counts().to_dead_endpoint >= 1, "{:?}", n.counts());
+    drain(&mut server, us(100));
+    assert_eq!(n.connections(), 0);
+}
+
+#[test]
+fn a_connection_broken_before_the_server_saw_it_is_announced_then_reported_gone() {
+    let n = net(FaultConfig::default());
+    let mut server = n.listen(1, us(0)).unwrap();
+    let mut client = n.client(1);
+    let conn = client.connect(us(0)).unwrap();
+    drain(&mut client, us(10));
+    // Reset before the server polled its Accepted (it polls at 10 µs).
+    n.disconnect_all(us(3));
+    let events: Vec<TransportEvent> = drain(&mut server, us(60))
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            TransportEvent::Accepted { conn },
+            TransportEvent::Disconnected {
+                conn,
+                reason: DisconnectReason::PeerFailed
+            }
+        ]
+    );
+}
+
+#[test]
+fn a_held_reordered_frame_still_arrives_when_its_sender_closes() {
+    let mut faults = scheduled(0, FrameFault::Reorder);
+    faults.reorder_depth = 3;
+    let n = net(faults);
+    let (mut client, mut server, conn) = connected(&n);
+    client
+        .send(us(20), conn, &[1, 0, 0, 0, 0, Op::Write as u8])
+        .unwrap();
+    client
+        .send(us(20), conn, &[2, 0, 0, 0, 0, Op::Write as u8])
+        .unwrap();
+    client.close(us(21), conn);
+    let events = drain(&mut server, us(40));
+    let got: Vec<u8> = frames(&events).iter().map(|f| f[0]).collect();
+    assert_eq!(got, vec![2, 1]);
+    assert!(matches!(
+        events.last().map(|e| e.0),
+        Some(TransportEvent::Disconnected { .. })
+    ));
 }

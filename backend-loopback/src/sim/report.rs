@@ -1,45 +1,64 @@
-//! The simulation's report: protocol counts, ground truth, discrepancies.
+//! The simulation's report: what the clients and servers counted (their
+//! claims), what the ground truth shows, and the verdict that compares
+//! them. No row mixes the two: a claim is counted as claimed, the truth as
+//! found, and every disagreement is a listed violation.
 
 use core::fmt;
 use core::ops::Range;
 use core::time::Duration;
 use std::collections::BTreeMap;
 
-use iomsg_core::session::{ClientEvent, ClientSession, ServerEvent, ServerStats};
+use iomsg_core::session::{ClientSession, ServerStats};
 use iomsg_core::wire::RejectReason;
 use iomsg_core::Instant;
 
-use super::truth::{self, Truth};
+use super::check::{Invariant, Violation};
+use super::truth::{Verdict, MAX_LISTED_LOST};
 use super::Scenario;
 use crate::fault::FaultCounts;
+use crate::network::NetworkCounts;
 
 /// Why an sn was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LossClass {
     /// Unacknowledged when its connection broke, and not replayed.
     InFlightAtDisconnect,
-    /// Jumped over on a live connection and never filled: a transport bug.
+    /// Lost on a connection that stayed up: a transport bug.
     LiveConnection,
+}
+
+impl LossClass {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossClass::InFlightAtDisconnect => "in flight at disconnect",
+            LossClass::LiveConnection => "on a live connection",
+        }
+    }
 }
 
 impl fmt::Display for LossClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LossClass::InFlightAtDisconnect => "in flight at disconnect",
-            LossClass::LiveConnection => "lost on a live connection",
-        })
+        f.write_str(self.name())
     }
 }
 
-/// A run of lost sns of one session, with their class.
+/// A run of lost sns of one client: never delivered from its frames, and
+/// no longer pending.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LostRange {
-    /// The session.
+    /// The client (index in the scenario).
+    pub client: usize,
+    /// Its session.
     pub session: u64,
     /// The sns.
     pub range: Range<u64>,
-    /// Why.
+    /// How the network lost them (ground truth).
     pub class: LossClass,
+    /// How the protocol reported them: the class of the client's
+    /// `NotReplayed`, or `None` when nobody reported them (acknowledged
+    /// though undelivered, or left behind by a failed client).
+    pub reported: Option<LossClass>,
 }
 
 /// A latency distribution (virtual time).
@@ -71,6 +90,9 @@ impl Latency {
     }
 }
 
+/// Most live losses a report lists with their time (all are counted).
+pub const MAX_LISTED_LIVE_LOSSES: usize = 1000;
+
 /// Everything a run did, and whether the protocol told the truth about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
@@ -80,72 +102,110 @@ pub struct Report {
     pub replay: bool,
     /// Virtual time the run took.
     pub virtual_time: Duration,
-    /// Event-loop iterations.
+    /// Event-loop steps.
     pub steps: u64,
-    /// Server crashes.
+    /// Server crashes (planned and triggered).
     pub kills: u64,
     /// Times a server (re)started listening.
     pub listens: Vec<Instant>,
-    /// Requests accepted by clients.
-    pub submitted: u64,
-    /// Sns transmitted at least once.
+
+    // --- What the clients counted (their claims) ---
+    /// First transmissions, as the clients counted them.
     pub sent: u64,
-    /// Sns acknowledged by a server's cumulative ack.
-    pub acknowledged: u64,
-    /// Distinct sns handed to a server application (ground truth).
-    pub delivered_unique: u64,
-    /// All deliveries, duplicates after restarts included (ground truth).
-    pub deliveries: u64,
-    /// Retransmissions.
+    /// Retransmissions, as the clients counted them.
     pub replayed: u64,
-    /// Deliveries of an sn a killed instance had already processed.
-    pub duplicates_after_restart: u64,
-    /// Duplicates the servers' trackers discarded.
-    pub duplicates_discarded: u64,
-    /// Stale-epoch frames the servers discarded.
-    pub stale_discarded: u64,
     /// Sns the clients announced as possible duplicates.
     pub possible_duplicates: u64,
-    /// Rejections by reason.
-    pub rejected: BTreeMap<String, u64>,
-    /// Sns jumped over on live connections (reported at once).
-    pub live_gap_sns: u64,
-    /// Of those, filled later (by reordering or replay).
-    pub recovered: u64,
-    /// Lost sns by class, as the protocol reported them.
-    pub lost_in_flight: u64,
-    /// Lost on a live connection, as reported.
-    pub lost_live: u64,
-    /// Given up by a client, though a (killed) server had processed them.
-    pub unconfirmed_delivered: u64,
-    /// Lost sns that the ground truth sees (never delivered anywhere).
-    pub truth_lost: u64,
-    /// Sent, unacknowledged and not given up when the run ended (the drain
-    /// did not finish): neither delivered nor lost yet.
-    pub pending: u64,
-    /// Every lost sn, named (the first 10 000 ranges).
-    pub lost: Vec<LostRange>,
-    /// Frames servers held before their connection's handshake.
-    pub backlogged: u64,
-    /// Times a client's window was full when it had more to send.
+    /// Times a client had more to send and its window was full.
     pub backpressure: u64,
     /// Unacknowledged sns at each client when it learnt that its
     /// connection broke, summed: all that the breaks can have lost.
     pub unacked_at_disconnects: u64,
-    /// Live losses as reported, with when (the first 1000).
-    pub live_losses: Vec<(Instant, u64, Range<u64>)>,
-    /// Handshakes completed after the first of each client.
-    pub reconnects: u64,
     /// Transports rebuilt.
     pub transport_rebuilds: u64,
+    /// Client endpoints (transports) whose frames reached a server.
+    pub client_endpoints: u64,
     /// From a client's disconnect to its next handshake.
     pub reconnect_latency: Latency,
+
+    // --- What the servers counted (their claims) ---
+    /// Duplicates the servers' trackers discarded.
+    pub duplicates_discarded: u64,
+    /// Stale-epoch frames the servers discarded.
+    pub stale_discarded: u64,
+    /// Frames servers held before their connection's handshake.
+    pub backlogged: u64,
+    /// Rejections by reason.
+    pub rejected: BTreeMap<String, u64>,
+    /// Live losses as reported, with when (the first
+    /// [`MAX_LISTED_LIVE_LOSSES`]).
+    pub live_losses: Vec<(Instant, u64, Range<u64>)>,
+    /// Live losses reported, listed or not.
+    pub live_losses_total: u64,
+
+    // --- Ground truth (network, server deliveries, client releases) ---
+    /// Requests the clients' `submit` accepted.
+    pub submitted: u64,
+    /// Frames the network handed to server endpoints.
+    pub carried_frames: u64,
+    /// Sns the network carried to a server at least once.
+    pub carried: u64,
+    /// Distinct sns handed to a server application from their client's
+    /// own frames.
+    pub delivered_unique: u64,
+    /// All such deliveries, duplicates included.
+    pub deliveries: u64,
+    /// Deliveries beyond the first of each sn.
+    pub duplicates_after_restart: u64,
+    /// Deliveries from a stray peer's frames.
+    pub deliveries_by_stray: u64,
+    /// Sns the clients released as acknowledged (from their events).
+    pub acknowledged: u64,
+    /// Sns the clients gave up (`NotReplayed`).
+    pub given_up: u64,
+    /// Of those, classed by the servers' claims as live losses.
+    pub reported_live: u64,
+    /// Of those, classed as in flight at a disconnect.
+    pub reported_in_flight: u64,
+    /// Sns the servers claimed as live gaps.
+    pub live_gap_sns: u64,
+    /// Of those, delivered after the claim (by any instance).
+    pub recovered: u64,
+    /// Submitted sns never delivered and no longer pending.
+    pub truth_lost: u64,
+    /// Of those, lost by the network on a live connection.
+    pub lost_live: u64,
+    /// Of those, lost in flight at a disconnect.
+    pub lost_in_flight: u64,
+    /// Undelivered sns of clients that failed and said so.
+    pub failed_reported: u64,
+    /// Submitted sns neither delivered nor reported lost when the run
+    /// ended (never-sent sns included).
+    pub pending: u64,
+    /// The lost sns, named (the first 10 000 ranges).
+    pub lost: Vec<LostRange>,
+    /// All lost ranges, listed or not.
+    pub lost_ranges: u64,
+    /// Handshakes completed after each client's first.
+    pub reconnects: u64,
     /// Clients that gave up.
     pub failed_clients: u64,
+    /// Read completions whose data failed validation.
+    pub read_mismatches: u64,
+    /// Client events the sessions dropped.
+    pub events_dropped: u64,
     /// What the fault injector did.
     pub faults: FaultCounts,
-    /// Where the protocol's report and the ground truth disagree.
-    pub discrepancies: Vec<String>,
+    /// What the network threw away.
+    pub network: NetworkCounts,
+
+    // --- Verdict ---
+    /// The violations found (the first 100; consecutive sns merged).
+    pub discrepancies: Vec<Violation>,
+    /// Violations per invariant (sns, or occurrences), all of them.
+    pub violations: BTreeMap<Invariant, u64>,
+    /// Violations (ranges) not listed in `discrepancies`.
+    pub discrepancies_unlisted: u64,
 }
 
 impl Report {
@@ -157,41 +217,76 @@ impl Report {
             steps: 0,
             kills: 0,
             listens: Vec::new(),
-            submitted: 0,
             sent: 0,
-            acknowledged: 0,
-            delivered_unique: 0,
-            deliveries: 0,
             replayed: 0,
-            duplicates_after_restart: 0,
-            duplicates_discarded: 0,
-            stale_discarded: 0,
             possible_duplicates: 0,
-            rejected: BTreeMap::new(),
-            live_gap_sns: 0,
-            recovered: 0,
-            lost_in_flight: 0,
-            lost_live: 0,
-            unconfirmed_delivered: 0,
-            truth_lost: 0,
-            pending: 0,
-            lost: Vec::new(),
-            backlogged: 0,
             backpressure: 0,
             unacked_at_disconnects: 0,
-            live_losses: Vec::new(),
-            reconnects: 0,
             transport_rebuilds: 0,
+            client_endpoints: 0,
             reconnect_latency: Latency::default(),
+            duplicates_discarded: 0,
+            stale_discarded: 0,
+            backlogged: 0,
+            rejected: BTreeMap::new(),
+            live_losses: Vec::new(),
+            live_losses_total: 0,
+            submitted: 0,
+            carried_frames: 0,
+            carried: 0,
+            delivered_unique: 0,
+            deliveries: 0,
+            duplicates_after_restart: 0,
+            deliveries_by_stray: 0,
+            acknowledged: 0,
+            given_up: 0,
+            reported_live: 0,
+            reported_in_flight: 0,
+            live_gap_sns: 0,
+            recovered: 0,
+            truth_lost: 0,
+            lost_live: 0,
+            lost_in_flight: 0,
+            failed_reported: 0,
+            pending: 0,
+            lost: Vec::new(),
+            lost_ranges: 0,
+            reconnects: 0,
             failed_clients: 0,
+            read_mismatches: 0,
+            events_dropped: 0,
             faults: FaultCounts::default(),
+            network: NetworkCounts::default(),
             discrepancies: Vec::new(),
+            violations: BTreeMap::new(),
+            discrepancies_unlisted: 0,
         }
     }
 
-    /// All lost sns, both classes.
+    /// Whether every invariant held: nothing pending, the run finished,
+    /// and the protocol's claims agree with the ground truth.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The invariants violated.
+    pub fn violated(&self) -> Vec<Invariant> {
+        self.violations.keys().copied().collect()
+    }
+
+    /// Violations of one invariant.
+    pub fn violations_of(&self, invariant: Invariant) -> u64 {
+        self.violations.get(&invariant).copied().unwrap_or(0)
+    }
+
+    /// All lost sns (ground truth), both classes.
     pub fn lost_total(&self) -> u64 {
-        self.lost_in_flight + self.lost_live
+        self.truth_lost
+    }
+
+    /// Whether `lost` names only the first of the lost ranges.
+    pub fn lost_list_cut(&self) -> bool {
+        self.lost_ranges > self.lost.len() as u64
     }
 
     /// Rejections for one reason.
@@ -199,56 +294,16 @@ impl Report {
         self.rejected.get(reason.name()).copied().unwrap_or(0)
     }
 
-    pub(crate) fn client_event(&mut self, client: usize, e: &ClientEvent, truth: &mut Truth) {
-        match e {
-            ClientEvent::ServerRestarted { unconfirmed, .. } => {
-                truth.flag(client, unconfirmed.clone(), truth::UNCONFIRMED);
-            }
-            ClientEvent::NotReplayed { range } => {
-                truth.flag(client, range.clone(), truth::NOT_REPLAYED);
-            }
-            ClientEvent::Failed(_) => self.failed_clients += 1,
-            _ => {}
-        }
-    }
-
-    pub(crate) fn server_event(
-        &mut self,
-        e: &ServerEvent,
-        truth: &mut Truth,
-        generation: u32,
-        now: Instant,
-    ) {
-        match e {
-            ServerEvent::Delivered { session, sn, .. } => {
-                truth.delivered(*session, *sn, generation)
-            }
-            ServerEvent::LiveLoss {
-                session, missing, ..
-            } => {
-                if self.live_losses.len() < 1000 {
-                    self.live_losses.push((now, *session, missing.clone()));
-                }
-                truth.flag_session(*session, missing.clone(), truth::LIVE_GAP);
-            }
-            ServerEvent::Recovered { session, sn } => {
-                truth.flag_session(*session, *sn..*sn + 1, truth::RECOVERED);
-            }
-            ServerEvent::LostInFlight { session, range } => {
-                truth.flag_session(*session, range.clone(), truth::LOST_IN_FLIGHT);
-            }
-            ServerEvent::LostLive { session, range } => {
-                truth.flag_session(*session, range.clone(), truth::LOST_LIVE);
-            }
-            _ => {}
+    pub(crate) fn live_loss(&mut self, at: Instant, session: u64, missing: Range<u64>) {
+        self.live_losses_total += 1;
+        if self.live_losses.len() < MAX_LISTED_LIVE_LOSSES {
+            self.live_losses.push((at, session, missing));
         }
     }
 
     pub(crate) fn absorb_server(&mut self, s: &ServerStats) {
         self.duplicates_discarded += s.duplicates;
         self.stale_discarded += s.stale;
-        self.live_gap_sns += s.live_gap_sns;
-        self.recovered += s.recovered;
         self.backlogged += s.backlogged;
         for reason in RejectReason::ALL {
             let n = s.rejects(reason);
@@ -260,125 +315,46 @@ impl Report {
 
     pub(crate) fn absorb_client<const N: usize>(&mut self, c: &ClientSession<N>) {
         let s = c.stats();
-        self.submitted += s.submitted;
         self.sent += s.sent;
-        self.acknowledged += s.acked;
         self.replayed += s.replayed;
         self.possible_duplicates += s.possible_duplicates;
-        self.reconnects += s.established.saturating_sub(1);
     }
 
-    /// Classifies every sn from the protocol's claims, compares with the
-    /// ground truth and records every disagreement.
-    pub(crate) fn finish(&mut self, truth: &Truth) {
-        for c in &truth.clients {
-            let sent = usize::try_from(c.sent)
-                .unwrap_or(usize::MAX)
-                .min(c.delivered.len());
-            let mut run: Option<LostRange> = None;
-            for i in 0..sent {
-                let (n, flags) = (c.delivered[i], c.flags[i]);
-                let sn = i as u64;
-                if n > 0 {
-                    self.delivered_unique += 1;
-                    self.deliveries += u64::from(n);
-                }
-                // A hole a server gave up, or one still open at the end. A
-                // hole in a server that was killed is not a claim: the
-                // client replays it to the next instance.
-                let live = flags & (truth::LOST_LIVE | truth::OPEN_HOLE) != 0;
-                let given_up = flags & (truth::NOT_REPLAYED | truth::LOST_IN_FLIGHT) != 0;
-                let class = if live {
-                    Some(LossClass::LiveConnection)
-                } else if given_up {
-                    Some(LossClass::InFlightAtDisconnect)
-                } else {
-                    None
-                };
-                if n == 0 && class.is_none() && sn >= c.final_base {
-                    // Still in the client's window: not lost, not finished.
-                    self.pending += 1;
-                } else if n == 0 {
-                    self.truth_lost += 1;
-                    if class.is_none() {
-                        self.discrepancy(format!(
-                            "session {:#x} sn {sn}: never delivered, never reported lost",
-                            c.session
-                        ));
-                    }
-                }
-                let server_says_lost =
-                    flags & (truth::LOST_IN_FLIGHT | truth::LOST_LIVE) != 0 || live;
-                if n > 0 && server_says_lost {
-                    self.discrepancy(format!(
-                        "session {:#x} sn {sn}: a server reported it lost, yet it was delivered",
-                        c.session
-                    ));
-                }
-                match class {
-                    Some(_) if n > 0 => self.unconfirmed_delivered += 1,
-                    Some(LossClass::LiveConnection) => self.lost_live += 1,
-                    Some(LossClass::InFlightAtDisconnect) => self.lost_in_flight += 1,
-                    None => {}
-                }
-                // Name the lost sns (delivered ones given up are not lost).
-                let class = class.filter(|_| n == 0);
-                match (&mut run, class) {
-                    (Some(r), Some(k)) if r.class == k && r.range.end == sn => r.range.end += 1,
-                    (_, k) => {
-                        if let Some(r) = run.take() {
-                            self.push_lost(r);
-                        }
-                        run = k.map(|class| LostRange {
-                            session: c.session,
-                            range: sn..sn + 1,
-                            class,
-                        });
-                    }
-                }
-            }
-            if let Some(r) = run.take() {
-                self.push_lost(r);
-            }
-            self.duplicates_after_restart += c.dup_after_restart;
-            for sn in c.dup_same_instance.iter().take(20) {
-                self.discrepancy(format!(
-                    "session {:#x} sn {sn}: delivered twice by one server instance",
-                    c.session
-                ));
-            }
-            for sn in c.dup_unexplained.iter().take(20) {
-                self.discrepancy(format!(
-                    "session {:#x} sn {sn}: duplicate after restart that the client never announced",
-                    c.session
-                ));
-            }
-        }
-        if self.acknowledged > self.delivered_unique {
-            self.discrepancy(format!(
-                "{} sns acknowledged but only {} delivered",
-                self.acknowledged, self.delivered_unique
-            ));
-        }
-    }
-
-    fn push_lost(&mut self, r: LostRange) {
-        if self.lost.len() < 10_000 {
-            self.lost.push(r);
-        }
-    }
-
-    fn discrepancy(&mut self, s: String) {
-        if self.discrepancies.len() < 100 {
-            self.discrepancies.push(s);
-        }
+    pub(crate) fn absorb_verdict(&mut self, v: Verdict) {
+        self.submitted = v.submitted;
+        self.carried_frames = v.carried_frames;
+        self.carried = v.carried_sns;
+        self.delivered_unique = v.delivered_unique;
+        self.deliveries = v.deliveries;
+        self.duplicates_after_restart = v.duplicates;
+        self.deliveries_by_stray = v.deliveries_by_stray;
+        self.acknowledged = v.acknowledged;
+        self.given_up = v.given_up;
+        self.reported_live = v.reported_live;
+        self.reported_in_flight = v.reported_in_flight;
+        self.live_gap_sns = v.live_gap_sns;
+        self.recovered = v.recovered;
+        self.truth_lost = v.truth_lost;
+        self.lost_live = v.lost_live;
+        self.lost_in_flight = v.lost_in_flight;
+        self.failed_reported = v.failed_reported;
+        self.pending = v.pending;
+        self.lost = v.lost;
+        self.lost_ranges = v.lost_ranges;
+        self.reconnects = v.reconnects;
+        self.failed_clients = v.failed_clients;
+        self.read_mismatches = v.read_mismatches;
+        self.events_dropped = v.events_dropped;
+        self.violations = v.findings.counts;
+        self.discrepancies = v.findings.listed;
+        self.discrepancies_unlisted = v.findings.unlisted;
     }
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let row = |f: &mut fmt::Formatter<'_>, k: &str, v: &dyn fmt::Display| {
-            writeln!(f, "  {k:<34} {v:>14}")
+            writeln!(f, "  {k:<38} {v:>14}")
         };
         writeln!(
             f,
@@ -391,9 +367,11 @@ impl fmt::Display for Report {
             "virtual time",
             &format_args!("{:.3} s", self.virtual_time.as_secs_f64()),
         )?;
+        row(f, "event-loop steps", &self.steps)?;
         row(f, "server kills", &self.kills)?;
         row(f, "reconnects", &self.reconnects)?;
         row(f, "transport rebuilds", &self.transport_rebuilds)?;
+        row(f, "client endpoints seen by servers", &self.client_endpoints)?;
         if let (Some(p50), Some(p99), Some(max)) = (
             self.reconnect_latency.percentile(50),
             self.reconnect_latency.percentile(99),
@@ -405,42 +383,55 @@ impl fmt::Display for Report {
                 &format_args!("{p50}/{p99}/{max} µs"),
             )?;
         }
-        row(f, "submitted", &self.submitted)?;
+        writeln!(f, " clients' counts:")?;
         row(f, "sent", &self.sent)?;
-        row(f, "acknowledged", &self.acknowledged)?;
-        row(f, "delivered (distinct sns)", &self.delivered_unique)?;
-        row(f, "deliveries (with duplicates)", &self.deliveries)?;
         row(f, "replayed", &self.replayed)?;
         row(
             f,
             "possible duplicates announced",
             &self.possible_duplicates,
         )?;
-        row(
-            f,
-            "duplicates after restart",
-            &self.duplicates_after_restart,
-        )?;
-        row(f, "duplicates discarded", &self.duplicates_discarded)?;
-        row(f, "stale frames discarded", &self.stale_discarded)?;
-        row(f, "frames held before handshake", &self.backlogged)?;
         row(f, "window full (backpressure)", &self.backpressure)?;
         row(
             f,
             "unacknowledged at disconnects",
             &self.unacked_at_disconnects,
         )?;
+        row(f, "clients failed", &self.failed_clients)?;
+        row(f, "read data mismatches", &self.read_mismatches)?;
+        row(f, "events dropped", &self.events_dropped)?;
+        writeln!(f, " servers' counts:")?;
+        row(f, "duplicates discarded", &self.duplicates_discarded)?;
+        row(f, "stale frames discarded", &self.stale_discarded)?;
+        row(f, "frames held before handshake", &self.backlogged)?;
         for (reason, n) in &self.rejected {
             row(f, &format!("rejected: {reason}"), n)?;
         }
         row(f, "live gaps (sns, reported at once)", &self.live_gap_sns)?;
-        row(f, "  of which recovered", &self.recovered)?;
-        row(f, "lost: in flight at disconnect", &self.lost_in_flight)?;
-        row(f, "lost: on a live connection", &self.lost_live)?;
-        row(f, "given up, yet delivered", &self.unconfirmed_delivered)?;
-        row(f, "lost according to ground truth", &self.truth_lost)?;
+        row(f, "  of which recovered (delivered later)", &self.recovered)?;
+        writeln!(f, " ground truth:")?;
+        row(f, "submitted", &self.submitted)?;
+        row(f, "frames received by servers", &self.carried_frames)?;
+        row(f, "sns received by servers", &self.carried)?;
+        row(f, "delivered (distinct sns)", &self.delivered_unique)?;
+        row(f, "deliveries (with duplicates)", &self.deliveries)?;
+        row(f, "duplicate deliveries", &self.duplicates_after_restart)?;
+        if self.deliveries_by_stray > 0 {
+            row(
+                f,
+                "deliveries of a stray peer's frames",
+                &self.deliveries_by_stray,
+            )?;
+        }
+        row(f, "acknowledged to clients", &self.acknowledged)?;
+        row(f, "given up by clients", &self.given_up)?;
+        row(f, "  reported as live losses", &self.reported_live)?;
+        row(f, "  reported as in flight", &self.reported_in_flight)?;
+        row(f, "lost (never delivered)", &self.truth_lost)?;
+        row(f, "  on a live connection", &self.lost_live)?;
+        row(f, "  in flight at disconnect", &self.lost_in_flight)?;
+        row(f, "  left by failed clients", &self.failed_reported)?;
         row(f, "still pending at the end", &self.pending)?;
-        row(f, "clients failed", &self.failed_clients)?;
         let fc = &self.faults;
         row(
             f,
@@ -455,24 +446,62 @@ impl fmt::Display for Report {
             "faults: corrupt/delay/disconnect",
             &format_args!("{}/{}/{}", fc.corrupted, fc.delayed, fc.disconnects),
         )?;
+        row(
+            f,
+            "network: discarded/to dead endpoint",
+            &format_args!(
+                "{}/{}",
+                self.network.discarded, self.network.to_dead_endpoint
+            ),
+        )?;
         for r in self.lost.iter().take(20) {
+            writeln!(f, "  {}", lost_line(r))?;
+        }
+        if self.lost_ranges > 20 {
+            write!(f, "  ... {} more lost ranges", self.lost_ranges - 20)?;
+            if self.lost_list_cut() {
+                write!(
+                    f,
+                    " (the list keeps the first {MAX_LISTED_LOST} of {})",
+                    self.lost_ranges
+                )?;
+            }
+            writeln!(f)?;
+        }
+        if self.passed() {
+            return writeln!(
+                f,
+                "  verdict: PASS: every invariant holds against the ground truth"
+            );
+        }
+        let total: u64 = self.violations.values().sum();
+        writeln!(f, "  verdict: FAIL: {total} violations")?;
+        for (inv, n) in &self.violations {
+            writeln!(f, "    {inv}: {n}")?;
+        }
+        for d in &self.discrepancies {
+            writeln!(f, "    {d}")?;
+        }
+        if self.discrepancies_unlisted > 0 {
             writeln!(
                 f,
-                "  lost: session {:#018x} sns {}..{} ({})",
-                r.session, r.range.start, r.range.end, r.class
+                "    ... {} more (the list keeps the first {})",
+                self.discrepancies_unlisted,
+                self.discrepancies.len()
             )?;
         }
-        if self.lost.len() > 20 {
-            writeln!(f, "  ... {} more lost ranges", self.lost.len() - 20)?;
-        }
-        if self.discrepancies.is_empty() {
-            writeln!(f, "  verdict: the report matches the ground truth")
-        } else {
-            writeln!(f, "  verdict: {} DISCREPANCIES", self.discrepancies.len())?;
-            for d in &self.discrepancies {
-                writeln!(f, "    {d}")?;
-            }
-            Ok(())
-        }
+        Ok(())
     }
+}
+
+/// One lost range as a report line.
+pub fn lost_line(r: &LostRange) -> String {
+    let reported = match r.reported {
+        Some(c) => format!("reported {c}"),
+        None => "not reported".to_string(),
+    };
+    format!(
+        "lost: client {} session {:#018x} sns {}..{} ({}; {reported})",
+        r.client, r.session, r.range.start, r.range.end, r.class
+    )
 }

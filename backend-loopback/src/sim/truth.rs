@@ -1,127 +1,915 @@
-//! Ground truth, kept apart from the protocol: what every server instance
-//! handed to its application, and what each side claimed about each sn.
+//! The ground truth, kept apart from the protocol.
+//!
+//! Three independent records, and the protocol's claims beside them:
+//!
+//! * **what the network carried**: every frame a server endpoint really
+//!   received (after faults), with its connection and the client endpoint
+//!   that owns it ([`Truth::carried`]), and every frame it silently dropped
+//!   on a connection that stayed up ([`Truth::silently_dropped`]);
+//! * **what each server instance handed to its application**: every
+//!   `Delivered`, per instance (generation), attributed to the peer whose
+//!   connection carried the frame ([`Truth::delivered`]);
+//! * **what each client released**: the acknowledged sns as the client
+//!   application sees them (`Acked`, a known session's `resume_from`), the
+//!   sns it gave up (`NotReplayed`), and its final `base_sn`
+//!   ([`Truth::client_event`], [`Truth::client_final`]).
+//!
+//! The claims (`LiveLoss`, `LostLive`, `LostInFlight`, open holes,
+//! `ServerRestarted`) are kept as flags next to the truth and never
+//! replace it. [`Truth::verdict`] compares them and lists every
+//! [`Violation`](super::Violation).
+//!
+//! The recording methods are public so that tests can build a truth by
+//! hand and check that each invariant can fail.
 
 use core::ops::Range;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-/// The client announced the sn as possibly processed by a dead instance.
-pub(crate) const UNCONFIRMED: u8 = 1;
-/// The client gave the sn up (replay off).
-pub(crate) const NOT_REPLAYED: u8 = 2;
-/// A server saw a frame jump over the sn on a live connection.
-pub(crate) const LIVE_GAP: u8 = 4;
-/// A server later received the sn (the hole filled).
-pub(crate) const RECOVERED: u8 = 8;
-/// A server gave the sn up as in flight at a disconnect.
-pub(crate) const LOST_IN_FLIGHT: u8 = 16;
-/// A server confirmed a live hole lost.
-pub(crate) const LOST_LIVE: u8 = 32;
-/// A live hole still open in a running server when the run ended.
-pub(crate) const OPEN_HOLE: u8 = 64;
+use iomsg_core::session::{ClientEvent, ServerEvent};
+use iomsg_core::transport::ConnId;
+use iomsg_core::wire::{self, Op};
 
-#[derive(Default)]
-pub(crate) struct ClientTruth {
-    pub(crate) session: u64,
-    /// Deliveries per sn (saturating).
-    pub(crate) delivered: Vec<u8>,
-    /// Server generation of the last delivery of each sn.
-    pub(crate) last_gen: Vec<u32>,
-    /// Claims about each sn (the flags above).
-    pub(crate) flags: Vec<u8>,
-    pub(crate) submitted: u64,
-    /// One past the highest sn the client transmitted (set at the end).
-    pub(crate) sent: u64,
-    /// The client's oldest unacknowledged sn at the end.
-    pub(crate) final_base: u64,
-    pub(crate) dup_same_instance: Vec<u64>,
-    pub(crate) dup_unexplained: Vec<u64>,
-    pub(crate) dup_after_restart: u64,
+use super::check::{Findings, Invariant};
+use super::report::{LossClass, LostRange};
+
+/// The network carried a frame of the sn to a server at least once.
+const CARRIED: u16 = 1;
+/// Claim: the client announced the sn as a possible duplicate (consumed by
+/// the duplicate delivery it announces).
+const ANNOUNCED: u16 = 1 << 1;
+/// Claim: the client gave the sn up (`NotReplayed`).
+const GIVEN_UP: u16 = 1 << 2;
+/// Claim: a server saw a frame jump over the sn on a live connection.
+const LIVE_CLAIM: u16 = 1 << 3;
+/// Claim: a server gave a live hole up (`LostLive`).
+const LOST_LIVE_CLAIM: u16 = 1 << 4;
+/// Claim: a server gave the sn up as in flight at a disconnect.
+const LOST_IN_FLIGHT_CLAIM: u16 = 1 << 5;
+/// Claim: a live hole still open in a running server at the end.
+const OPEN_HOLE: u16 = 1 << 6;
+/// Truth: delivered while a live-loss claim stood.
+const RECOVERED: u16 = 1 << 7;
+/// Truth: a later frame of a live connection got through while the
+/// network had lost this sn's frame on it.
+const TRUTH_LIVE: u16 = 1 << 8;
+/// Truth: the network silently dropped the sn's frame, and the client gave
+/// up on the connection by its reply timeout while it was still up (a
+/// trailing loss).
+const TRUTH_TRAILING: u16 = 1 << 9;
+
+/// Who owns a connection's client end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// One of the scenario's clients (its index).
+    Client(usize),
+    /// The stray peer.
+    Stray,
+    /// Nobody the simulation knows.
+    Unknown,
+}
+
+/// The header fields of a frame, as the recorder parses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Session.
+    pub session: u64,
+    /// Epoch.
+    pub epoch: u32,
+    /// Sn.
+    pub sn: u64,
+    /// Op.
+    pub op: Op,
+}
+
+impl FrameInfo {
+    /// Parses a raw frame with `iomsg_core::wire::parse`; `None` when it
+    /// does not parse (a corrupted frame).
+    pub fn parse(frame: &[u8]) -> Option<FrameInfo> {
+        wire::parse(frame).ok().map(|m| FrameInfo {
+            session: m.session,
+            epoch: m.epoch,
+            sn: m.sn,
+            op: m.body.op(),
+        })
+    }
+
+    /// Whether it carries an sn (`Write` or `Read`).
+    pub fn is_data(&self) -> bool {
+        matches!(self.op, Op::Write | Op::Read)
+    }
+}
+
+/// What the truth needs to know of a client up front.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientSpec {
+    /// Its session id.
+    pub session: u64,
+    /// The server address it talks to.
+    pub server: u16,
+    /// Whether it replays.
+    pub replay: bool,
+}
+
+/// A connection of a client that carried data, as far as the network saw.
+#[derive(Clone, Copy, Debug)]
+struct ConnTrack {
+    conn: ConnId,
+    /// One past the highest sn it carried.
+    hi: u64,
+}
+
+/// A frame the network silently dropped on an open connection.
+#[derive(Clone, Copy, Debug)]
+struct DropRecord {
+    conn: ConnId,
+    epoch: u32,
+    sn: u64,
+}
+
+#[derive(Debug)]
+struct ClientTruth {
+    spec: ClientSpec,
+    /// Another client has the same session id.
+    shared: bool,
+    /// Sns `0..submitted` were submitted.
+    submitted: u64,
+    /// Deliveries of each sn from this client's own frames, all instances.
+    deliveries: Vec<u32>,
+    /// Generation of the last instance that delivered each sn.
+    last_gen: Vec<u32>,
+    flags: Vec<u16>,
+    /// Every sn below it was released as acknowledged (or given up).
+    acked_upto: u64,
+    /// The latest epoch it started (`Connecting`).
+    epoch: u32,
+    /// The epoch whose handshake completed, while it is the latest.
+    established: Option<u32>,
+    handshakes: u64,
+    failed: bool,
+    read_mismatches: u64,
+    given_up: u64,
+    /// Recent connections that carried its data.
+    conns: Vec<ConnTrack>,
+    drops: Vec<DropRecord>,
+    final_base: Option<u64>,
+    /// `Connecting`, `Established` and `Disconnected` events seen.
+    seen: [u64; 3],
+    /// The client's own counts of the same: what the events must match.
+    counted: [u64; 3],
 }
 
 impl ClientTruth {
     fn grow(&mut self, sn: u64) -> usize {
-        let i = usize::try_from(sn).unwrap_or(usize::MAX);
-        if i >= self.delivered.len() {
-            let n = (i + 1).max(self.delivered.len() * 2).max(1024);
-            self.delivered.resize(n, 0);
+        let i = usize::try_from(sn).unwrap_or(usize::MAX - 1);
+        if i >= self.deliveries.len() {
+            let n = (i + 1).max(self.deliveries.len() * 2).max(1024);
+            self.deliveries.resize(n, 0);
             self.last_gen.resize(n, 0);
             self.flags.resize(n, 0);
         }
         i
     }
-}
 
-pub(crate) struct Truth {
-    pub(crate) clients: Vec<ClientTruth>,
-    by_session: HashMap<u64, usize>,
-    generation: u32,
-    pub(crate) kills: Vec<iomsg_core::Instant>,
-}
-
-impl Truth {
-    pub(crate) fn new(clients: usize) -> Truth {
-        Truth {
-            clients: (0..clients).map(|_| ClientTruth::default()).collect(),
-            by_session: HashMap::new(),
-            generation: 0,
-            kills: Vec::new(),
-        }
+    fn flags(&self, sn: u64) -> u16 {
+        usize::try_from(sn)
+            .ok()
+            .and_then(|i| self.flags.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
-    pub(crate) fn register(&mut self, client: usize, session: u64) {
-        self.clients[client].session = session;
-        self.by_session.insert(session, client);
+    fn delivered(&self, sn: u64) -> u32 {
+        usize::try_from(sn)
+            .ok()
+            .and_then(|i| self.deliveries.get(i))
+            .copied()
+            .unwrap_or(0)
     }
 
-    /// A new server instance starts; returns its generation (1, 2, ...).
-    pub(crate) fn server_started(&mut self, _addr: u16, _instance: u64) -> u32 {
-        self.generation += 1;
-        self.generation
+    fn delivered_by(&self, sn: u64, generation: u32) -> bool {
+        self.delivered(sn) > 0 && self.last_gen.get(sn as usize) == Some(&generation)
     }
 
-    pub(crate) fn server_killed(&mut self, at: iomsg_core::Instant) {
-        self.kills.push(at);
-    }
-
-    pub(crate) fn submitted(&mut self, client: usize, sn: u64) {
-        let c = &mut self.clients[client];
-        c.grow(sn);
-        c.submitted += 1;
-    }
-
-    pub(crate) fn delivered(&mut self, session: u64, sn: u64, generation: u32) {
-        let Some(&ci) = self.by_session.get(&session) else {
-            return;
-        };
-        let c = &mut self.clients[ci];
-        let i = c.grow(sn);
-        if c.delivered[i] > 0 {
-            if c.last_gen[i] == generation {
-                c.dup_same_instance.push(sn);
-            } else if c.flags[i] & UNCONFIRMED == 0 {
-                c.dup_unexplained.push(sn);
-            } else {
-                c.dup_after_restart += 1;
-            }
-        }
-        c.delivered[i] = c.delivered[i].saturating_add(1);
-        c.last_gen[i] = generation;
-    }
-
-    pub(crate) fn flag(&mut self, client: usize, range: Range<u64>, flag: u8) {
-        let c = &mut self.clients[client];
+    fn flag(&mut self, range: Range<u64>, flag: u16) {
         if range.is_empty() {
             return;
         }
-        c.grow(range.end - 1);
+        self.grow(range.end - 1);
         for sn in range {
-            c.flags[sn as usize] |= flag;
+            self.flags[sn as usize] |= flag;
+        }
+    }
+}
+
+/// The ground truth of one run; see the module documentation.
+#[derive(Debug)]
+pub struct Truth {
+    clients: Vec<ClientTruth>,
+    by_session: HashMap<u64, Vec<usize>>,
+    /// `(generation, session, sn)` delivered from a stray peer's frames.
+    stray_deliveries: HashSet<(u32, u64, u64)>,
+    findings: Findings,
+    unparsable: u64,
+    carried_frames: u64,
+    deliveries_by_stray: u64,
+}
+
+impl Truth {
+    /// A truth for these clients (index = client).
+    pub fn new(clients: &[ClientSpec]) -> Truth {
+        let mut by_session: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, c) in clients.iter().enumerate() {
+            by_session.entry(c.session).or_default().push(i);
+        }
+        Truth {
+            clients: clients
+                .iter()
+                .map(|&spec| ClientTruth {
+                    spec,
+                    shared: by_session.get(&spec.session).is_some_and(|v| v.len() > 1),
+                    submitted: 0,
+                    deliveries: Vec::new(),
+                    last_gen: Vec::new(),
+                    flags: Vec::new(),
+                    acked_upto: 0,
+                    epoch: 0,
+                    established: None,
+                    handshakes: 0,
+                    failed: false,
+                    read_mismatches: 0,
+                    given_up: 0,
+                    conns: Vec::new(),
+                    drops: Vec::new(),
+                    final_base: None,
+                    seen: [0; 3],
+                    counted: [0; 3],
+                })
+                .collect(),
+            by_session,
+            stray_deliveries: HashSet::new(),
+            findings: Findings::default(),
+            unparsable: 0,
+            carried_frames: 0,
+            deliveries_by_stray: 0,
         }
     }
 
-    pub(crate) fn flag_session(&mut self, session: u64, range: Range<u64>, flag: u8) {
-        if let Some(&ci) = self.by_session.get(&session) {
-            self.flag(ci, range, flag);
+    /// The violations found while recording (the end-of-run checks are
+    /// added by [`verdict`](Self::verdict)).
+    pub fn findings(&self) -> &Findings {
+        &self.findings
+    }
+
+    /// Client `client`'s `submit` returned `sn`.
+    pub fn submitted(&mut self, client: usize, sn: u64) {
+        let c = &mut self.clients[client];
+        c.grow(sn);
+        c.submitted = c.submitted.max(sn + 1);
+    }
+
+    /// The network handed a frame to a server endpoint whose instance is
+    /// `generation`; `owner` owns the connection `conn`. `frame` is `None`
+    /// when it did not parse.
+    pub fn carried(
+        &mut self,
+        owner: Owner,
+        conn: ConnId,
+        generation: u32,
+        frame: Option<&FrameInfo>,
+    ) {
+        self.carried_frames += 1;
+        let Some(f) = frame else {
+            self.unparsable += 1;
+            return;
+        };
+        let Owner::Client(i) = owner else {
+            return;
+        };
+        if !f.is_data() {
+            return;
+        }
+        let c = &mut self.clients[i];
+        let idx = c.grow(f.sn);
+        c.flags[idx] |= CARRIED;
+        let live_epoch = f.epoch == c.epoch && c.established == Some(f.epoch);
+        let track = match c.conns.iter().rposition(|t| t.conn == conn) {
+            Some(k) => &mut c.conns[k],
+            None => {
+                if c.conns.len() >= 8 {
+                    c.conns.remove(0);
+                }
+                c.conns.push(ConnTrack { conn, hi: f.sn + 1 });
+                return;
+            }
+        };
+        let hi = track.hi;
+        track.hi = hi.max(f.sn + 1);
+        if f.sn > hi && live_epoch {
+            // The connection jumped over [hi, sn): the network lost them
+            // while it was up (unless this instance had them already).
+            for sn in hi..f.sn {
+                if !c.delivered_by(sn, generation) {
+                    c.flags[sn as usize] |= TRUTH_LIVE;
+                }
+            }
+        }
+    }
+
+    /// The network silently dropped a frame on its way to a server whose
+    /// instance is `generation`, on the open connection `conn` of `owner`.
+    pub fn silently_dropped(
+        &mut self,
+        owner: Owner,
+        conn: ConnId,
+        generation: u32,
+        frame: Option<&FrameInfo>,
+    ) {
+        let (Owner::Client(i), Some(f)) = (owner, frame) else {
+            return;
+        };
+        if !f.is_data() {
+            return;
+        }
+        let c = &mut self.clients[i];
+        c.grow(f.sn);
+        if !c.delivered_by(f.sn, generation) {
+            c.drops.push(DropRecord {
+                conn,
+                epoch: f.epoch,
+                sn: f.sn,
+            });
+        }
+    }
+
+    /// Client `client` gave its connection of `epoch` up by its reply
+    /// timeout; `still_up(conn)` says whether the network still had that
+    /// connection up then. A frame silently dropped on it was lost on a
+    /// live connection: a trailing loss the protocol should have found.
+    pub fn reply_timeout(&mut self, client: usize, epoch: u32, still_up: impl Fn(ConnId) -> bool) {
+        let c = &mut self.clients[client];
+        if c.established != Some(epoch) {
+            return;
+        }
+        let live: Vec<u64> = c
+            .drops
+            .iter()
+            .filter(|d| d.epoch == epoch && still_up(d.conn))
+            .map(|d| d.sn)
+            .collect();
+        for sn in live {
+            c.flag(sn..sn + 1, TRUTH_TRAILING);
+        }
+        c.drops.retain(|d| d.epoch != epoch);
+    }
+
+    /// Server instance `generation` (at address `server`) delivered
+    /// `(session, sn)` from a frame that `owner`'s connection carried.
+    pub fn delivered(&mut self, generation: u32, server: u16, owner: Owner, session: u64, sn: u64) {
+        let i = match owner {
+            Owner::Client(i) if self.clients[i].spec.session == session => i,
+            Owner::Stray => {
+                self.deliveries_by_stray += 1;
+                if self.delivered_by_another(None, generation, server, session, sn) {
+                    self.findings.add(
+                        Invariant::DeliveredTwiceByOneInstance,
+                        None,
+                        session,
+                        Some(sn),
+                        || format!("instance {generation} delivered it again, from a stray peer's frame"),
+                    );
+                }
+                if !self.stray_deliveries.insert((generation, session, sn)) {
+                    self.findings.add(
+                        Invariant::DeliveredTwiceByOneInstance,
+                        None,
+                        session,
+                        Some(sn),
+                        || format!("instance {generation} delivered a stray peer's frame twice"),
+                    );
+                }
+                return;
+            }
+            _ => {
+                self.findings
+                    .add(Invariant::UntracedDelivery, None, session, Some(sn), || {
+                        format!(
+                            "instance {generation} delivered it, but no frame it received carried it from a known peer"
+                        )
+                    });
+                return;
+            }
+        };
+        if self.delivered_by_another(Some(i), generation, server, session, sn) {
+            self.findings.add(
+                Invariant::DeliveredTwiceByOneInstance,
+                Some(i),
+                session,
+                Some(sn),
+                || format!("instance {generation} had delivered it from another peer's frame"),
+            );
+        }
+        let Truth {
+            clients, findings, ..
+        } = self;
+        let c = &mut clients[i];
+        let idx = c.grow(sn);
+        let flags = c.flags[idx];
+        if c.deliveries[idx] > 0 {
+            if c.last_gen[idx] == generation {
+                findings.add(
+                    Invariant::DeliveredTwiceByOneInstance,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || format!("instance {generation} delivered it twice"),
+                );
+            } else if flags & ANNOUNCED == 0 {
+                let first = c.last_gen[idx];
+                findings.add(
+                    Invariant::UnannouncedDuplicate,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || format!("delivered by instance {first}, then again by instance {generation}, never announced"),
+                );
+            }
+            c.flags[idx] &= !ANNOUNCED;
+        }
+        if flags & GIVEN_UP != 0 && !c.spec.replay {
+            findings.add(
+                Invariant::DeliveredAfterGivenUp,
+                Some(i),
+                session,
+                Some(sn),
+                || format!("instance {generation} delivered it after the client gave it up"),
+            );
+        }
+        if flags & LIVE_CLAIM != 0 {
+            c.flags[idx] |= RECOVERED;
+        }
+        c.deliveries[idx] = c.deliveries[idx].saturating_add(1);
+        c.last_gen[idx] = generation;
+    }
+
+    /// Whether instance `generation` of `server` delivered `(session, sn)`
+    /// from the frames of a peer other than `me`.
+    fn delivered_by_another(
+        &self,
+        me: Option<usize>,
+        generation: u32,
+        server: u16,
+        session: u64,
+        sn: u64,
+    ) -> bool {
+        if me.is_some_and(|i| !self.clients[i].shared) && self.stray_deliveries.is_empty() {
+            return false;
+        }
+        let siblings = self.by_session.get(&session).map_or(&[][..], |v| v);
+        siblings.iter().any(|&j| {
+            Some(j) != me
+                && self.clients[j].spec.server == server
+                && self.clients[j].delivered_by(sn, generation)
+        }) || (me.is_some() && self.stray_deliveries.contains(&(generation, session, sn)))
+    }
+
+    /// Whether anyone but client `i` had `(session, sn)` delivered.
+    fn delivered_to_others(&self, i: usize, session: u64, sn: u64) -> bool {
+        let siblings = self.by_session.get(&session).map_or(&[][..], |v| v);
+        siblings
+            .iter()
+            .any(|&j| j != i && self.clients[j].delivered(sn) > 0)
+            || self
+                .stray_deliveries
+                .iter()
+                .any(|&(_, s, n)| s == session && n == sn)
+    }
+
+    /// Client `client` released every sn below `upto` as acknowledged.
+    fn release(&mut self, i: usize, upto: u64) {
+        let from = self.clients[i].acked_upto;
+        if upto <= from {
+            return;
+        }
+        let session = self.clients[i].spec.session;
+        for sn in from..upto {
+            let c = &self.clients[i];
+            if c.flags(sn) & GIVEN_UP != 0 || c.delivered(sn) > 0 {
+                continue;
+            }
+            if self.delivered_to_others(i, session, sn) {
+                self.findings.add(
+                    Invariant::AckedFromOthersFrames,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || {
+                        "acknowledged, but only another peer's frame with this sn was delivered"
+                            .into()
+                    },
+                );
+            } else {
+                self.findings.add(
+                    Invariant::AckedUndelivered,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || "acknowledged, but no server instance delivered it".into(),
+                );
+            }
+        }
+        self.clients[i].acked_upto = upto;
+    }
+
+    /// What client `client`'s application saw.
+    pub fn client_event(&mut self, client: usize, e: &ClientEvent) {
+        let session = self.clients[client].spec.session;
+        match e {
+            ClientEvent::Connecting { epoch, .. } => {
+                let c = &mut self.clients[client];
+                c.seen[0] += 1;
+                c.epoch = *epoch;
+                c.established = None;
+            }
+            ClientEvent::Established {
+                epoch,
+                known,
+                resume_from,
+                ..
+            } => {
+                let c = &mut self.clients[client];
+                c.seen[1] += 1;
+                c.handshakes += 1;
+                if *epoch == c.epoch {
+                    c.established = Some(*epoch);
+                }
+                // Every sn below resume_from was delivered, known or not.
+                let _ = known;
+                self.release(client, *resume_from);
+            }
+            ClientEvent::Acked { upto } => self.release(client, *upto),
+            ClientEvent::ServerRestarted { unconfirmed, .. } => {
+                self.clients[client].flag(unconfirmed.clone(), ANNOUNCED);
+            }
+            ClientEvent::NotReplayed { range } => {
+                let Truth {
+                    clients, findings, ..
+                } = self;
+                let c = &mut clients[client];
+                c.given_up += range.end - range.start;
+                if !range.is_empty() {
+                    c.grow(range.end - 1);
+                }
+                for sn in range.clone() {
+                    if c.flags(sn) & GIVEN_UP != 0 {
+                        findings.add(
+                            Invariant::ReportedTwice,
+                            Some(client),
+                            session,
+                            Some(sn),
+                            || "given up (NotReplayed) more than once".into(),
+                        );
+                    }
+                    c.flags[sn as usize] |= GIVEN_UP;
+                }
+            }
+            ClientEvent::ReadMismatch { sn, count } => {
+                self.clients[client].read_mismatches += count;
+                self.findings.add(
+                    Invariant::ReadMismatch,
+                    Some(client),
+                    session,
+                    Some(*sn),
+                    || "the read's data failed validation".into(),
+                );
+            }
+            ClientEvent::Failed(_) => self.clients[client].failed = true,
+            ClientEvent::Disconnected { .. } => self.clients[client].seen[2] += 1,
+            // Closed, and what later core versions add.
+            _ => {}
+        }
+    }
+
+    /// A server's claim about a session's sns (`Delivered` goes to
+    /// [`delivered`](Self::delivered)). Applies to the clients of that
+    /// session at that server.
+    pub fn server_event(&mut self, server: u16, e: &ServerEvent) {
+        let (session, range, flag) = match e {
+            ServerEvent::LiveLoss {
+                session, missing, ..
+            } => (*session, missing.clone(), LIVE_CLAIM),
+            ServerEvent::LostLive { session, range } => (*session, range.clone(), LOST_LIVE_CLAIM),
+            ServerEvent::LostInFlight { session, range } => {
+                (*session, range.clone(), LOST_IN_FLIGHT_CLAIM)
+            }
+            _ => return,
+        };
+        let clients = self.by_session.get(&session).cloned().unwrap_or_default();
+        for i in clients {
+            if self.clients[i].spec.server != server {
+                continue;
+            }
+            if flag == LOST_IN_FLIGHT_CLAIM {
+                for sn in range.clone() {
+                    if self.clients[i].flags(sn) & LIVE_CLAIM != 0 {
+                        self.findings.add(
+                            Invariant::LiveReclassified,
+                            Some(i),
+                            session,
+                            Some(sn),
+                            || "reported as a live loss, later as lost in flight".into(),
+                        );
+                    }
+                }
+            }
+            self.clients[i].flag(range.clone(), flag);
+        }
+    }
+
+    /// Holes still open in a running server at the end: claimed lost on a
+    /// live connection.
+    pub fn open_holes(&mut self, client: usize, holes: &[Range<u64>]) {
+        for h in holes {
+            self.clients[client].flag(h.clone(), OPEN_HOLE);
+        }
+    }
+
+    /// Client `client` at the end: its oldest unacknowledged sn and the
+    /// events its session dropped.
+    ///
+    /// `counted` is what the client's counters say it queued: `Connecting`,
+    /// `Established` and `Disconnected` events (`connects`, `established`,
+    /// `disconnects`); the events seen must match them.
+    pub fn client_final(&mut self, client: usize, base_sn: u64, counted: [u64; 3]) {
+        let c = &mut self.clients[client];
+        c.final_base = Some(base_sn);
+        c.counted = counted;
+    }
+
+    /// The run did not finish: why.
+    pub fn not_finished(&mut self, why: String) {
+        self.findings
+            .add(Invariant::NotFinished, None, 0, None, move || why);
+    }
+
+    /// Compares the records and returns the verdict, with the counts the
+    /// report shows.
+    pub fn verdict(&self) -> Verdict {
+        let mut v = Verdict {
+            findings: self.findings.clone(),
+            carried_frames: self.carried_frames,
+            unparsable: self.unparsable,
+            deliveries_by_stray: self.deliveries_by_stray,
+            ..Verdict::default()
+        };
+        for (i, c) in self.clients.iter().enumerate() {
+            self.judge_client(i, c, &mut v);
+        }
+        v
+    }
+
+    fn judge_client(&self, i: usize, c: &ClientTruth, v: &mut Verdict) {
+        let session = c.spec.session;
+        v.submitted += c.submitted;
+        v.handshakes += c.handshakes;
+        v.reconnects += c.handshakes.saturating_sub(1);
+        v.given_up += c.given_up;
+        v.read_mismatches += c.read_mismatches;
+        let dropped: u64 = c
+            .counted
+            .iter()
+            .zip(c.seen)
+            .map(|(&counted, seen)| counted.saturating_sub(seen))
+            .sum();
+        v.events_dropped += dropped;
+        v.failed_clients += u64::from(c.failed);
+        if c.final_base.is_some() && c.seen != c.counted {
+            v.findings
+                .add(Invariant::ClientEventsLost, Some(i), session, None, || {
+                    format!(
+                        "Connecting/Established/Disconnected events seen {:?}, \
+                         the client counted {:?}",
+                        c.seen, c.counted
+                    )
+                });
+        }
+        if let Some(base) = c.final_base {
+            // Everything below the final base_sn was released: by an ack
+            // or given up, as some event said.
+            for sn in c.acked_upto..base {
+                if c.flags(sn) & GIVEN_UP == 0 {
+                    v.findings.add(
+                        Invariant::ClientEventsLost,
+                        Some(i),
+                        session,
+                        Some(sn),
+                        || "released by the client, but no event acknowledged or gave it up".into(),
+                    );
+                }
+            }
+        }
+        let mut run: Option<LostRange> = None;
+        for sn in 0..c.submitted {
+            let flags = c.flags(sn);
+            let n = c.delivered(sn);
+            if flags & CARRIED != 0 {
+                v.carried_sns += 1;
+            }
+            if flags & LIVE_CLAIM != 0 {
+                v.live_gap_sns += 1;
+                if flags & RECOVERED != 0 {
+                    v.recovered += 1;
+                }
+            }
+            let claimed_live = flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) != 0;
+            if flags & GIVEN_UP != 0 {
+                if claimed_live {
+                    v.reported_live += 1;
+                } else {
+                    v.reported_in_flight += 1;
+                }
+            }
+            if sn < c.acked_upto && flags & GIVEN_UP == 0 {
+                v.acknowledged += 1;
+            }
+            let truth_live = flags & (TRUTH_LIVE | TRUTH_TRAILING) != 0;
+            if truth_live && flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) == 0 {
+                v.findings.add(Invariant::LiveLossUndetected, Some(i), session, Some(sn), || {
+                    if flags & TRUTH_LIVE != 0 {
+                        "a later frame of its live connection reached the server, yet no server reported it as a live loss".into()
+                    } else {
+                        "silently dropped with nothing behind it; the client timed the live connection out, and no server reported a live loss".into()
+                    }
+                });
+            }
+            if n > 0 {
+                v.delivered_unique += 1;
+                v.deliveries += u64::from(n);
+                v.duplicates += u64::from(n - 1);
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            }
+            // Never delivered from this client's frames.
+            let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
+            let given_up = flags & GIVEN_UP != 0;
+            if !acked && !given_up && !c.failed {
+                v.pending += 1;
+                v.findings
+                    .add(Invariant::Pending, Some(i), session, Some(sn), || {
+                        if flags & CARRIED != 0 {
+                            "neither delivered nor reported lost when the run ended".into()
+                        } else {
+                            "never reached a server, and not reported lost when the run ended"
+                                .into()
+                        }
+                    });
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            }
+            if !acked && !given_up {
+                v.failed_reported += 1;
+            }
+            v.truth_lost += 1;
+            let class = if truth_live {
+                v.lost_live += 1;
+                LossClass::LiveConnection
+            } else {
+                v.lost_in_flight += 1;
+                LossClass::InFlightAtDisconnect
+            };
+            let reported = if given_up {
+                Some(if claimed_live {
+                    LossClass::LiveConnection
+                } else {
+                    LossClass::InFlightAtDisconnect
+                })
+            } else {
+                None
+            };
+            if c.spec.replay && !(c.failed && !acked && !given_up) {
+                v.findings.add(
+                    Invariant::LostWithReplay,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || {
+                        if acked {
+                            "replay on, never delivered: acknowledged".into()
+                        } else {
+                            "replay on, never delivered: given up".into()
+                        }
+                    },
+                );
+            }
+            if !c.spec.replay && given_up && reported != Some(class) {
+                v.findings.add(
+                    Invariant::WrongLossClass,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || {
+                        format!(
+                            "reported as {}, the network lost it {}",
+                            reported.map_or("nothing", LossClass::name),
+                            class.name()
+                        )
+                    },
+                );
+            }
+            match &mut run {
+                Some(r) if r.class == class && r.reported == reported && r.range.end == sn => {
+                    r.range.end += 1;
+                }
+                _ => {
+                    if let Some(r) = run.take() {
+                        v.push_lost(r);
+                    }
+                    run = Some(LostRange {
+                        client: i,
+                        session,
+                        range: sn..sn + 1,
+                        class,
+                        reported,
+                    });
+                }
+            }
+        }
+        if let Some(r) = run.take() {
+            v.push_lost(r);
+        }
+    }
+}
+
+/// Most lost ranges a report names (all are counted).
+pub const MAX_LISTED_LOST: usize = 10_000;
+
+/// The truth's verdict and tallies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Every violation.
+    pub findings: Findings,
+    /// Sns submitted.
+    pub submitted: u64,
+    /// Frames handed to server endpoints.
+    pub carried_frames: u64,
+    /// Of those, frames that did not parse.
+    pub unparsable: u64,
+    /// Sns the network carried to a server at least once.
+    pub carried_sns: u64,
+    /// Sns delivered at least once (from their client's own frames).
+    pub delivered_unique: u64,
+    /// Sns the clients released as acknowledged (not given up).
+    pub acknowledged: u64,
+    /// Deliveries, duplicates included.
+    pub deliveries: u64,
+    /// Deliveries beyond the first of each sn.
+    pub duplicates: u64,
+    /// Deliveries from a stray peer's frames.
+    pub deliveries_by_stray: u64,
+    /// Submitted sns never delivered and not pending.
+    pub truth_lost: u64,
+    /// Of those, lost by the network on a live connection.
+    pub lost_live: u64,
+    /// Of those, lost in flight at a disconnect.
+    pub lost_in_flight: u64,
+    /// Undelivered sns of clients that failed (and said so).
+    pub failed_reported: u64,
+    /// Submitted sns neither delivered nor reported lost.
+    pub pending: u64,
+    /// Sns the clients gave up (`NotReplayed`).
+    pub given_up: u64,
+    /// Of those, classed as live losses by the servers' claims.
+    pub reported_live: u64,
+    /// Of those, classed as in flight at a disconnect.
+    pub reported_in_flight: u64,
+    /// Sns claimed as live gaps.
+    pub live_gap_sns: u64,
+    /// Of those, delivered after the claim.
+    pub recovered: u64,
+    /// Handshakes completed.
+    pub handshakes: u64,
+    /// Handshakes after each client's first.
+    pub reconnects: u64,
+    /// Read completions that failed validation.
+    pub read_mismatches: u64,
+    /// Client events dropped.
+    pub events_dropped: u64,
+    /// Clients that failed.
+    pub failed_clients: u64,
+    /// The lost sns, named (the first [`MAX_LISTED_LOST`] ranges).
+    pub lost: Vec<LostRange>,
+    /// All lost ranges, listed or not.
+    pub lost_ranges: u64,
+}
+
+impl Verdict {
+    fn push_lost(&mut self, r: LostRange) {
+        self.lost_ranges += 1;
+        if self.lost.len() < MAX_LISTED_LOST {
+            self.lost.push(r);
         }
     }
 }

@@ -77,6 +77,8 @@ struct Data {
     sn: u64,
     kind: Kind,
     len: u32,
+    /// The request carried a payload CRC: so does its answer.
+    validate: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -265,13 +267,14 @@ impl<
             let (s, e) = (msg.session, msg.epoch);
             return self.reject(conn, s, e, RejectReason::Malformed, UNCHECKED_BODY, sink);
         }
-        let (session, epoch, sn) = (msg.session, msg.epoch, msg.sn);
+        let (session, epoch, sn, validate) = (msg.session, msg.epoch, msg.sn, msg.validate);
         let data = |kind: Kind, len: u32| Data {
             session,
             epoch,
             sn,
             kind,
             len,
+            validate,
         };
         let data = match msg.body {
             Body::Hello {
@@ -765,7 +768,9 @@ impl<
                     epoch,
                     sn: d.sn,
                     ack,
-                    validate: self.config.validate,
+                    // A read's data is checked end to end when the
+                    // request was: the header CRC does not cover it.
+                    validate: self.config.validate || (op == RequestOp::Read && d.validate),
                     stream: false,
                     body,
                 };

@@ -1,0 +1,657 @@
+//! The event loop of one run.
+
+use core::cell::RefCell;
+use core::hash::{BuildHasherDefault, Hasher};
+use core::time::Duration;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use iomsg_core::session::{
+    mix64, ClientEvent, ClientSession, DisconnectCause, RequestOp, ServerEvent, SplitMix64,
+    SubmitError,
+};
+use iomsg_core::transport::{Client, ConnId};
+use iomsg_core::Instant;
+
+use super::report::Report;
+use super::scenario::{
+    configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT, MTU,
+};
+use super::server::{self, Notice, SimServer};
+use super::stray::Stray;
+use super::truth::{ClientSpec, FrameInfo, Owner, Truth};
+use crate::fault::FaultConfig;
+use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
+
+type SimClient = Client<ClientPort, CLIENT_WINDOW_MAX, MTU>;
+
+/// FxHash (rustc's): the recorder hashes a key per frame, SipHash is too
+/// slow for the million-kill storm.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// What a tap saw, parsed by the recorder.
+struct TapRecord {
+    kind: TapKind,
+    conn: ConnId,
+    client: EndpointId,
+    server: EndpointId,
+    frame: Option<FrameInfo>,
+}
+
+/// Who an endpoint is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EpOwner {
+    None,
+    Client(usize),
+    Stray,
+    Server { slot: usize, generation: u32 },
+}
+
+/// What one server instance received, to attribute its deliveries.
+#[derive(Default)]
+struct RxIndex {
+    /// The connection of the last data frame with each `(session, sn)`.
+    last_conn: FxMap<(u64, u64), ConnId>,
+    /// The owner of each connection.
+    owners: FxMap<ConnId, Owner>,
+    last_owned: Option<ConnId>,
+}
+
+impl RxIndex {
+    fn note(&mut self, conn: ConnId, owner: Owner, frame: Option<&FrameInfo>) {
+        if self.last_owned != Some(conn) {
+            self.owners.insert(conn, owner);
+            self.last_owned = Some(conn);
+        }
+        if let Some(f) = frame.filter(|f| f.is_data()) {
+            self.last_conn.insert((f.session, f.sn), conn);
+        }
+    }
+
+    fn owner(&self, conn: Option<ConnId>) -> Owner {
+        conn.and_then(|c| self.owners.get(&c).copied())
+            .unwrap_or(Owner::Unknown)
+    }
+
+    fn clear(&mut self) {
+        self.last_conn.clear();
+        self.owners.clear();
+        self.last_owned = None;
+    }
+}
+
+/// The connection whose frame a server delivered.
+///
+/// Today's `ServerEvent::Delivered` does not name it, so it is the last
+/// data frame with that `(session, sn)` the server endpoint received. When
+/// the core adds `conn` to `Delivered`, this becomes
+/// `ServerEvent::Delivered { conn, .. } => Some(*conn)`.
+fn delivery_conn(e: &ServerEvent, rx: &mut RxIndex) -> Option<ConnId> {
+    match e {
+        ServerEvent::Delivered { session, sn, .. } => rx.last_conn.remove(&(*session, *sn)),
+        _ => None,
+    }
+}
+
+/// The recorder: the tap's log, who each endpoint is, what each server
+/// received, and the truth they feed.
+struct Recorder {
+    log: Rc<RefCell<Vec<TapRecord>>>,
+    spare: Vec<TapRecord>,
+    endpoints: Vec<EpOwner>,
+    rx: Vec<RxIndex>,
+    truth: Truth,
+    /// Client endpoints whose frames reached a server.
+    client_endpoints: std::collections::HashSet<EndpointId>,
+}
+
+impl Recorder {
+    fn register(&mut self, ep: EndpointId, who: EpOwner) {
+        let i = usize::try_from(ep).unwrap_or(usize::MAX);
+        if i >= self.endpoints.len() {
+            self.endpoints.resize(i + 1, EpOwner::None);
+        }
+        self.endpoints[i] = who;
+    }
+
+    fn who(&self, ep: EndpointId) -> EpOwner {
+        usize::try_from(ep)
+            .ok()
+            .and_then(|i| self.endpoints.get(i))
+            .copied()
+            .unwrap_or(EpOwner::None)
+    }
+
+    /// Feeds what the tap saw since the last drain to the truth, in order.
+    fn drain(&mut self) {
+        if self.log.borrow().is_empty() {
+            return;
+        }
+        core::mem::swap(&mut *self.log.borrow_mut(), &mut self.spare);
+        let mut records = core::mem::take(&mut self.spare);
+        for r in records.drain(..) {
+            let owner = match self.who(r.client) {
+                EpOwner::Client(i) => Owner::Client(i),
+                EpOwner::Stray => Owner::Stray,
+                _ => Owner::Unknown,
+            };
+            let EpOwner::Server { slot, generation } = self.who(r.server) else {
+                continue;
+            };
+            match r.kind {
+                TapKind::Received => {
+                    if let Owner::Client(_) = owner {
+                        self.client_endpoints.insert(r.client);
+                    }
+                    if let Some(rx) = self.rx.get_mut(slot) {
+                        rx.note(r.conn, owner, r.frame.as_ref());
+                    }
+                    self.truth
+                        .carried(owner, r.conn, generation, r.frame.as_ref());
+                }
+                TapKind::SilentlyDropped => {
+                    self.truth
+                        .silently_dropped(owner, r.conn, generation, r.frame.as_ref());
+                }
+            }
+        }
+        self.spare = records;
+    }
+}
+
+struct ClientSlot {
+    driver: Box<SimClient>,
+    addr: u16,
+    next_submit: Instant,
+    closing: bool,
+    disconnected_at: Option<Instant>,
+    /// Established since the last disconnect.
+    connected: bool,
+}
+
+struct ServerSlot {
+    driver: Option<Box<dyn SimServer>>,
+    addr: u16,
+    next_kill: Option<Instant>,
+    restart_at: Option<Instant>,
+    generation: u32,
+}
+
+/// Counts protocol events for `Scenario::kill_on`.
+struct Triggers {
+    seen: [u64; 4],
+    fired: Vec<bool>,
+    armed: bool,
+}
+
+impl Triggers {
+    /// Counts `event`; returns the downtime of a kill it triggers.
+    fn hit(&mut self, s: &Scenario, event: KillEvent) -> Option<Duration> {
+        let k = KillEvent::ALL.iter().position(|&e| e == event)?;
+        self.seen[k] += 1;
+        if !self.armed {
+            return None;
+        }
+        let n = self.seen[k];
+        for (j, on) in s.kill_on.iter().enumerate() {
+            if on.event == event && on.nth == n && !self.fired[j] {
+                self.fired[j] = true;
+                return Some(on.down_for);
+            }
+        }
+        None
+    }
+}
+
+pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
+    s.validate()?;
+    let mut rng = SplitMix64::new(s.seed);
+    let net = Network::new(NetworkConfig {
+        latency: s.latency,
+        detect_delay: s.detect_delay,
+        seed: mix64(s.seed ^ 0xFA17),
+        faults: s.faults.clone(),
+    });
+    let specs: Vec<ClientSpec> = (0..s.clients)
+        .map(|i| ClientSpec {
+            session: s.session_of(i),
+            server: s.server_of(i),
+            replay: s.replay,
+        })
+        .collect();
+    let log: Rc<RefCell<Vec<TapRecord>>> = Rc::default();
+    let tap_log = log.clone();
+    net.set_tap(Some(Box::new(move |t: &Tap<'_>| {
+        tap_log.borrow_mut().push(TapRecord {
+            kind: t.kind,
+            conn: t.conn,
+            client: t.client,
+            server: t.server,
+            frame: FrameInfo::parse(t.frame),
+        });
+    })));
+    let mut rec = Recorder {
+        log,
+        spare: Vec::new(),
+        endpoints: Vec::new(),
+        rx: (0..s.servers).map(|_| RxIndex::default()).collect(),
+        truth: Truth::new(&specs),
+        client_endpoints: std::collections::HashSet::new(),
+    };
+    let mut report = Report::new(s);
+    let mut now = Instant::ZERO;
+    let fault_end = Instant::ZERO + s.duration;
+    let end = Instant::ZERO + s.end();
+
+    let mut servers: Vec<ServerSlot> = (0..s.servers)
+        .map(|i| {
+            let offset = s.crash.map(|c| c.every / s.servers as u32 * i as u32);
+            ServerSlot {
+                driver: None,
+                addr: i as u16,
+                next_kill: s.crash.map(|c| now + c.every + offset.unwrap_or_default()),
+                restart_at: Some(now),
+                generation: 0,
+            }
+        })
+        .collect();
+    let mut clients: Vec<ClientSlot> = Vec::with_capacity(s.clients);
+    for (i, spec) in specs.iter().enumerate() {
+        let (cfg, _) = configs(s, i, 0);
+        let port = net.client(spec.server);
+        rec.register(port.endpoint(), EpOwner::Client(i));
+        let driver = Client::new(port, ClientSession::new(cfg, now))
+            .map_err(|_| ScenarioError::Size(s.workload.size))?;
+        clients.push(ClientSlot {
+            driver: Box::new(driver),
+            addr: spec.server,
+            next_submit: now,
+            closing: false,
+            disconnected_at: None,
+            connected: false,
+        });
+    }
+    for c in &mut clients {
+        c.driver.start(now);
+    }
+    let mut stray = s.stray.map(|p| Stray::new(p, s.session_of(p.victim)));
+    let mut triggers = Triggers {
+        seen: [0; 4],
+        fired: vec![false; s.kill_on.len()],
+        armed: true,
+    };
+
+    let mut generations = 0u32;
+    let mut planned_kills = 0u64;
+    let mut kills = 0u64;
+    let mut faults_on = true;
+    let mut steps = 0u64;
+    let mut rounds_here = 0u64;
+    let mut last_now = now;
+    let w = &s.workload;
+    let unbounded = w.messages == u64::MAX;
+    'run: loop {
+        steps += 1;
+        if faults_on && now >= fault_end {
+            faults_on = false;
+            triggers.armed = false;
+            net.set_faults(FaultConfig::default());
+            if let Some(st) = stray.as_mut() {
+                st.stop(now);
+            }
+        }
+        // Planned crashes and restarts.
+        for (k, sl) in servers.iter_mut().enumerate() {
+            if let (Some(plan), Some(kill)) = (s.crash, sl.next_kill) {
+                if sl.driver.is_some() && now >= kill && faults_on && planned_kills < plan.max_kills
+                {
+                    if let Some(d) = sl.driver.take() {
+                        report.absorb_server(d.stats());
+                    }
+                    rec.rx[k].clear();
+                    planned_kills += 1;
+                    kills += 1;
+                    sl.restart_at = Some(now + plan.down_for);
+                    sl.next_kill = None;
+                }
+            }
+            if sl.driver.is_none() && sl.restart_at.is_some_and(|t| now >= t) {
+                let Ok(port) = net.listen(sl.addr, now) else {
+                    continue;
+                };
+                let instance = mix64(rng.next_u64());
+                let (_, cfg) = configs(s, 0, instance);
+                let d = server::build(port, cfg, s.server_window, s.server_sessions);
+                generations += 1;
+                sl.generation = generations;
+                rec.register(
+                    d.endpoint(),
+                    EpOwner::Server {
+                        slot: k,
+                        generation: generations,
+                    },
+                );
+                sl.driver = Some(d);
+                sl.restart_at = None;
+                sl.next_kill = s.crash.map(|c| now + c.every);
+                report.listens.push(now);
+            }
+        }
+        // The stray peer.
+        if let Some(st) = stray.as_mut() {
+            if st.due(now) && faults_on {
+                let port = net.client(s.server_of(st.victim()));
+                rec.register(port.endpoint(), EpOwner::Stray);
+                st.start(now, port);
+            }
+        }
+        // Submit and exchange until nothing more can happen at `now`.
+        loop {
+            steps += 1;
+            rounds_here += 1;
+            if steps >= s.max_steps {
+                rec.truth.not_finished(format!(
+                    "stopped at the step cap ({} steps) at {now}",
+                    s.max_steps
+                ));
+                break 'run;
+            }
+            if rounds_here > MAX_ROUNDS_PER_INSTANT {
+                rec.truth.not_finished(format!(
+                    "livelock: {MAX_ROUNDS_PER_INSTANT} event-loop rounds at {now} without time passing"
+                ));
+                break 'run;
+            }
+            let mut submitted_any = false;
+            for (i, c) in clients.iter_mut().enumerate() {
+                while c.driver.session().next_sn() < w.messages
+                    && !c.closing
+                    && now >= c.next_submit
+                    && !c.driver.session().is_terminal()
+                    && (faults_on || !unbounded)
+                {
+                    if c.driver.session().outstanding() >= s.client_window {
+                        report.backpressure += 1;
+                        break;
+                    }
+                    let roll = rng.below(1000) as u16;
+                    let op = if roll < w.read_per_mille {
+                        RequestOp::Read
+                    } else if roll < w.read_per_mille + w.stream_per_mille {
+                        RequestOp::StreamWrite
+                    } else {
+                        RequestOp::Write
+                    };
+                    match c.driver.submit(op, w.size) {
+                        Ok(sn) => {
+                            submitted_any = true;
+                            rec.truth.submitted(i, sn);
+                            c.next_submit = now + w.interval;
+                        }
+                        Err(SubmitError::Full) => {
+                            report.backpressure += 1;
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let done_submitting =
+                    c.driver.session().next_sn() >= w.messages || (!faults_on && unbounded);
+                if done_submitting && !c.closing && !faults_on {
+                    c.closing = true;
+                    c.driver.close(now);
+                }
+            }
+            // Progress until quiet.
+            let mut any_progress = false;
+            loop {
+                let mut progress = false;
+                for (i, c) in clients.iter_mut().enumerate() {
+                    let mut rebuild = false;
+                    let mut lost_connection = false;
+                    let disconnected_at = &mut c.disconnected_at;
+                    let connected = &mut c.connected;
+                    let latency = &mut report.reconnect_latency;
+                    let rec = &mut rec;
+                    let net = &net;
+                    progress |= c.driver.poll(now, &mut |e| {
+                        rec.drain();
+                        match &e {
+                            ClientEvent::Disconnected { epoch, cause } => {
+                                rebuild = true;
+                                disconnected_at.get_or_insert(now);
+                                lost_connection |= core::mem::take(connected);
+                                if *cause == DisconnectCause::ReplyTimeout {
+                                    rec.truth.reply_timeout(i, *epoch, |conn| {
+                                        matches!(
+                                            net.conn_status(conn),
+                                            Some(ConnStatus::Open | ConnStatus::Closing)
+                                        )
+                                    });
+                                }
+                            }
+                            ClientEvent::Established { .. } => {
+                                *connected = true;
+                                if let Some(t) = disconnected_at.take() {
+                                    latency.record(now - t);
+                                }
+                            }
+                            _ => {}
+                        }
+                        rec.truth.client_event(i, &e);
+                    });
+                    rec.drain();
+                    if lost_connection {
+                        // What the client cannot know was delivered: what a
+                        // broken connection can have lost.
+                        let session = c.driver.session();
+                        report.unacked_at_disconnects += session.sent_sn() - session.base_sn();
+                    }
+                    if rebuild && s.rebuild_transport && !c.driver.session().is_terminal() {
+                        // A fresh endpoint; the old one is closed (dropped),
+                        // so late events of its connections go nowhere.
+                        let fresh = net.client(c.addr);
+                        rec.register(fresh.endpoint(), EpOwner::Client(i));
+                        drop(c.driver.replace_transport(now, fresh));
+                        report.transport_rebuilds += 1;
+                    }
+                }
+                if let Some(st) = stray.as_mut() {
+                    let victim = clients[st.victim()].driver.session();
+                    let (epoch, next) = (victim.epoch(), victim.next_sn());
+                    progress |= st.poll(now, epoch, next);
+                    rec.drain();
+                }
+                for (k, sl) in servers.iter_mut().enumerate() {
+                    let (addr, generation) = (sl.addr, sl.generation);
+                    let Some(d) = sl.driver.as_mut() else {
+                        continue;
+                    };
+                    let mut kill: Option<Duration> = None;
+                    let (p, stop) = d.poll(now, &mut |n: Notice<'_>| {
+                        rec.drain();
+                        let trigger = match n {
+                            Notice::Accepted => Some(KillEvent::Accept),
+                            Notice::Event(e) => {
+                                match e {
+                                    ServerEvent::Delivered { session, sn, .. } => {
+                                        let conn = delivery_conn(e, &mut rec.rx[k]);
+                                        let owner = rec.rx[k].owner(conn);
+                                        rec.truth.delivered(generation, addr, owner, *session, *sn);
+                                    }
+                                    ServerEvent::LiveLoss {
+                                        session, missing, ..
+                                    } => {
+                                        report.live_loss(now, *session, missing.clone());
+                                        rec.truth.server_event(addr, e);
+                                    }
+                                    _ => rec.truth.server_event(addr, e),
+                                }
+                                match e {
+                                    ServerEvent::Delivered { .. } => Some(KillEvent::Delivered),
+                                    ServerEvent::LiveLoss { .. } => Some(KillEvent::LiveLoss),
+                                    ServerEvent::SessionOpened { .. } => {
+                                        Some(KillEvent::SessionOpened)
+                                    }
+                                    _ => None,
+                                }
+                            }
+                        };
+                        let hit = trigger.and_then(|t| triggers.hit(s, t));
+                        if hit.is_some() {
+                            kill = kill.or(hit);
+                        }
+                        kill.is_some()
+                    });
+                    rec.drain();
+                    progress |= p;
+                    if let (true, Some(down_for)) = (stop, kill) {
+                        if let Some(dead) = sl.driver.take() {
+                            report.absorb_server(dead.stats());
+                        }
+                        rec.rx[k].clear();
+                        kills += 1;
+                        sl.restart_at = Some(now + down_for);
+                        sl.next_kill = None;
+                        progress = true;
+                    }
+                }
+                if !progress {
+                    break;
+                }
+                any_progress = true;
+                steps += 1;
+                rounds_here += 1;
+                if rounds_here > MAX_ROUNDS_PER_INSTANT || steps >= s.max_steps {
+                    break;
+                }
+            }
+            if !submitted_any && !any_progress {
+                break;
+            }
+        }
+        let clients_done = clients.iter().all(|c| c.driver.session().is_terminal());
+        let stray_done = stray.as_ref().is_none_or(Stray::is_done);
+        let net_next = net.next_event();
+        if !faults_on && clients_done && stray_done && net_next.is_none() {
+            break;
+        }
+        // Next event.
+        let mut next: Option<Instant> = net_next;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for c in &clients {
+            consider(c.driver.poll_timeout());
+            let session = c.driver.session();
+            let wants = session.next_sn() < w.messages && !c.closing;
+            if wants && c.next_submit > now && session.can_submit() {
+                consider(Some(c.next_submit));
+            }
+        }
+        for sl in &servers {
+            consider(sl.driver.as_ref().and_then(|d| d.poll_timeout()));
+            consider(sl.restart_at);
+            if faults_on {
+                consider(sl.next_kill);
+            }
+        }
+        if let Some(st) = &stray {
+            consider(st.poll_timeout());
+        }
+        if faults_on {
+            consider(Some(fault_end));
+        }
+        let Some(next) = next else {
+            rec.truth.not_finished(format!(
+                "nothing left to happen at {now}, yet {} of {} clients are not done",
+                clients
+                    .iter()
+                    .filter(|c| !c.driver.session().is_terminal())
+                    .count(),
+                clients.len()
+            ));
+            break;
+        };
+        if next > end {
+            let open = clients
+                .iter()
+                .filter(|c| !c.driver.session().is_terminal())
+                .count();
+            rec.truth.not_finished(format!(
+                "the drain ended at {end} with {open} clients not done and {}",
+                if net_next.is_some() {
+                    "frames still in flight"
+                } else {
+                    "an empty network"
+                }
+            ));
+            now = end;
+            break;
+        }
+        // Never stand still: a due timer that did nothing moves time on.
+        now = if next > now {
+            next
+        } else {
+            now + Duration::from_micros(1)
+        };
+        if now != last_now {
+            last_now = now;
+            rounds_here = 0;
+        }
+    }
+    rec.drain();
+    for sl in &servers {
+        if let Some(d) = &sl.driver {
+            report.absorb_server(d.stats());
+            // Holes still open in a live server: claimed lost on a live
+            // connection (no replay will come for them any more).
+            for (i, spec) in specs.iter().enumerate() {
+                if spec.server == sl.addr {
+                    rec.truth.open_holes(i, &d.holes(spec.session));
+                }
+            }
+        }
+    }
+    for (i, c) in clients.iter().enumerate() {
+        let session = c.driver.session();
+        report.absorb_client(session);
+        let s = session.stats();
+        rec.truth.client_final(
+            i,
+            session.base_sn(),
+            [s.connects, s.established, s.disconnects],
+        );
+    }
+    report.kills = kills;
+    report.client_endpoints = rec.client_endpoints.len() as u64;
+    report.virtual_time = now - Instant::ZERO;
+    report.steps = steps;
+    report.faults = net.fault_counts();
+    report.network = net.counts();
+    net.set_tap(None);
+    report.absorb_verdict(rec.truth.verdict());
+    Ok(report)
+}

@@ -1,0 +1,515 @@
+//! What a run is made of: the [`Scenario`], its parts, and the checks that
+//! refuse a scenario no run could finish ([`Scenario::validate`]).
+
+use core::fmt;
+use core::time::Duration;
+
+use iomsg_core::session::{mix64, ClientConfig, ServerConfig};
+use iomsg_core::wire::HEADER_LEN;
+
+use crate::fault::FaultConfig;
+
+/// Frame buffer of the simulation's drivers (the core's default `MTU`).
+pub const MTU: usize = 4160;
+/// Largest write payload (and read length) the simulation's frames carry.
+pub const MAX_SIZE: u32 = (MTU - HEADER_LEN) as u32;
+/// Capacity of every client's send window (the driver's const `N`); a
+/// scenario's `client_window` may be smaller.
+pub const CLIENT_WINDOW_MAX: usize = 4096;
+/// Server receive windows (sns per session) the simulation can run.
+pub const SERVER_WINDOWS: [u64; 4] = [64, 256, 2048, 4096];
+/// Server session-table sizes the simulation can run.
+pub const SERVER_SESSIONS: [usize; 3] = [4, 16, 64];
+/// Most clients in one scenario.
+pub const MAX_CLIENTS: usize = 1024;
+/// Most servers in one scenario.
+pub const MAX_SERVERS: usize = 64;
+/// Longest virtual time a scenario may ask for (`duration + drain`).
+pub const MAX_VIRTUAL_TIME: Duration = Duration::from_secs(100_000_000);
+/// Event-loop rounds at one virtual instant past which a run is a livelock.
+pub const MAX_ROUNDS_PER_INSTANT: u64 = 1_000_000;
+/// The default cap on event-loop steps ([`Scenario::max_steps`]).
+pub const DEFAULT_MAX_STEPS: u64 = 1 << 34;
+
+/// What each client sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workload {
+    /// Requests per client (`u64::MAX`: until the faulty phase ends).
+    pub messages: u64,
+    /// Payload of a write, requested length of a read (at most [`MAX_SIZE`]).
+    pub size: u32,
+    /// Share of reads, per mille.
+    pub read_per_mille: u16,
+    /// Share of streamed writes (no completion), per mille.
+    pub stream_per_mille: u16,
+    /// Payload CRCs on every frame.
+    pub validate: bool,
+    /// Least virtual time between two requests of one client (zero: as
+    /// fast as the window allows).
+    pub interval: Duration,
+}
+
+impl Default for Workload {
+    /// 10 000 writes of 64 bytes per client.
+    fn default() -> Self {
+        Workload {
+            messages: 10_000,
+            size: 64,
+            read_per_mille: 0,
+            stream_per_mille: 0,
+            validate: false,
+            interval: Duration::ZERO,
+        }
+    }
+}
+
+/// Server crash-restarts: all server state is lost, a new instance listens
+/// again after `down_for`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrashPlan {
+    /// Uptime between crashes (at least 1 µs).
+    pub every: Duration,
+    /// Downtime before the new instance listens.
+    pub down_for: Duration,
+    /// Stop after this many crashes (across all servers).
+    pub max_kills: u64,
+}
+
+/// A protocol event after which a server can be killed at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KillEvent {
+    /// The server's transport accepted a connection.
+    Accept,
+    /// A `Hello` bound a connection to a session (the `Welcome` is on the
+    /// wire, so the kill loses it).
+    SessionOpened,
+    /// The server handed a frame to its application.
+    Delivered,
+    /// The server saw a live loss.
+    LiveLoss,
+}
+
+impl KillEvent {
+    /// Every event, in a stable order.
+    pub const ALL: [KillEvent; 4] = [
+        KillEvent::Accept,
+        KillEvent::SessionOpened,
+        KillEvent::Delivered,
+        KillEvent::LiveLoss,
+    ];
+
+    /// Its name in repro lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            KillEvent::Accept => "accept",
+            KillEvent::SessionOpened => "opened",
+            KillEvent::Delivered => "delivered",
+            KillEvent::LiveLoss => "liveloss",
+        }
+    }
+
+    /// The event called `name`.
+    pub fn from_name(name: &str) -> Option<KillEvent> {
+        KillEvent::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
+/// Kill the server at which the `nth` occurrence (counted from 1, across
+/// all servers) of `event` happens, right after the frame that caused it;
+/// a new instance listens `down_for` later. Only during the faulty phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KillOn {
+    /// The event.
+    pub event: KillEvent,
+    /// Which occurrence (1 = the first).
+    pub nth: u64,
+    /// Downtime before the new instance listens.
+    pub down_for: Duration,
+}
+
+/// A peer that is not one of the scenario's clients and sends a `Hello`
+/// for a client's session: the next epoch, `base_sn` 0, `next_sn` far
+/// ahead, then a few writes from the `Welcome`'s `resume_from` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrayPeer {
+    /// The client whose session it claims.
+    pub victim: usize,
+    /// When it connects (virtual time from the start).
+    pub at: Duration,
+    /// `next_sn` of its `Hello`: the victim's next sn plus this.
+    pub ahead: u64,
+    /// Writes it sends after the `Welcome`.
+    pub writes: u32,
+    /// Whether it ends with a `Bye` (which closes the session on the
+    /// server) instead of just closing its connection.
+    pub bye: bool,
+}
+
+/// One simulated run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Seeds everything: session ids, instance ids, op choice, faults, jitter.
+    pub seed: u64,
+    /// Number of clients.
+    pub clients: usize,
+    /// Number of servers; client `i` talks to server `i % servers`, except
+    /// that the second client of a shared pair talks to its partner's.
+    pub servers: usize,
+    /// What each client sends.
+    pub workload: Workload,
+    /// Per-frame faults during the faulty phase.
+    pub faults: FaultConfig,
+    /// Server crash-restarts during the faulty phase.
+    pub crash: Option<CrashPlan>,
+    /// Server kills right after chosen protocol events.
+    pub kill_on: Vec<KillOn>,
+    /// Length of the faulty phase (virtual time).
+    pub duration: Duration,
+    /// Time allowed after it to finish without faults (virtual time). A
+    /// run that has not finished by then fails its verdict.
+    pub drain: Duration,
+    /// Clients replay unacknowledged frames after reconnecting.
+    pub replay: bool,
+    /// Clients rebuild their whole transport after every disconnect: a
+    /// fresh endpoint, and the old one closed.
+    pub rebuild_transport: bool,
+    /// One-way network latency.
+    pub latency: Duration,
+    /// Time to notice a crashed peer.
+    pub detect_delay: Duration,
+    /// Most unacknowledged sns a client holds (at most
+    /// [`CLIENT_WINDOW_MAX`]).
+    pub client_window: usize,
+    /// A server's receive window per session, in sns (one of
+    /// [`SERVER_WINDOWS`]).
+    pub server_window: u64,
+    /// A server's session table size (one of [`SERVER_SESSIONS`]).
+    pub server_sessions: usize,
+    /// Clients `2k` and `2k + 1`, for `k` below this, are built with the
+    /// same session id (two hosts started with the same command line).
+    pub shared_session_pairs: usize,
+    /// A stray peer claiming a client's session.
+    pub stray: Option<StrayPeer>,
+    /// Event-loop steps after which the run stops and fails its verdict.
+    pub max_steps: u64,
+}
+
+impl Scenario {
+    /// The field reproduction: one server crashed and restarted every 2 ms
+    /// of uptime (down 500 µs), two clients reconnecting, replay on.
+    pub fn field_repro(seed: u64, kills: u64) -> Scenario {
+        let every = Duration::from_millis(2);
+        let down_for = Duration::from_micros(500);
+        let cycle = every + down_for;
+        Scenario {
+            seed,
+            workload: Workload {
+                messages: u64::MAX,
+                ..Workload::default()
+            },
+            crash: Some(CrashPlan {
+                every,
+                down_for,
+                max_kills: kills,
+            }),
+            duration: cycle * (kills.min(u64::from(u32::MAX)) as u32) + every,
+            ..Scenario::default()
+        }
+    }
+
+    /// The session id of client `i`.
+    pub fn session_of(&self, i: usize) -> u64 {
+        let owner = if i < 2 * self.shared_session_pairs {
+            i & !1
+        } else {
+            i
+        };
+        mix64(self.seed.wrapping_add(owner as u64 + 1)) | 1
+    }
+
+    /// The server address client `i` talks to.
+    pub fn server_of(&self, i: usize) -> u16 {
+        let i = if i < 2 * self.shared_session_pairs {
+            i & !1
+        } else {
+            i
+        };
+        (i % self.servers.max(1)) as u16
+    }
+
+    /// The virtual time after which the run stops, finished or not.
+    pub fn end(&self) -> Duration {
+        self.duration.saturating_add(self.drain)
+    }
+
+    /// Checks that a run of this scenario can be built and can end.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        use ScenarioError as E;
+        if self.clients == 0 || self.clients > MAX_CLIENTS {
+            return Err(E::Clients(self.clients));
+        }
+        if self.servers == 0 || self.servers > MAX_SERVERS {
+            return Err(E::Servers(self.servers));
+        }
+        let w = &self.workload;
+        if w.size > MAX_SIZE {
+            return Err(E::Size(w.size));
+        }
+        if u32::from(w.read_per_mille) + u32::from(w.stream_per_mille) > 1000 {
+            return Err(E::OpMix {
+                read: w.read_per_mille,
+                stream: w.stream_per_mille,
+            });
+        }
+        let f = &self.faults;
+        let rates = [
+            f.drop_ppm,
+            f.silent_drop_ppm,
+            f.duplicate_ppm,
+            f.reorder_ppm,
+            f.corrupt_ppm,
+            f.delay_ppm,
+            f.disconnect_ppm,
+        ];
+        let total: u64 = rates.iter().map(|&r| u64::from(r)).sum();
+        if total > 1_000_000 {
+            return Err(E::FaultRates(total));
+        }
+        if self.end() > MAX_VIRTUAL_TIME {
+            return Err(E::TooLong(self.end()));
+        }
+        if w.messages == u64::MAX
+            && w.interval.is_zero()
+            && self.latency.is_zero()
+            && !self.duration.is_zero()
+        {
+            return Err(E::UnboundedAtOneInstant);
+        }
+        if let Some(c) = self.crash {
+            if c.every.is_zero() && c.max_kills > 0 {
+                return Err(E::CrashEveryZero);
+            }
+        }
+        if let Some(k) = self.kill_on.iter().find(|k| k.nth == 0) {
+            return Err(E::KillOnZero(k.event));
+        }
+        if self.client_window == 0 || self.client_window > CLIENT_WINDOW_MAX {
+            return Err(E::ClientWindow(self.client_window));
+        }
+        if !SERVER_WINDOWS.contains(&self.server_window) {
+            return Err(E::ServerWindow(self.server_window));
+        }
+        if !SERVER_SESSIONS.contains(&self.server_sessions) {
+            return Err(E::ServerSessions(self.server_sessions));
+        }
+        if self.shared_session_pairs > self.clients / 2 {
+            return Err(E::SharedPairs {
+                pairs: self.shared_session_pairs,
+                clients: self.clients,
+            });
+        }
+        if let Some(s) = self.stray {
+            if s.victim >= self.clients {
+                return Err(E::StrayVictim {
+                    victim: s.victim,
+                    clients: self.clients,
+                });
+            }
+        }
+        if self.max_steps == 0 {
+            return Err(E::MaxSteps);
+        }
+        Ok(())
+    }
+}
+
+impl Default for Scenario {
+    /// Two clients, one server, no faults, 100 ms, then up to 1 s to drain;
+    /// client window 64, server window 2048, 16 sessions per server.
+    fn default() -> Self {
+        Scenario {
+            seed: 1,
+            clients: 2,
+            servers: 1,
+            workload: Workload::default(),
+            faults: FaultConfig::default(),
+            crash: None,
+            kill_on: Vec::new(),
+            duration: Duration::from_millis(100),
+            drain: Duration::from_secs(1),
+            replay: true,
+            rebuild_transport: false,
+            latency: Duration::from_micros(5),
+            detect_delay: Duration::from_micros(50),
+            client_window: 64,
+            server_window: 2048,
+            server_sessions: 16,
+            shared_session_pairs: 0,
+            stray: None,
+            max_steps: DEFAULT_MAX_STEPS,
+        }
+    }
+}
+
+/// Why a scenario cannot be run. Each says what to change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScenarioError {
+    /// `clients` is 0 or above [`MAX_CLIENTS`].
+    Clients(usize),
+    /// `servers` is 0 or above [`MAX_SERVERS`].
+    Servers(usize),
+    /// The workload's size exceeds [`MAX_SIZE`].
+    Size(u32),
+    /// Reads and streamed writes add up to more than 1000 per mille.
+    OpMix {
+        /// `read_per_mille`.
+        read: u16,
+        /// `stream_per_mille`.
+        stream: u16,
+    },
+    /// The fault rates add up to more than 1 000 000 ppm.
+    FaultRates(u64),
+    /// `duration + drain` exceeds [`MAX_VIRTUAL_TIME`].
+    TooLong(Duration),
+    /// An unbounded workload with no interval and no latency: time would
+    /// never pass.
+    UnboundedAtOneInstant,
+    /// A crash plan with kills and `every` zero.
+    CrashEveryZero,
+    /// A `kill_on` entry with `nth` 0 (occurrences count from 1).
+    KillOnZero(KillEvent),
+    /// `client_window` is 0 or above [`CLIENT_WINDOW_MAX`].
+    ClientWindow(usize),
+    /// `server_window` is not one of [`SERVER_WINDOWS`].
+    ServerWindow(u64),
+    /// `server_sessions` is not one of [`SERVER_SESSIONS`].
+    ServerSessions(usize),
+    /// More shared-session pairs than the clients can form.
+    SharedPairs {
+        /// `shared_session_pairs`.
+        pairs: usize,
+        /// `clients`.
+        clients: usize,
+    },
+    /// The stray peer's victim is not a client.
+    StrayVictim {
+        /// The victim's index.
+        victim: usize,
+        /// `clients`.
+        clients: usize,
+    },
+    /// `max_steps` is 0.
+    MaxSteps,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ScenarioError as E;
+        match self {
+            E::Clients(n) => write!(f, "{n} clients: use 1 to {MAX_CLIENTS}"),
+            E::Servers(n) => write!(f, "{n} servers: use 1 to {MAX_SERVERS}"),
+            E::Size(n) => write!(
+                f,
+                "workload size {n} does not fit the simulation's {MTU}-byte frames: use at most {MAX_SIZE}"
+            ),
+            E::OpMix { read, stream } => write!(
+                f,
+                "read_per_mille {read} + stream_per_mille {stream} exceed 1000: lower one of them"
+            ),
+            E::FaultRates(t) => write!(
+                f,
+                "fault rates add up to {t} ppm: keep their sum at most 1000000"
+            ),
+            E::TooLong(d) => write!(
+                f,
+                "duration + drain is {} s of virtual time: keep it at most {} s",
+                d.as_secs(),
+                MAX_VIRTUAL_TIME.as_secs()
+            ),
+            E::UnboundedAtOneInstant => write!(
+                f,
+                "an unbounded workload (messages u64::MAX) with interval 0 and latency 0 never lets \
+                 virtual time pass: set an interval, a latency or a message count"
+            ),
+            E::CrashEveryZero => write!(
+                f,
+                "crash plan with kills and `every` 0: give the servers at least 1 µs of uptime"
+            ),
+            E::KillOnZero(e) => write!(
+                f,
+                "kill_on {} with nth 0: occurrences count from 1",
+                e.name()
+            ),
+            E::ClientWindow(n) => write!(
+                f,
+                "client_window {n}: use 1 to {CLIENT_WINDOW_MAX}"
+            ),
+            E::ServerWindow(n) => write!(
+                f,
+                "server_window {n} is not one the simulation runs: use one of {SERVER_WINDOWS:?}"
+            ),
+            E::ServerSessions(n) => write!(
+                f,
+                "server_sessions {n} is not one the simulation runs: use one of {SERVER_SESSIONS:?}"
+            ),
+            E::SharedPairs { pairs, clients } => write!(
+                f,
+                "{pairs} shared-session pairs need {} clients, there are {clients}",
+                2 * pairs
+            ),
+            E::StrayVictim { victim, clients } => write!(
+                f,
+                "stray peer victim {victim} is not a client (there are {clients})"
+            ),
+            E::MaxSteps => write!(f, "max_steps 0: allow the run at least one step"),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Client configuration used by the simulation: timers scaled to a
+/// network with microsecond latency.
+pub fn sim_client_config(
+    session: u64,
+    token: u64,
+    replay: bool,
+    validate: bool,
+    size: u32,
+) -> ClientConfig {
+    let mut c = ClientConfig::new(session, token);
+    c.connect_timeout = Duration::from_millis(1);
+    c.reply_timeout = Duration::from_millis(2);
+    c.backoff.initial = Duration::from_micros(50);
+    c.backoff.max = Duration::from_millis(1);
+    c.max_retries = 100_000;
+    c.replay = replay;
+    c.validate = validate;
+    c.max_payload = size.max(64);
+    c.seed = mix64(session);
+    c
+}
+
+/// The one place where a scenario becomes the core's configurations:
+/// every client gets a token of its own (clients of a shared pair share a
+/// session id, not a token), the window `client_window`, and the servers
+/// offer `server_window` and hold `server_sessions` sessions. The servers
+/// are also built with those as their capacities (`sim::server::build`).
+pub fn configs(scenario: &Scenario, client: usize, instance: u64) -> (ClientConfig, ServerConfig) {
+    let w = &scenario.workload;
+    let token = mix64(scenario.seed ^ mix64(0x70CE_0000 + client as u64));
+    let mut client_config = sim_client_config(
+        scenario.session_of(client),
+        token,
+        scenario.replay,
+        w.validate,
+        w.size,
+    );
+    client_config.window = u32::try_from(scenario.client_window).unwrap_or(u32::MAX);
+    let mut server_config = ServerConfig::new(instance);
+    server_config.validate = w.validate;
+    server_config.window = u32::try_from(scenario.server_window).unwrap_or(u32::MAX);
+    server_config.max_sessions = scenario.server_sessions;
+    (client_config, server_config)
+}
