@@ -285,13 +285,34 @@ impl Truth {
         let Owner::Client(i) = owner else {
             return;
         };
-        if !f.is_data() {
+        // A probe says every sn below its own was sent on this connection:
+        // like a later frame, it jumps over what the connection lost.
+        let probe = f.op == Op::Probe;
+        if !f.is_data() && !probe {
             return;
         }
         let c = &mut self.clients[i];
+        // Frames of one connection arrive in order or not at all, so a jump
+        // within a connection is a loss while it was up, whatever the
+        // client's handshake state (eager frames precede the Welcome).
+        if probe {
+            let Some(track) = c.conns.iter_mut().rev().find(|t| t.conn == conn) else {
+                return;
+            };
+            let hi = track.hi;
+            track.hi = hi.max(f.sn);
+            if f.sn > hi {
+                c.grow(f.sn - 1);
+                for sn in hi..f.sn {
+                    if !c.delivered_by(sn, generation) {
+                        c.flags[sn as usize] |= TRUTH_LIVE;
+                    }
+                }
+            }
+            return;
+        }
         let idx = c.grow(f.sn);
         c.flags[idx] |= CARRIED;
-        let live_epoch = f.epoch == c.epoch && c.established == Some(f.epoch);
         let track = match c.conns.iter().rposition(|t| t.conn == conn) {
             Some(k) => &mut c.conns[k],
             None => {
@@ -304,7 +325,7 @@ impl Truth {
         };
         let hi = track.hi;
         track.hi = hi.max(f.sn + 1);
-        if f.sn > hi && live_epoch {
+        if f.sn > hi {
             // The connection jumped over [hi, sn): the network lost them
             // while it was up (unless this instance had them already).
             for sn in hi..f.sn {
