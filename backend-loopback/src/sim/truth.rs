@@ -111,11 +111,17 @@ pub struct ClientSpec {
 }
 
 /// A connection of a client that carried data, as far as the network saw.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct ConnTrack {
     conn: ConnId,
-    /// One past the highest sn it carried.
-    hi: u64,
+    /// One past the highest sn it carried (none yet: `None`).
+    hi: Option<u64>,
+    /// A `Hello` reached the server on it: the server judges its frames.
+    hello: bool,
+    /// Jumps seen before the `Hello`: judged once it comes (frames wait
+    /// in the server's backlog until then, and are dropped unjudged with
+    /// a connection that never sends one).
+    unjudged: Vec<(Range<u64>, u32)>,
 }
 
 /// A frame the network silently dropped on an open connection.
@@ -159,6 +165,20 @@ struct ClientTruth {
 }
 
 impl ClientTruth {
+    /// The network lost these sns while their connection was up (unless
+    /// instance `generation` had them already).
+    fn mark_live(&mut self, range: Range<u64>, generation: u32) {
+        if range.is_empty() {
+            return;
+        }
+        self.grow(range.end - 1);
+        for sn in range {
+            if !self.delivered_by(sn, generation) {
+                self.flags[sn as usize] |= TRUTH_LIVE;
+            }
+        }
+    }
+
     fn grow(&mut self, sn: u64) -> usize {
         let i = usize::try_from(sn).unwrap_or(usize::MAX - 1);
         if i >= self.deliveries.len() {
@@ -288,50 +308,50 @@ impl Truth {
         // A probe says every sn below its own was sent on this connection:
         // like a later frame, it jumps over what the connection lost.
         let probe = f.op == Op::Probe;
-        if !f.is_data() && !probe {
+        let hello = f.op == Op::Hello;
+        if !f.is_data() && !probe && !hello {
             return;
         }
         let c = &mut self.clients[i];
-        // Frames of one connection arrive in order or not at all, so a jump
-        // within a connection is a loss while it was up, whatever the
-        // client's handshake state (eager frames precede the Welcome).
-        if probe {
-            let Some(track) = c.conns.iter_mut().rev().find(|t| t.conn == conn) else {
-                return;
-            };
-            let hi = track.hi;
-            track.hi = hi.max(f.sn);
-            if f.sn > hi {
-                c.grow(f.sn - 1);
-                for sn in hi..f.sn {
-                    if !c.delivered_by(sn, generation) {
-                        c.flags[sn as usize] |= TRUTH_LIVE;
-                    }
-                }
-            }
-            return;
+        if f.is_data() {
+            let idx = c.grow(f.sn);
+            c.flags[idx] |= CARRIED;
         }
-        let idx = c.grow(f.sn);
-        c.flags[idx] |= CARRIED;
-        let track = match c.conns.iter().rposition(|t| t.conn == conn) {
-            Some(k) => &mut c.conns[k],
+        let k = match c.conns.iter().rposition(|t| t.conn == conn) {
+            Some(k) => k,
             None => {
                 if c.conns.len() >= 8 {
                     c.conns.remove(0);
                 }
-                c.conns.push(ConnTrack { conn, hi: f.sn + 1 });
-                return;
+                c.conns.push(ConnTrack {
+                    conn,
+                    hi: None,
+                    hello: false,
+                    unjudged: Vec::new(),
+                });
+                c.conns.len() - 1
             }
         };
-        let hi = track.hi;
-        track.hi = hi.max(f.sn + 1);
-        if f.sn > hi {
-            // The connection jumped over [hi, sn): the network lost them
-            // while it was up (unless this instance had them already).
-            for sn in hi..f.sn {
-                if !c.delivered_by(sn, generation) {
-                    c.flags[sn as usize] |= TRUTH_LIVE;
-                }
+        let track = &mut c.conns[k];
+        if hello {
+            track.hello = true;
+            let unjudged = core::mem::take(&mut track.unjudged);
+            for (range, generation) in unjudged {
+                c.mark_live(range, generation);
+            }
+            return;
+        }
+        // Frames of one connection arrive in order or not at all, so a jump
+        // within a connection is a loss while it was up, whatever the
+        // client's handshake state (eager frames precede the Welcome).
+        let end = if probe { f.sn } else { f.sn + 1 };
+        let jumped = track.hi.filter(|&hi| f.sn > hi).map(|hi| hi..f.sn);
+        track.hi = Some(track.hi.map_or(end, |hi| hi.max(end)));
+        if let Some(range) = jumped {
+            if track.hello {
+                c.mark_live(range, generation);
+            } else {
+                track.unjudged.push((range, generation));
             }
         }
     }
