@@ -7,6 +7,8 @@
 
 pub mod seq;
 pub mod session;
+mod session_checks;
+mod session_script;
 pub mod wire;
 
 use std::path::PathBuf;

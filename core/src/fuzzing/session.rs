@@ -7,59 +7,110 @@
 //! `handle_frame`, the `poll_*` drains), server calls (`handle_frame`,
 //! `handle_accepted`, `handle_disconnected`, `handle_timeout`), frames
 //! passed between them in or out of order, with one byte flipped, dropped,
-//! or replaced by raw bytes or by a forged but well-formed frame, and server
-//! crashes (a new `ServerCore` with another instance id). When the bytes run
-//! out, the script ends.
+//! sent on another connection, or replaced by raw bytes or by a forged but
+//! well-formed frame (a `Hello` of a stray peer or with a client's token, a
+//! `Probe`, epochs up to `u32::MAX`), and server crashes (a new `ServerCore`
+//! with another instance id). When the bytes run out, the script ends.
+//!
+//! The setup bytes choose one or two clients, whether the two share one
+//! session id (each with its own token), each client's flags, retries, run
+//! limit and window (1 to 8 or the default), and the server's ack cadence,
+//! payload CRCs, window (64 or more; its tracker holds 128) and
+//! `max_sessions` (1 to 4). Client `i` uses its own connection ids.
 //!
 //! Properties, checked after every step:
 //! 1. nothing panics;
 //! 2. client invariants: `base_sn <= sent_sn <= next_sn`, `outstanding ==
-//!    next_sn - base_sn <= 8`, `submitted == next_sn`, `sent == sent_sn`,
-//!    `acked + not_replayed == base_sn` (every sn below the window was either
-//!    acknowledged or given up, exactly once), `epoch == connects`,
-//!    `established, disconnects <= connects`, `rejects + protocol_errors <=
-//!    disconnects`, `server_restarts <= established`, `read_mismatches <=
-//!    completions`;
-//! 3. server bounds: `session_count <= 4`, `conn_count <= 4`, and
-//!    `stats.delivered` equals the `Delivered` events of this instance;
-//! 4. a server instance delivers each `(session, sn)` at most once (a session
-//!    it evicted or that said `Bye` starts over);
-//! 5. every sn delivered for a client's session was submitted by that client
-//!    (`sn < next_sn`), unless a forged frame of that session reached the
-//!    server;
+//!    next_sn - base_sn <= 8`, `sent_sn - base_sn` and the agreed window at
+//!    most the client's own window, `submitted == next_sn`, `sent ==
+//!    sent_sn`, `acked + not_replayed == base_sn` (every sn below the window
+//!    was either acknowledged or given up, exactly once), `epoch ==
+//!    connects`, `established, disconnects <= connects`, `rejects +
+//!    protocol_errors <= disconnects`, `server_restarts <= established`,
+//!    `read_mismatches <= completions`; `Closed` and `Failed` are final; no
+//!    event is dropped (the drained `Connecting`, `Established`,
+//!    `Disconnected`, `ServerRestarted`, `NotReplayed` and `Failed` events
+//!    match the counters and the state);
+//! 3. server bounds: `session_count <= max_sessions`, `conn_count <= 4`,
+//!    `tomb_count <= 256`, `window()` within `[64, 128]` and every record's
+//!    window within `[1, window()]`, `cumulative <= top`; `stats.delivered`
+//!    and `stats.tombs_forgotten` equal the `Delivered` and `Forgotten`
+//!    events of this instance;
+//! 4. a server instance delivers each `(session, sn)` at most once, ever: a
+//!    session closed with `Bye` or evicted leaves a tombstone, and only a
+//!    `Forgotten` one (the tombstone table overflowed) may start over;
+//! 5. every sn delivered for a client was submitted by that client (`sn <
+//!    next_sn`), unless a forged or misrouted frame of its session reached
+//!    the server (when the two clients share a session id, a delivery
+//!    belongs to the client whose connection carried it);
 //! 6. a client frame with one byte flipped in its header (CRC-covered) or in
 //!    a `Write` payload (CRC- or pattern-checked) is never delivered; a
 //!    server frame with one byte flipped in its header never moves the
 //!    client's window;
-//! 7. a client acknowledges only delivered sns: `acked` is at most the
-//!    number of its sns below `base_sn` that some server instance delivered
-//!    (unless a raw, forged or flipped frame reached it or the server).
+//! 7. a client acknowledges only its own delivered sns: `acked` is at most
+//!    the number of its sns below `base_sn` that some server instance
+//!    delivered from its own frames (unless a raw, forged or flipped frame
+//!    reached it, or a forged or misrouted one of its session the server);
+//! 8. one owner per session and server instance: every `SessionOpened` of a
+//!    session answers a `Hello` with the same token, and every client that
+//!    an instance establishes for a session id has that token (until the
+//!    instance reports the session `Forgotten`; a crash starts over:
+//!    whoever connects first owns it);
+//! 9. a well-formed `Hello` with another token than the owner's (live or
+//!    tombstoned session), on a connection that said no `Hello` yet,
+//!    changes nothing (`session(id)`, `session_count`, `tomb_count`) and is
+//!    answered by a `Reject(SessionOwned)` stamped with its session and
+//!    epoch (or `SessionTableFull` when the connection table is full);
+//!    `SessionOwned` answers only such a `Hello`;
+//! 10. a client that receives `SessionOwned` on its connection ends in
+//!     `Failed(SessionOwned)`;
+//! 11. the handshake stays within the `Hello`: `base_sn <= resume_from <=
+//!     next_sn`, and a record new to the instance resumes from `base_sn`;
+//! 12. the agreed window holds: the server never refuses a client's own
+//!     frame as `TooFar`, and every `LiveLoss` (found by a gap or by a
+//!     `Probe`) names only sns the client sent (unless a forged or
+//!     misrouted frame of its session reached the server); a `Probe` that
+//!     the server answers leaves every sn below its own arrived or an open
+//!     hole (`top >= sn`).
 
-use std::collections::{HashSet, VecDeque};
-use std::vec;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::vec::Vec;
 
 use core::time::Duration;
 
+use super::session_checks::{Drained, Out};
+use super::session_script::{emit, forge_to_client, forge_to_server, Claim, Cursor, Flip};
 use crate::session::{
-    Action, ClientConfig, ClientSession, ClientState, ClientStats, RequestOp, ServerConfig,
-    ServerCore, ServerEvent, ServerSink,
+    Action, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, RequestOp,
+    ServerConfig, ServerCore, MIN_WINDOW,
 };
 use crate::time::Instant;
 use crate::transport::{ConnId, DisconnectReason};
-use crate::wire::{self, Body, IoMsg, Op, RejectReason, HEADER_LEN};
+use crate::wire::{self, Op, HEADER_LEN};
 
-type Server = ServerCore<4, 4, 4, 3>;
-type Client = ClientSession<8>;
+/// 4 sessions, 4 connections, a backlog of 4, a window of 128 sns and 256
+/// tombstones.
+pub(super) type Server = ServerCore<SESSION_TABLE, CONNS, 4, 3>;
+pub(super) type Client = ClientSession<8>;
 
 /// Capacity of the client send window.
-const WINDOW: usize = 8;
-/// The session ids of the (up to) two clients.
+pub(super) const WINDOW: usize = 8;
+/// The server's session table.
+pub(super) const SESSION_TABLE: usize = 4;
+/// The server's connection table.
+pub(super) const CONNS: usize = 4;
+/// The server's tombstone table.
+pub(super) const TOMBS: usize = 256;
+/// The session ids of the (up to) two clients (both use the first when
+/// they share one).
 const SESSIONS: [u64; 2] = [0x5E55_0000_0000_0A01, 0x5E55_0000_0000_0B02];
-/// A client's token is its session id xor this.
+/// Client `i`'s token is `SESSIONS[i]` xor this.
 const TOKEN_SALT: u64 = 0x70CE_0000_0000_0000;
-/// Connection ids are drawn from `1..=CONN_IDS`.
+/// Client `i` connects with ids `1 + i * CONN_IDS ..= (i + 1) * CONN_IDS`.
 const CONN_IDS: u8 = 6;
+/// Forged frames and misrouted ones use ids `1..=ANY_CONN_IDS`; the last
+/// ones belong to no client.
+const ANY_CONN_IDS: u8 = 16;
 /// Largest payload or read the script submits.
 const MAX_LEN: u16 = 256;
 
@@ -75,11 +126,40 @@ pub fn session(data: &[u8]) {
 /// What a run reached, so that tests can tell that the script does more than
 /// idle.
 #[derive(Clone, Copy, Debug, Default)]
-struct Summary {
-    delivered: u64,
-    established: u64,
-    crashes: u64,
-    acked: u64,
+#[cfg_attr(not(test), allow(dead_code))]
+pub(super) struct Summary {
+    pub(super) delivered: u64,
+    pub(super) established: u64,
+    pub(super) crashes: u64,
+    pub(super) acked: u64,
+    /// Runs whose two clients share a session id.
+    pub(super) shared: u64,
+    /// Clients' own `Hello`s refused with `SessionOwned`.
+    pub(super) owned_refusals: u64,
+    /// Clients that ended in `Failed(SessionOwned)`.
+    pub(super) owned_failures: u64,
+    /// Other `Hello`s with a token not the owner's, refused (property 9).
+    pub(super) stray_refusals: u64,
+    /// Tail-loss probes the server answered.
+    pub(super) probes: u64,
+    /// `LiveLoss` events.
+    pub(super) live_losses: u64,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+impl Summary {
+    fn add(&mut self, s: &Summary) {
+        self.delivered += s.delivered;
+        self.established += s.established;
+        self.crashes += s.crashes;
+        self.acked += s.acked;
+        self.shared += s.shared;
+        self.owned_refusals += s.owned_refusals;
+        self.owned_failures += s.owned_failures;
+        self.stray_refusals += s.stray_refusals;
+        self.probes += s.probes;
+        self.live_losses += s.live_losses;
+    }
 }
 
 fn run(data: &[u8]) -> Summary {
@@ -90,146 +170,91 @@ fn run(data: &[u8]) -> Summary {
         world.check();
     }
     let mut summary = world.summary;
+    summary.probes += world.server.stats().probes;
     for p in &world.peers {
         summary.established += p.client.stats().established;
         summary.acked += p.client.stats().acked;
+        if matches!(
+            p.client.state(),
+            ClientState::Failed(FailReason::SessionOwned { .. })
+        ) {
+            summary.owned_failures += 1;
+        }
     }
     summary
 }
 
-/// Reads the script; past its end every byte is 0.
-struct Cursor<'a>(&'a [u8]);
-
-impl<'a> Cursor<'a> {
-    fn next(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next().unwrap_or(0)
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.byte(), self.byte()])
-    }
-
-    fn u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        for x in &mut b {
-            *x = self.byte();
-        }
-        u64::from_le_bytes(b)
-    }
-
-    fn bool(&mut self) -> bool {
-        self.byte() & 1 == 1
-    }
-
-    /// Up to `max` of the remaining bytes, as the length byte says.
-    fn bytes(&mut self, max: usize) -> &'a [u8] {
-        let want = usize::from(self.byte()) % (max + 1);
-        let n = want.min(self.0.len());
-        let (taken, rest) = self.0.split_at(n);
-        self.0 = rest;
-        taken
-    }
-}
-
-/// Everything the server emitted during one call.
-#[derive(Default)]
-struct Out {
-    frames: Vec<(ConnId, Vec<u8>)>,
-    events: Vec<ServerEvent>,
-}
-
-impl ServerSink for Out {
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>) {
-        let mut buf = vec![0u8; msg.buffer_len()];
-        let len = msg.emit(&mut buf);
-        assert_eq!(len, Ok(buf.len()), "the server emitted {msg:?}");
-        self.frames.push((conn, buf));
-    }
-    fn close(&mut self, _conn: ConnId) {
-        // The client learns of it from the `Reject`/`Bye` before it, or from
-        // a scripted `handle_disconnected`.
-    }
-    fn event(&mut self, event: ServerEvent) {
-        self.events.push(event);
-    }
-}
-
 /// One client and its side of the (simulated) transport.
-struct Peer {
-    client: Client,
+pub(super) struct Peer {
+    pub(super) client: Client,
     /// The connection the client currently uses, as the script chose it.
-    conn: Option<ConnId>,
+    pub(super) conn: Option<ConnId>,
     /// Frames the client transmitted and the server has not received.
-    outbox: VecDeque<Vec<u8>>,
+    pub(super) outbox: VecDeque<Vec<u8>>,
     /// Frames the server sent on `conn` and the client has not received.
-    inbox: VecDeque<Vec<u8>>,
-    /// A forged frame of this session reached the server: property 5 no
-    /// longer applies to it.
-    forged: bool,
-    /// A frame that no server sent as it is (raw, forged or with a flipped
-    /// byte) reached the client: property 7 no longer applies to it.
-    tainted: bool,
+    pub(super) inbox: VecDeque<Vec<u8>>,
+    /// A forged frame of this session, or (when the clients share it) a
+    /// frame sent on a connection of no or another client, reached the
+    /// server: properties 5, 8 and 12 no longer apply to it.
+    pub(super) forged: bool,
+    /// That, or a frame that no server sent as it is (raw, forged or with a
+    /// flipped byte) reached the client: properties 7 and 8 no longer apply
+    /// to it.
+    pub(super) tainted: bool,
+    /// Its sns that some server instance delivered from its frames.
+    pub(super) delivered: BTreeSet<u64>,
+    /// Its events drained so far.
+    pub(super) drained: Drained,
+    /// Its state once it was `Closed` or `Failed`.
+    pub(super) terminal: Option<ClientState>,
 }
 
-struct World {
-    now: Instant,
-    peers: Vec<Peer>,
-    server: Server,
-    server_config: ServerConfig,
+pub(super) struct World {
+    pub(super) now: Instant,
+    pub(super) peers: Vec<Peer>,
+    /// The two clients share one session id.
+    pub(super) shared: bool,
+    pub(super) server: Server,
+    pub(super) server_config: ServerConfig,
     /// `(session, sn)` delivered by the current server instance.
-    delivered: HashSet<(u64, u64)>,
+    pub(super) delivered: HashSet<(u64, u64)>,
     /// `Delivered` events of the current server instance.
-    delivered_events: u64,
-    /// `(session, sn)` delivered by any server instance.
-    ever_delivered: HashSet<(u64, u64)>,
-    summary: Summary,
-}
-
-/// How a frame in transit is handled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flip {
-    None,
-    /// XOR `mask` (non-zero) into byte `pos`.
-    Byte {
-        pos: usize,
-        mask: u8,
-    },
-}
-
-impl Flip {
-    fn read(c: &mut Cursor<'_>, len: usize) -> Flip {
-        let mask = c.byte();
-        if mask == 0 || len == 0 {
-            return Flip::None;
-        }
-        let pos = usize::from(c.u16()) % len;
-        Flip::Byte { pos, mask }
-    }
-
-    fn apply(self, frame: &mut [u8]) {
-        if let Flip::Byte { pos, mask } = self {
-            if let Some(b) = frame.get_mut(pos) {
-                *b ^= mask;
-            }
-        }
-    }
+    pub(super) delivered_events: u64,
+    /// `Forgotten` events of the current server instance.
+    pub(super) forgotten_events: u64,
+    /// The owner's token of every session the current instance opened
+    /// (live or tombstoned).
+    pub(super) owners: HashMap<u64, u64>,
+    /// Connections of the current instance bound by a `Hello`.
+    pub(super) bound: HashMap<ConnId, u64>,
+    /// The token of the clients established for `(instance, session)`.
+    pub(super) established: HashMap<(u64, u64), u64>,
+    pub(super) summary: Summary,
 }
 
 impl World {
     fn new(c: &mut Cursor<'_>) -> World {
         let setup = c.byte();
         let clients = 1 + usize::from(setup & 1);
+        let shared = clients == 2 && setup & 0x20 != 0;
+        let knobs = if setup & 0x40 != 0 { c.byte() } else { 0 };
+        let mut server_config = ServerConfig::new(1);
+        server_config.ack_every = 1 + u32::from(setup >> 1 & 7);
+        server_config.validate = setup & 0x10 != 0;
+        if setup & 0x40 != 0 {
+            server_config.max_sessions = 1 + usize::from(knobs & 3);
+            server_config.window = match knobs >> 2 & 3 {
+                0 => u32::MAX,
+                1 => MIN_WINDOW,
+                2 => 128,
+                _ => MIN_WINDOW + u32::from(c.byte()),
+            };
+        }
         let now = Instant::ZERO;
-        let peers = SESSIONS[..clients]
-            .iter()
-            .map(|&session| {
-                let mut cfg = ClientConfig::new(session, session ^ TOKEN_SALT);
+        let peers = (0..clients)
+            .map(|i| {
+                let session = SESSIONS[if shared { 0 } else { i }];
+                let mut cfg = ClientConfig::new(session, SESSIONS[i] ^ TOKEN_SALT);
                 let flags = c.byte();
                 cfg.replay = flags & 1 == 0;
                 cfg.eager = flags & 2 == 0;
@@ -243,6 +268,12 @@ impl World {
                 if flags & 8 != 0 {
                     cfg.run_limit = Some(Duration::from_millis(50 * u64::from(c.byte())));
                 }
+                if knobs & 0x10 != 0 {
+                    cfg.window = match c.byte() % 9 {
+                        0 => u32::MAX,
+                        w => u32::from(w),
+                    };
+                }
                 cfg.max_payload = u32::from(MAX_LEN);
                 Peer {
                     client: Client::new(cfg, now),
@@ -251,21 +282,28 @@ impl World {
                     inbox: VecDeque::new(),
                     forged: false,
                     tainted: false,
+                    delivered: BTreeSet::new(),
+                    drained: Drained::default(),
+                    terminal: None,
                 }
             })
             .collect();
-        let mut server_config = ServerConfig::new(1);
-        server_config.ack_every = 1 + u32::from(setup >> 1 & 7);
-        server_config.validate = setup & 0x10 != 0;
         World {
             now,
             peers,
+            shared,
             server: Server::new(server_config.clone()),
             server_config,
             delivered: HashSet::new(),
             delivered_events: 0,
-            ever_delivered: HashSet::new(),
-            summary: Summary::default(),
+            forgotten_events: 0,
+            owners: HashMap::new(),
+            bound: HashMap::new(),
+            established: HashMap::new(),
+            summary: Summary {
+                shared: u64::from(shared),
+                ..Summary::default()
+            },
         }
     }
 
@@ -273,8 +311,20 @@ impl World {
         usize::from(c.byte()) % self.peers.len()
     }
 
-    fn conn(c: &mut Cursor<'_>) -> ConnId {
-        ConnId::from(c.byte() % CONN_IDS + 1)
+    /// One of client `i`'s connection ids, as byte `b` chooses.
+    fn own_conn(i: usize, b: u8) -> ConnId {
+        ConnId::from(b % CONN_IDS + 1) + i as ConnId * ConnId::from(CONN_IDS)
+    }
+
+    /// Any connection id: of a client or of nobody.
+    fn any_conn(c: &mut Cursor<'_>) -> ConnId {
+        ConnId::from(c.byte() % ANY_CONN_IDS + 1)
+    }
+
+    /// The client whose connection ids include `conn`.
+    pub(super) fn conn_owner(&self, conn: ConnId) -> Option<usize> {
+        let i = usize::try_from(conn.checked_sub(1)? / ConnId::from(CONN_IDS)).ok()?;
+        (i < self.peers.len()).then_some(i)
     }
 
     fn advance(&mut self, c: &mut Cursor<'_>, deadline: Option<Instant>) {
@@ -320,7 +370,7 @@ impl World {
             }
             4 => {
                 let i = self.peer(c);
-                let conn = Self::conn(c);
+                let conn = Self::own_conn(i, c.byte());
                 let flags = c.byte();
                 let p = &mut self.peers[i];
                 if matches!(p.client.state(), ClientState::Connecting { .. }) {
@@ -332,9 +382,7 @@ impl World {
                         p.inbox.clear();
                     }
                     if flags & 2 == 0 {
-                        let mut out = Out::default();
-                        self.server.handle_accepted(conn, &mut out);
-                        self.absorb(out, None);
+                        self.accept(conn);
                     }
                 }
                 self.peers[i].client.handle_connected(self.now);
@@ -352,7 +400,7 @@ impl World {
                 self.peers[i].client.handle_disconnected(self.now, reason);
                 if b & 0x80 != 0 {
                     if let Some(conn) = self.peers[i].conn.take() {
-                        self.server.handle_disconnected(conn);
+                        self.disconnect(conn);
                     }
                 }
             }
@@ -371,17 +419,17 @@ impl World {
                 let raw = c.bytes(120);
                 let before = *self.peers[i].client.stats();
                 self.peers[i].tainted = true;
-                self.peers[i].client.handle_frame(self.now, raw);
+                self.client_frame(i, raw);
                 if wire::parse(raw).is_err() {
                     self.assert_window_unmoved(i, &before, "a malformed frame");
                 }
             }
             10 => {
                 let i = self.peer(c);
-                let msg = forge_to_client(c, self.peers[i].client.epoch(), SESSIONS[i]);
-                let frame = emit(&msg);
+                let p = &self.peers[i].client;
+                let msg = forge_to_client(c, p.epoch(), p.session());
                 self.peers[i].tainted = true;
-                self.peers[i].client.handle_frame(self.now, &frame);
+                self.client_frame(i, &emit(&msg));
             }
             11 => {
                 let i = self.peer(c);
@@ -392,33 +440,32 @@ impl World {
                 self.forward_to_server(i, c);
             }
             14 => {
-                let conn = Self::conn(c);
+                let conn = Self::any_conn(c);
                 let raw = c.bytes(120);
                 self.mark_forged(raw);
-                let mut out = Out::default();
-                self.server.handle_frame(self.now, conn, raw, &mut out);
-                self.absorb(out, None);
+                self.server_frame(conn, raw, None, None);
             }
             15 => {
-                let conn = Self::conn(c);
+                let conn = Self::any_conn(c);
                 let i = self.peer(c);
-                let p = &self.peers[i];
-                let msg = forge_to_server(c, SESSIONS[i], p.client.epoch(), p.client.next_sn());
-                let frame = emit(&msg);
+                let p = &self.peers[i].client;
+                let claim = Claim {
+                    session: p.session(),
+                    epoch: p.epoch(),
+                    next: p.next_sn(),
+                    tokens: [SESSIONS[0] ^ TOKEN_SALT, SESSIONS[1] ^ TOKEN_SALT],
+                };
+                let frame = emit(&forge_to_server(c, &claim));
                 self.mark_forged(&frame);
-                let mut out = Out::default();
-                self.server.handle_frame(self.now, conn, &frame, &mut out);
-                self.absorb(out, None);
+                self.server_frame(conn, &frame, None, None);
             }
             16 => {
-                let conn = Self::conn(c);
-                let mut out = Out::default();
+                let conn = Self::any_conn(c);
                 if c.bool() {
-                    self.server.handle_accepted(conn, &mut out);
+                    self.accept(conn);
                 } else {
-                    self.server.handle_disconnected(conn);
+                    self.disconnect(conn);
                 }
-                self.absorb(out, None);
             }
             17 => {
                 let due = self.server.poll_timeout();
@@ -456,7 +503,7 @@ impl World {
     /// The happy path in one step: start or connect if needed, then a round
     /// trip of everything queued, in order.
     fn progress(&mut self, i: usize, c: &mut Cursor<'_>) {
-        let conn = Self::conn(c);
+        let conn = Self::own_conn(i, c.byte());
         if self.peers[i].client.state() == ClientState::Idle {
             self.peers[i].client.start(self.now);
         }
@@ -467,18 +514,27 @@ impl World {
             p.outbox.clear();
             p.inbox.clear();
             p.client.handle_connected(self.now);
-            let mut out = Out::default();
-            self.server.handle_accepted(conn, &mut out);
-            self.absorb(out, None);
+            self.accept(conn);
         }
         self.pump(i);
         while let Some(frame) = self.peers[i].outbox.pop_front() {
             self.send_to_server(i, None, frame, Flip::None);
         }
         while let Some(frame) = self.peers[i].inbox.pop_front() {
-            self.peers[i].client.handle_frame(self.now, &frame);
+            self.client_frame(i, &frame);
         }
         self.pump(i);
+    }
+
+    fn accept(&mut self, conn: ConnId) {
+        let mut out = Out::default();
+        self.server.handle_accepted(conn, &mut out);
+        self.absorb(out, None);
+    }
+
+    fn disconnect(&mut self, conn: ConnId) {
+        self.server.handle_disconnected(conn);
+        self.bound.remove(&conn);
     }
 
     /// Drains the client's transmits, actions and events.
@@ -492,20 +548,54 @@ impl World {
             n += 1;
             assert!(n <= WINDOW + 2, "poll_transmit never ends");
         }
+        let d = &mut p.drained;
+        while let Some(e) = p.client.poll_event() {
+            match e {
+                ClientEvent::Connecting { .. } => d.connecting += 1,
+                ClientEvent::Established { .. } => d.established += 1,
+                ClientEvent::Disconnected { .. } => d.disconnected += 1,
+                ClientEvent::ServerRestarted { .. } => d.restarts += 1,
+                ClientEvent::NotReplayed { range } => d.not_replayed += range.end - range.start,
+                ClientEvent::Failed(_) => d.failed += 1,
+                _ => {}
+            }
+        }
+        let s = p.client.stats();
+        let counted = Drained {
+            connecting: s.connects,
+            established: s.established,
+            disconnected: s.disconnects,
+            restarts: s.server_restarts,
+            not_replayed: s.not_replayed,
+            failed: u64::from(matches!(p.client.state(), ClientState::Failed(_))),
+        };
+        assert_eq!(
+            p.drained, counted,
+            "client events vs its counters and state"
+        );
         while let Some(action) = p.client.poll_action() {
             if action == Action::Close {
                 if let Some(conn) = p.conn.take() {
                     self.server.handle_disconnected(conn);
+                    self.bound.remove(&conn);
                 }
             }
         }
-        while p.client.poll_event().is_some() {}
     }
 
-    /// Delivers one of the client's queued frames to the server.
+    /// Delivers one of the client's queued frames to the server: on its
+    /// connection, or on another one the script names (one of its own, or
+    /// any: misrouted).
     fn forward_to_server(&mut self, i: usize, c: &mut Cursor<'_>) {
         let b = c.byte();
-        let conn = (b & 0x80 != 0).then(|| Self::conn(c));
+        let conn = (b & 0x80 != 0).then(|| {
+            let x = c.byte();
+            if x & 0x80 == 0 {
+                Self::own_conn(i, x)
+            } else {
+                ConnId::from((x & 0x7f) % ANY_CONN_IDS + 1)
+            }
+        });
         let q = &mut self.peers[i].outbox;
         if q.is_empty() {
             return;
@@ -527,6 +617,12 @@ impl World {
         };
         let original = wire::parse(&frame).map(|m| m.body.op()).ok();
         assert!(original.is_some(), "the client emitted a malformed frame");
+        if self.shared && self.conn_owner(conn) != Some(i) {
+            // On a connection of the other client (or of nobody): for the
+            // server it is that client's frame, and a frame of the session
+            // that neither sent on its own connections.
+            self.mark_forged(&frame);
+        }
         flip.apply(&mut frame);
         let must_not_deliver = match flip {
             Flip::None => None,
@@ -536,9 +632,7 @@ impl World {
             }
             Flip::Byte { .. } => None,
         };
-        let mut out = Out::default();
-        self.server.handle_frame(self.now, conn, &frame, &mut out);
-        self.absorb(out, must_not_deliver);
+        self.server_frame(conn, &frame, Some(i), must_not_deliver);
     }
 
     /// Delivers one of the server's queued frames to the client.
@@ -558,240 +652,30 @@ impl World {
         flip.apply(&mut frame);
         self.peers[i].tainted |= flip != Flip::None;
         let before = *self.peers[i].client.stats();
-        self.peers[i].client.handle_frame(self.now, &frame);
+        self.client_frame(i, &frame);
         if matches!(flip, Flip::Byte { pos, .. } if pos < HEADER_LEN) {
             self.assert_window_unmoved(i, &before, "a server frame with a flipped header byte");
         }
     }
 
-    fn assert_window_unmoved(&self, i: usize, before: &ClientStats, what: &str) {
-        let after = self.peers[i].client.stats();
-        assert_eq!(after.acked, before.acked, "{what} acknowledged sns");
-        assert_eq!(
-            after.not_replayed, before.not_replayed,
-            "{what} gave sns up"
-        );
-        assert_eq!(after.established, before.established, "{what} established");
-    }
-
-    /// A frame that parses and claims a client's session did not come from
-    /// that client.
-    fn mark_forged(&mut self, frame: &[u8]) {
-        if let Ok(m) = wire::parse(frame) {
-            for (p, &s) in self.peers.iter_mut().zip(SESSIONS.iter()) {
-                if m.session == s {
-                    p.forged = true;
-                    p.tainted = true;
-                }
-            }
-        }
-    }
-
     fn crash(&mut self) {
+        self.summary.probes += self.server.stats().probes;
         self.server_config.instance += 1;
         self.server = Server::new(self.server_config.clone());
         self.delivered.clear();
         self.delivered_events = 0;
+        self.forgotten_events = 0;
+        self.owners.clear();
+        self.bound.clear();
         self.summary.crashes += 1;
-    }
-
-    /// Routes the server's output and checks its events.
-    fn absorb(&mut self, out: Out, must_not_deliver: Option<&str>) {
-        for e in &out.events {
-            match *e {
-                ServerEvent::Delivered { session, sn, .. } => {
-                    if let Some(what) = must_not_deliver {
-                        panic!("{what} was delivered: session {session:#x} sn {sn}");
-                    }
-                    assert!(
-                        self.delivered.insert((session, sn)),
-                        "session {session:#x} sn {sn} delivered twice by instance {}",
-                        self.server_config.instance
-                    );
-                    self.delivered_events += 1;
-                    self.ever_delivered.insert((session, sn));
-                    self.summary.delivered += 1;
-                    for (p, &s) in self.peers.iter().zip(SESSIONS.iter()) {
-                        if s == session && !p.forged {
-                            assert!(
-                                sn < p.client.next_sn(),
-                                "session {session:#x} sn {sn} delivered, only {} submitted",
-                                p.client.next_sn()
-                            );
-                        }
-                    }
-                }
-                ServerEvent::Evicted { session } | ServerEvent::Closed { session } => {
-                    self.delivered.retain(|&(s, _)| s != session);
-                }
-                _ => {}
-            }
-        }
-        for (conn, frame) in out.frames {
-            if let Some(p) = self.peers.iter_mut().find(|p| p.conn == Some(conn)) {
-                p.inbox.push_back(frame);
-            }
-        }
-    }
-
-    fn check(&self) {
-        for (p, &session) in self.peers.iter().zip(SESSIONS.iter()) {
-            check_client(&p.client);
-            if !p.tainted {
-                let base = p.client.base_sn();
-                let delivered = self
-                    .ever_delivered
-                    .iter()
-                    .filter(|&&(s, sn)| s == session && sn < base)
-                    .count() as u64;
-                let acked = p.client.stats().acked;
-                assert!(
-                    acked <= delivered,
-                    "session {session:#x}: {acked} sns acknowledged, only {delivered} below base_sn {base} delivered"
-                );
-            }
-        }
-        let s = &self.server;
-        assert!(s.session_count() <= 4, "{} sessions", s.session_count());
-        assert!(s.conn_count() <= 4, "{} connections", s.conn_count());
-        assert_eq!(
-            s.stats().delivered,
-            self.delivered_events,
-            "server delivered count vs its Delivered events"
-        );
-    }
-}
-
-fn check_client(c: &Client) {
-    let (base, sent, next) = (c.base_sn(), c.sent_sn(), c.next_sn());
-    let s = c.stats();
-    assert!(
-        base <= sent && sent <= next,
-        "base_sn {base}, sent_sn {sent}, next_sn {next}"
-    );
-    assert_eq!(c.outstanding() as u64, next - base, "outstanding");
-    assert!(c.outstanding() <= WINDOW, "outstanding {}", c.outstanding());
-    assert_eq!(s.submitted, next, "submitted vs next_sn");
-    assert_eq!(s.sent, sent, "first transmissions vs sent_sn");
-    assert_eq!(
-        s.acked + s.not_replayed,
-        base,
-        "every sn below base_sn was acknowledged or given up, once: {s:?}"
-    );
-    assert_eq!(u64::from(c.epoch()), s.connects, "epoch vs connects");
-    assert!(s.established <= s.connects, "{s:?}");
-    assert!(s.disconnects <= s.connects, "{s:?}");
-    assert!(s.rejects + s.protocol_errors <= s.disconnects, "{s:?}");
-    assert!(s.server_restarts <= s.established, "{s:?}");
-    assert!(s.read_mismatches <= s.completions, "{s:?}");
-    if !c.config().replay {
-        assert_eq!(s.replayed, 0, "replay is off: {s:?}");
-        assert_eq!(s.possible_duplicates, 0, "replay is off: {s:?}");
-    } else {
-        assert_eq!(s.not_replayed, 0, "replay is on: {s:?}");
-    }
-}
-
-fn emit(msg: &IoMsg<'_>) -> Vec<u8> {
-    let mut buf = vec![0u8; msg.buffer_len()];
-    let len = msg.emit(&mut buf);
-    assert_eq!(len, Ok(buf.len()), "emit of {msg:?}");
-    buf
-}
-
-/// An sn near `base`: mostly close to it, sometimes anywhere.
-fn sn_near(c: &mut Cursor<'_>, base: u64) -> u64 {
-    let b = c.byte();
-    match b >> 6 {
-        0 => base.saturating_sub(u64::from(b & 0x3f)),
-        1 | 2 => base + u64::from(b & 0x7f),
-        _ => c.u64(),
-    }
-}
-
-/// A well-formed server frame that no server sent: for this session (mostly)
-/// and the client's current epoch (mostly).
-fn forge_to_client(c: &mut Cursor<'_>, epoch: u32, session: u64) -> IoMsg<'static> {
-    static PATTERN: [u8; 64] = [0x5A; 64];
-    let b = c.byte();
-    let epoch = match b >> 6 {
-        0 => epoch.wrapping_sub(1),
-        3 => u32::from(c.byte()),
-        _ => epoch,
-    };
-    let session = if b & 0x20 == 0 { session } else { c.u64() };
-    let ack = sn_near(c, 0);
-    let sn = sn_near(c, 0);
-    let body = match b % 7 {
-        0 | 1 => Body::Welcome {
-            instance: u64::from(c.byte() % 3),
-            resume_from: sn_near(c, 0),
-            incarnation: u64::from(c.byte() % 3),
-            window: u32::from(c.byte()),
-            known: c.bool(),
-        },
-        2 => Body::WriteComp,
-        3 => Body::ReadComp {
-            data: &PATTERN[..usize::from(c.byte()) % PATTERN.len()],
-        },
-        4 => Body::Ack,
-        5 => Body::Bye,
-        _ => Body::Reject {
-            reason: RejectReason::ALL[usize::from(c.byte()) % RejectReason::ALL.len()],
-            detail: u64::from(c.byte()),
-        },
-    };
-    IoMsg {
-        session,
-        epoch,
-        sn,
-        ack,
-        validate: false,
-        stream: false,
-        body,
-    }
-}
-
-/// A well-formed client frame that no client sent (its payload does match
-/// the pattern, so the server may deliver it).
-fn forge_to_server(c: &mut Cursor<'_>, session: u64, epoch: u32, next: u64) -> IoMsg<'static> {
-    let b = c.byte();
-    let epoch = match b >> 6 {
-        0 => epoch.wrapping_sub(1),
-        1 => epoch.wrapping_add(1),
-        _ => epoch,
-    };
-    let session = if b & 0x20 == 0 { session } else { c.u64() };
-    let sn = sn_near(c, next);
-    let body = match b % 5 {
-        0 | 1 => Body::Hello {
-            base_sn: sn_near(c, 0),
-            next_sn: sn_near(c, next),
-            token: u64::from(c.byte() % 3),
-            window: u32::from(c.byte()),
-            replay: c.bool(),
-        },
-        2 => Body::Read {
-            len: u32::from(c.u16()) % 1024,
-        },
-        3 => Body::Bye,
-        _ => Body::Ack,
-    };
-    IoMsg {
-        session,
-        epoch,
-        sn,
-        ack: 0,
-        validate: false,
-        stream: false,
-        body,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SplitMix64;
+    use crate::session::{ServerEvent, SplitMix64};
+    use std::vec;
 
     #[test]
     fn session_properties_hold_on_seeded_random_scripts() {
@@ -800,35 +684,108 @@ mod tests {
         for _ in 0..400 {
             let len = 64 + (rng.next_u64() % 2048) as usize;
             let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-            let s = run(&bytes);
-            total.delivered += s.delivered;
-            total.established += s.established;
-            total.crashes += s.crashes;
-            total.acked += s.acked;
+            total.add(&run(&bytes));
         }
         // The scripts reach the states the properties are about.
         assert!(total.established > 200, "{total:?}");
         assert!(total.delivered > 150, "{total:?}");
         assert!(total.acked > 100, "{total:?}");
         assert!(total.crashes > 50, "{total:?}");
+        assert!(total.shared > 50, "{total:?}");
+        assert!(total.owned_refusals > 10, "{total:?}");
+        assert!(total.owned_failures > 10, "{total:?}");
+        assert!(total.stray_refusals > 15, "{total:?}");
+        assert!(total.probes > 0, "{total:?}");
+        assert!(total.live_losses > 0, "{total:?}");
     }
 
     #[test]
-    fn committed_seeds_establish_and_deliver() {
+    fn committed_seeds_establish_deliver_and_cover_what_they_name() {
         let seeds = crate::fuzzing::seed_files("session");
         assert!(seeds.len() >= 3, "{} seeds", seeds.len());
         let mut crashes = 0;
         for (path, bytes) in seeds {
             let s = run(&bytes);
+            let name = path.to_string_lossy();
             // Regression inputs only have to hold; the others also cover.
-            let regression = path.to_string_lossy().contains("seed-regress-");
+            let regression = name.contains("seed-regress-");
             assert!(
                 regression || s.established > 0 && s.delivered > 0 && s.acked > 0,
                 "{}: {s:?}",
                 path.display()
             );
+            if name.contains("shared-id") {
+                assert!(s.shared == 1 && s.owned_refusals > 0, "{name}: {s:?}");
+                assert!(s.owned_failures > 0, "{name}: {s:?}");
+            }
+            if name.contains("stray-hello") {
+                assert!(s.stray_refusals > 0, "{name}: {s:?}");
+            }
+            if name.contains("probe") {
+                assert!(s.probes > 0 && s.live_losses > 0, "{name}: {s:?}");
+            }
             crashes += s.crashes;
         }
         assert!(crashes > 0, "no seed crashes the server");
+    }
+
+    /// Two clients that share a session id, and `sn 0` submitted by the
+    /// first.
+    fn shared_world() -> World {
+        let mut world = World::new(&mut Cursor(&[0x21, 0, 0, 0, 0]));
+        assert!(world.shared);
+        let sn = world.peers[0].client.submit(RequestOp::Write, 0);
+        assert_eq!(sn, Ok(0));
+        world
+    }
+
+    fn delivered(conn: ConnId) -> ServerEvent {
+        ServerEvent::Delivered {
+            session: SESSIONS[0],
+            epoch: 1,
+            conn,
+            sn: 0,
+            op: Op::Write,
+            len: 0,
+        }
+    }
+
+    fn absorb(world: &mut World, events: Vec<ServerEvent>) {
+        let out = Out {
+            events,
+            ..Out::default()
+        };
+        world.absorb(out, None);
+    }
+
+    #[test]
+    fn only_a_forgotten_session_may_be_delivered_again() {
+        let mut world = shared_world();
+        let forgotten = ServerEvent::Forgotten {
+            session: SESSIONS[0],
+        };
+        absorb(&mut world, vec![delivered(1), forgotten, delivered(1)]);
+        assert_eq!(world.peers[0].delivered.len(), 1);
+        assert!(world.peers[1].delivered.is_empty(), "the other client's");
+    }
+
+    #[test]
+    #[should_panic(expected = "sn 0 delivered twice by instance 1")]
+    fn a_closed_session_delivered_again_is_a_violation() {
+        let mut world = shared_world();
+        let closed = ServerEvent::Closed {
+            session: SESSIONS[0],
+        };
+        absorb(&mut world, vec![delivered(1), closed, delivered(1)]);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "client 1: session 0x5e55000000000a01 sn 0 delivered, only 0 submitted"
+    )]
+    fn a_delivery_belongs_to_the_client_whose_connection_carried_it() {
+        // The first client submitted sn 0; the second, on connection 7,
+        // did not.
+        absorb(&mut shared_world(), vec![delivered(7)]);
     }
 }
