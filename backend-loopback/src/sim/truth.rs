@@ -79,6 +79,8 @@ pub struct FrameInfo {
     pub sn: u64,
     /// Op.
     pub op: Op,
+    /// A `Hello`'s `(base_sn, next_sn, replay)`.
+    pub hello: Option<(u64, u64, bool)>,
 }
 
 impl FrameInfo {
@@ -90,6 +92,15 @@ impl FrameInfo {
             epoch: m.epoch,
             sn: m.sn,
             op: m.body.op(),
+            hello: match m.body {
+                wire::Body::Hello {
+                    base_sn,
+                    next_sn,
+                    replay,
+                    ..
+                } => Some((base_sn, next_sn, replay)),
+                _ => None,
+            },
         })
     }
 
@@ -333,7 +344,14 @@ impl Truth {
             }
         };
         let track = &mut c.conns[k];
-        if hello {
+        if let Some((base_sn, next_sn, replay)) = f.hello {
+            // What the connection carries starts at next_sn when nothing
+            // before it will be sent again (replay off, or nothing
+            // unacknowledged); with a replay it starts at the Welcome's
+            // resume_from, which only the client sees.
+            if (!replay || base_sn == next_sn) && track.hi.is_none() {
+                track.hi = Some(next_sn);
+            }
             track.hello = true;
             let unjudged = core::mem::take(&mut track.unjudged);
             for (range, generation) in unjudged {
