@@ -46,6 +46,9 @@ pub struct ClientSession<const N: usize> {
     probe_pending: bool,
     /// When the last probe went out.
     last_probe: Instant,
+    /// Every sn this connection carried below this is covered by a probe
+    /// sent after it (or by the handshake).
+    probed_upto: u64,
     closing: bool,
     instance: Option<u64>,
     /// The incarnation of the server record known to have seen every frame
@@ -88,6 +91,7 @@ impl<const N: usize> ClientSession<N> {
             bye_pending: false,
             probe_pending: false,
             last_probe: now,
+            probed_upto: 0,
             closing: false,
             instance: None,
             trusted: None,
@@ -213,7 +217,7 @@ impl<const N: usize> ClientSession<N> {
             ClientState::Backoff { until } => Some(until),
             ClientState::Disconnected { .. } => Some(Instant::ZERO),
             ClientState::Established { .. } if self.sent_hw > self.window.base() => {
-                let reply = self.last_progress + self.config.reply_timeout;
+                let reply = self.reply_deadline();
                 Some(match self.next_probe() {
                     Some(probe) => probe.min(reply),
                     None => reply,
@@ -255,10 +259,16 @@ impl<const N: usize> ClientSession<N> {
                 self.lose_connection(now, DisconnectCause::ReplyTimeout, true);
             }
             ClientState::Established { .. }
-                if self.sent_hw > self.window.base()
-                    && now >= self.last_progress + self.config.reply_timeout =>
+                if self.sent_hw > self.window.base() && now >= self.reply_deadline() =>
             {
-                self.lose_connection(now, DisconnectCause::ReplyTimeout, true);
+                if self.probed_upto < self.tx_cursor {
+                    // Frames went out since the last probe: one more, so
+                    // that a drop among them is found before giving up.
+                    self.probe_pending = true;
+                    self.last_probe = now;
+                } else if !self.probe_pending {
+                    self.lose_connection(now, DisconnectCause::ReplyTimeout, true);
+                }
             }
             ClientState::Established { .. }
                 if self.next_probe().is_some_and(|probe| now >= probe) =>
@@ -281,8 +291,24 @@ impl<const N: usize> ClientSession<N> {
         if self.probe_pending || self.tx_cursor <= self.window.base() {
             return None;
         }
-        let interval = self.config.reply_timeout / 4;
-        Some(self.last_progress.max(self.last_probe) + interval)
+        Some(self.last_progress.max(self.last_probe) + self.probe_interval())
+    }
+
+    fn probe_interval(&self) -> core::time::Duration {
+        self.config.reply_timeout / 4
+    }
+
+    /// When an established connection without ack progress is given up:
+    /// a reply timeout after the last progress, and not before the answer
+    /// to a probe that covers every frame sent had a probe interval to
+    /// come. Past the reply timeout no new frame goes out.
+    fn reply_deadline(&self) -> Instant {
+        let reply = self.last_progress + self.config.reply_timeout;
+        if self.probed_upto < self.tx_cursor || self.probe_pending {
+            reply
+        } else {
+            reply.max(self.last_probe + self.probe_interval())
+        }
     }
 
     /// Whether a whole connection cycle's events fit in the queue.
@@ -462,11 +488,14 @@ impl<const N: usize> ClientSession<N> {
                     };
                     let len = msg.emit(out).ok()?;
                     self.probe_pending = false;
+                    self.probed_upto = self.tx_cursor;
                     self.stats.probes += 1;
                     return Some(len);
                 }
                 let limit = self.window.base().saturating_add(self.agreed);
-                if self.tx_cursor < self.window.next() && self.tx_cursor < limit {
+                let stalled = self.sent_hw > self.window.base()
+                    && now >= self.last_progress + self.config.reply_timeout;
+                if self.tx_cursor < self.window.next() && self.tx_cursor < limit && !stalled {
                     return self.transmit_data(now, scratch, out);
                 }
                 if self.bye_pending {
@@ -621,6 +650,9 @@ impl<const N: usize> ClientSession<N> {
         self.attempt = 0;
         self.last_progress = now;
         self.last_probe = now;
+        // Frames of this connection so far: the replay from `confirmed` is
+        // still to go out; eager frames from next_sn on went out unprobed.
+        self.probed_upto = self.tx_cursor.min(next_sn);
         self.state = ClientState::Established {
             instance,
             since: now,

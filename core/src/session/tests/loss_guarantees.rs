@@ -435,3 +435,38 @@ fn a_stray_hello_cannot_take_a_session_over_or_lock_its_owner_out() {
     assert_eq!(s.session(SESSION).unwrap().epoch, 2);
     assert_eq!(out.closed.last(), Some(&1), "the old connection was closed");
 }
+
+#[test]
+fn frames_sent_after_the_last_probe_get_a_final_probe_before_the_timeout() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let _unanswered = client_frames(&mut c, t(10));
+    let reply_timeout = c.config().reply_timeout;
+    let quarter = reply_timeout / 4;
+    for k in 1..4u32 {
+        c.handle_timeout(t(10) + quarter * k);
+        assert_eq!(sns(&client_frames(&mut c, t(10) + quarter * k)), vec![1]);
+    }
+    // A frame after the third probe, dropped with nothing behind it.
+    submit_writes(&mut c, 1);
+    let late = t(10) + quarter * 3 + Duration::from_millis(1);
+    assert_eq!(sns(&client_frames(&mut c, late)), vec![1]);
+    let deadline = t(10) + reply_timeout;
+    assert_eq!(c.poll_timeout(), Some(deadline));
+    c.handle_timeout(deadline);
+    assert!(matches!(c.state(), ClientState::Established { .. }));
+    submit_writes(&mut c, 1);
+    let probe = client_frames(&mut c, deadline);
+    assert_eq!(
+        probe.len(),
+        1,
+        "only the probe: no new frame past the deadline"
+    );
+    let probe = wire::parse(&probe[0]).unwrap();
+    assert_eq!((probe.body, probe.sn), (Body::Probe, 2), "covers sn 1");
+    // Its answer gets a probe interval; then the connection is given up.
+    assert_eq!(c.poll_timeout(), Some(deadline + quarter));
+    c.handle_timeout(deadline + quarter);
+    assert!(matches!(c.state(), ClientState::Backoff { .. }));
+}
