@@ -296,7 +296,12 @@ impl<
             Body::Bye => return self.handle_bye(now, conn, session, sink),
             Body::Write { data: bytes } => {
                 if !pattern::matches(session, sn, bytes) {
-                    // Corrupted beyond what the CRCs covered: never deliver it.
+                    // Corrupted beyond what the CRCs covered: never deliver
+                    // it. Its header passed its CRC, though, so it still
+                    // says that every sn below it was sent before it.
+                    if self.conns.get(&conn).and_then(|c| c.session) == Some(session) {
+                        self.process(now, conn, data(Kind::Probe, 0), sink);
+                    }
                     return self.reject(conn, session, epoch, RejectReason::Malformed, sn, sink);
                 }
                 let op = if msg.stream {

@@ -470,3 +470,24 @@ fn frames_sent_after_the_last_probe_get_a_final_probe_before_the_timeout() {
     c.handle_timeout(deadline + quarter);
     assert!(matches!(c.state(), ClientState::Backoff { .. }));
 }
+
+#[test]
+fn a_frame_refused_for_its_payload_still_reveals_the_drop_before_it() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 2);
+    let frames = client_frames(&mut c, t(1));
+    // Sn 0 is dropped; sn 1 arrives with a payload the CRCs do not cover
+    // corrupted, so it is refused, but its header is sound.
+    let mut corrupt = frames[1].clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x40;
+    to_server(&mut s, &mut out, 1, &[corrupt], t(1));
+    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+    assert!(out.events.contains(&ServerEvent::LiveLoss {
+        session: SESSION,
+        epoch: 1,
+        missing: 0..1
+    }));
+    assert_eq!(out.delivered(), Vec::<u64>::new());
+}
