@@ -59,7 +59,7 @@ fn established(t: &mut Truth, epoch: u32) {
 /// Client 0's sn carried on `conn` and delivered by instance `gen`.
 fn carry_and_deliver(t: &mut Truth, conn: u32, gen: u32, sn: u64, epoch: u32) {
     t.carried(Owner::Client(0), conn, gen, Some(&data(sn, epoch)));
-    t.delivered(gen, 0, Owner::Client(0), S, sn);
+    t.delivered(gen, 0, Owner::Client(0), Some(conn), S, sn);
 }
 
 fn acked(t: &mut Truth, upto: u64) {
@@ -158,7 +158,7 @@ fn acked_from_others_frames_fails_when_a_shared_session_steals_the_ack() {
     t.submitted(1, 0);
     // Client 1's sn 0 is delivered; client 0's never is, yet it is acked.
     t.carried(Owner::Client(1), 7, 1, Some(&data(0, 1)));
-    t.delivered(1, 0, Owner::Client(1), S, 0);
+    t.delivered(1, 0, Owner::Client(1), Some(7), S, 0);
     acked(&mut t, 1);
     let v = verdict(&t);
     only(&v, Invariant::AckedFromOthersFrames);
@@ -173,8 +173,8 @@ fn delivered_twice_by_one_instance_fails() {
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
     // Also when the first delivery came from another peer's frame.
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Stray, S, 0);
-    t.delivered(1, 0, Owner::Client(0), S, 0);
+    t.delivered(1, 0, Owner::Stray, Some(9), S, 0);
+    t.delivered(1, 0, Owner::Client(0), Some(1), S, 0);
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
 }
 
@@ -338,7 +338,7 @@ fn client_events_lost_fails_for_dropped_events_and_unexplained_releases() {
 #[test]
 fn untraced_delivery_fails_when_no_received_frame_carried_it() {
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Unknown, S, 0);
+    t.delivered(1, 0, Owner::Unknown, None, S, 0);
     only(&verdict(&t), Invariant::UntracedDelivery);
 }
 

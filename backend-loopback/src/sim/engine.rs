@@ -491,7 +491,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     ServerEvent::Delivered { session, sn, .. } => {
                                         let conn = delivery_conn(e, &mut rec.rx[k]);
                                         let owner = rec.rx[k].owner(conn);
-                                        rec.truth.delivered(generation, addr, owner, *session, *sn);
+                                        rec.truth.delivered(
+                                            generation, addr, owner, conn, *session, *sn,
+                                        );
                                     }
                                     ServerEvent::LiveLoss {
                                         session, missing, ..

@@ -49,8 +49,9 @@ const LOST_IN_FLIGHT_CLAIM: u16 = 1 << 5;
 const OPEN_HOLE: u16 = 1 << 6;
 /// Truth: delivered while a live-loss claim stood.
 const RECOVERED: u16 = 1 << 7;
-/// Truth: a later frame of a live connection got through while the
-/// network had lost this sn's frame on it.
+/// Truth: a server delivered a later frame of the connection that carried
+/// this sn before any frame of this sn reached that instance: the network
+/// lost it on a live connection (and the server's tracker saw the gap).
 const TRUTH_LIVE: u16 = 1 << 8;
 /// Truth: the network silently dropped the sn's frame, and the client gave
 /// up on the connection by its reply timeout while it was still up (a
@@ -110,11 +111,11 @@ pub struct ClientSpec {
     pub replay: bool,
 }
 
-/// A connection of a client that carried data, as far as the network saw.
+/// A connection of a client whose frames a server delivered.
 #[derive(Clone, Copy, Debug)]
 struct ConnTrack {
     conn: ConnId,
-    /// One past the highest sn it carried.
+    /// One past the highest sn delivered from it.
     hi: u64,
 }
 
@@ -148,7 +149,7 @@ struct ClientTruth {
     failed: bool,
     read_mismatches: u64,
     given_up: u64,
-    /// Recent connections that carried its data.
+    /// Recent connections whose frames were delivered.
     conns: Vec<ConnTrack>,
     drops: Vec<DropRecord>,
     final_base: Option<u64>,
@@ -185,6 +186,32 @@ impl ClientTruth {
 
     fn delivered_by(&self, sn: u64, generation: u32) -> bool {
         self.delivered(sn) > 0 && self.last_gen.get(sn as usize) == Some(&generation)
+    }
+
+    /// Instance `generation` delivers `sn` from connection `conn`: the sns
+    /// that connection carried before it and that never reached that
+    /// instance were jumped over on a live connection (its tracker saw
+    /// the gap).
+    fn jumped(&mut self, conn: ConnId, generation: u32, sn: u64) {
+        let hi = match self.conns.iter().rposition(|t| t.conn == conn) {
+            Some(k) => {
+                let hi = self.conns[k].hi;
+                self.conns[k].hi = hi.max(sn + 1);
+                hi
+            }
+            None => {
+                if self.conns.len() >= 8 {
+                    self.conns.remove(0);
+                }
+                self.conns.push(ConnTrack { conn, hi: sn + 1 });
+                return;
+            }
+        };
+        for s in hi..sn {
+            if !self.delivered_by(s, generation) {
+                self.flags[s as usize] |= TRUTH_LIVE;
+            }
+        }
     }
 
     fn flag(&mut self, range: Range<u64>, flag: u16) {
@@ -273,41 +300,16 @@ impl Truth {
         generation: u32,
         frame: Option<&FrameInfo>,
     ) {
+        let _ = (conn, generation);
         self.carried_frames += 1;
         let Some(f) = frame else {
             self.unparsable += 1;
             return;
         };
-        let Owner::Client(i) = owner else {
-            return;
-        };
-        if !f.is_data() {
-            return;
-        }
-        let c = &mut self.clients[i];
-        let idx = c.grow(f.sn);
-        c.flags[idx] |= CARRIED;
-        let live_epoch = f.epoch == c.epoch && c.established == Some(f.epoch);
-        let track = match c.conns.iter().rposition(|t| t.conn == conn) {
-            Some(k) => &mut c.conns[k],
-            None => {
-                if c.conns.len() >= 8 {
-                    c.conns.remove(0);
-                }
-                c.conns.push(ConnTrack { conn, hi: f.sn + 1 });
-                return;
-            }
-        };
-        let hi = track.hi;
-        track.hi = hi.max(f.sn + 1);
-        if f.sn > hi && live_epoch {
-            // The connection jumped over [hi, sn): the network lost them
-            // while it was up (unless this instance had them already).
-            for sn in hi..f.sn {
-                if !c.delivered_by(sn, generation) {
-                    c.flags[sn as usize] |= TRUTH_LIVE;
-                }
-            }
+        if let (Owner::Client(i), true) = (owner, f.is_data()) {
+            let c = &mut self.clients[i];
+            let idx = c.grow(f.sn);
+            c.flags[idx] |= CARRIED;
         }
     }
 
@@ -359,8 +361,17 @@ impl Truth {
     }
 
     /// Server instance `generation` (at address `server`) delivered
-    /// `(session, sn)` from a frame that `owner`'s connection carried.
-    pub fn delivered(&mut self, generation: u32, server: u16, owner: Owner, session: u64, sn: u64) {
+    /// `(session, sn)` from a frame that `owner`'s connection `conn`
+    /// carried (`None`: no frame the server received carried it).
+    pub fn delivered(
+        &mut self,
+        generation: u32,
+        server: u16,
+        owner: Owner,
+        conn: Option<ConnId>,
+        session: u64,
+        sn: u64,
+    ) {
         let i = match owner {
             Owner::Client(i) if self.clients[i].spec.session == session => i,
             Owner::Stray => {
@@ -442,6 +453,9 @@ impl Truth {
         }
         if flags & LIVE_CLAIM != 0 {
             c.flags[idx] |= RECOVERED;
+        }
+        if let Some(conn) = conn {
+            c.jumped(conn, generation, sn);
         }
         c.deliveries[idx] = c.deliveries[idx].saturating_add(1);
         c.last_gen[idx] = generation;
