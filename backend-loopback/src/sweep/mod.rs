@@ -136,11 +136,14 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         d.us(&[10, 100, 1000, 3000])
     };
     let turns = clients.div_ceil(servers).div_ceil(server_sessions).max(1) as u64;
-    let per_client_budget = if interval.is_zero() {
-        u64::MAX
-    } else {
-        (1_000_000 / interval.as_micros().max(1) as u64 / turns).max(1)
-    };
+    // Below 500 µs: the sim's connect timeout (1 ms) must cover a
+    // connection's two latencies, or no client ever connects.
+    let latency = d.us(&[0, 1, 5, 50, 200, 450]);
+    // A client's time per request: its pacing, or a round trip shared by
+    // its window; all turns together within 1 s of the 3 s drain.
+    let round_trip = 2 * latency.as_micros() as u64 + 10;
+    let per_request = (interval.as_micros() as u64).max(round_trip / client_window as u64);
+    let per_client_budget = (1_000_000 / per_request.max(1) / turns).max(1);
     let messages = if !interval.is_zero()
         && interval >= Duration::from_micros(100)
         && turns == 1
@@ -293,9 +296,7 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         drain: Duration::from_secs(3),
         replay: !full || d.chance(500),
         rebuild_transport: d.chance(300),
-        // Below 500 µs: the sim's connect timeout (1 ms) must cover a
-        // connection's two latencies, or no client ever connects.
-        latency: d.us(&[0, 1, 5, 50, 200, 450]),
+        latency,
         detect_delay: d.us(&[0, 10, 50, 500, 3000]),
         client_window,
         server_window,
