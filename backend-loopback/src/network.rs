@@ -58,9 +58,11 @@ pub type TapFn = Box<dyn FnMut(&Tap<'_>)>;
 pub enum ConnStatus {
     /// Both ends may send.
     Open,
-    /// Closed by one end, or broken after the frames already sent (a
-    /// `Disconnect` fault): what was sent before still arrives.
+    /// Closed by one end: what was sent before still arrives.
     Closing,
+    /// Broken by the network after the frames already sent (a `Disconnect`
+    /// fault): they still arrive, then both ends hear `PeerFailed`.
+    Breaking,
     /// Broken: nothing more arrives.
     Reset,
 }
@@ -179,6 +181,8 @@ struct Conn {
     /// The connection ended before the server saw `Accepted`: the server
     /// hears of it right after the `Accepted`.
     server_notice: Option<DisconnectReason>,
+    /// The network broke it (a `Disconnect` fault), not one of its ends.
+    broken: bool,
     /// A reordered frame waiting for `left` later frames, per direction
     /// (`[to_server, to_client]`).
     held: [Option<(Vec<u8>, u8)>; 2],
@@ -334,6 +338,7 @@ impl Network {
     pub fn conn_status(&self, conn: ConnId) -> Option<ConnStatus> {
         self.inner.borrow().conns.get(&conn).map(|c| match c.state {
             ConnState::Open => ConnStatus::Open,
+            ConnState::Closing { .. } if c.broken => ConnStatus::Breaking,
             ConnState::Closing { .. } => ConnStatus::Closing,
             ConnState::Reset => ConnStatus::Reset,
         })
@@ -485,6 +490,7 @@ impl Inner {
             return;
         }
         c.state = ConnState::Closing { at: now };
+        c.broken = true;
         let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
         let tell_client = !c.client_done;
         // A reordered frame still held was sent before the break: it
@@ -535,6 +541,7 @@ impl Inner {
             server_done: server.is_none(),
             server_announced: false,
             server_notice: None,
+            broken: false,
             held: [None, None],
             last_at: [Instant::ZERO; 2],
         };
