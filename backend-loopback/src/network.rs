@@ -295,12 +295,14 @@ impl Network {
     pub fn disconnect_all(&self, now: Instant) -> usize {
         let mut inner = self.inner.borrow_mut();
         inner.advance(now);
-        let ids: Vec<ConnId> = inner
+        let mut ids: Vec<ConnId> = inner
             .conns
             .iter()
             .filter(|(_, c)| c.state == ConnState::Open)
             .map(|(&id, _)| id)
             .collect();
+        // The map's order is random per process; the run must not be.
+        ids.sort_unstable();
         for &id in &ids {
             inner.reset(id, DisconnectReason::PeerFailed);
         }
@@ -696,12 +698,14 @@ impl Inner {
     /// The endpoint's process is gone: its connections reset, its listener
     /// closes, its inbox is dropped.
     fn crash(&mut self, ep: EpId, uid: EndpointId) {
-        let ids: Vec<ConnId> = self
+        let mut ids: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| c.client_uid == uid || c.server_uid == uid)
             .map(|(&id, _)| id)
             .collect();
+        // The map's order is random per process; the run must not be.
+        ids.sort_unstable();
         for id in ids {
             if let Some(c) = self.conns.get_mut(&id) {
                 if c.client_uid == uid {
