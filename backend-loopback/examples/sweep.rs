@@ -115,8 +115,13 @@ fn shrink_and_print(failing: &[(Invariant, Scenario)], seconds: u64) {
             repro::encode(&small)
         );
         if let Some(r) = &out.report {
-            if let Some(v) = r.discrepancies.iter().find(|v| v.invariant == *inv) {
-                println!("  e.g. {v}");
+            match r.discrepancies.iter().find(|v| v.invariant == *inv) {
+                Some(v) => println!("  e.g. {v}"),
+                None => println!(
+                    "  ({} {inv} violations, none among the {} listed first; rerun with --repro)",
+                    r.violations_of(*inv),
+                    r.discrepancies.len()
+                ),
             }
         }
     }
