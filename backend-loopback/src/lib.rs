@@ -15,10 +15,13 @@
 //! * [`sim`] runs a [`sim::Scenario`] and returns a [`sim::Report`] whose
 //!   protocol-side counts are checked against a ground truth kept apart
 //!   from the protocol.
+//! * [`sweep`] draws random scenarios, checks each run's invariants, and
+//!   shrinks a failing scenario to a small one-line reproduction.
 
 mod fault;
 mod network;
 pub mod sim;
+pub mod sweep;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

@@ -58,9 +58,11 @@ pub type TapFn = Box<dyn FnMut(&Tap<'_>)>;
 pub enum ConnStatus {
     /// Both ends may send.
     Open,
-    /// Closed by one end, or broken after the frames already sent (a
-    /// `Disconnect` fault): what was sent before still arrives.
+    /// Closed by one end: what was sent before still arrives.
     Closing,
+    /// Broken by the network after the frames already sent (a `Disconnect`
+    /// fault): they still arrive, then both ends hear `PeerFailed`.
+    Breaking,
     /// Broken: nothing more arrives.
     Reset,
 }
@@ -179,6 +181,8 @@ struct Conn {
     /// The connection ended before the server saw `Accepted`: the server
     /// hears of it right after the `Accepted`.
     server_notice: Option<DisconnectReason>,
+    /// The network broke it (a `Disconnect` fault), not one of its ends.
+    broken: bool,
     /// A reordered frame waiting for `left` later frames, per direction
     /// (`[to_server, to_client]`).
     held: [Option<(Vec<u8>, u8)>; 2],
@@ -291,12 +295,14 @@ impl Network {
     pub fn disconnect_all(&self, now: Instant) -> usize {
         let mut inner = self.inner.borrow_mut();
         inner.advance(now);
-        let ids: Vec<ConnId> = inner
+        let mut ids: Vec<ConnId> = inner
             .conns
             .iter()
             .filter(|(_, c)| c.state == ConnState::Open)
             .map(|(&id, _)| id)
             .collect();
+        // The map's order is random per process; the run must not be.
+        ids.sort_unstable();
         for &id in &ids {
             inner.reset(id, DisconnectReason::PeerFailed);
         }
@@ -334,6 +340,7 @@ impl Network {
     pub fn conn_status(&self, conn: ConnId) -> Option<ConnStatus> {
         self.inner.borrow().conns.get(&conn).map(|c| match c.state {
             ConnState::Open => ConnStatus::Open,
+            ConnState::Closing { .. } if c.broken => ConnStatus::Breaking,
             ConnState::Closing { .. } => ConnStatus::Closing,
             ConnState::Reset => ConnStatus::Reset,
         })
@@ -485,6 +492,7 @@ impl Inner {
             return;
         }
         c.state = ConnState::Closing { at: now };
+        c.broken = true;
         let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
         let tell_client = !c.client_done;
         // A reordered frame still held was sent before the break: it
@@ -535,6 +543,7 @@ impl Inner {
             server_done: server.is_none(),
             server_announced: false,
             server_notice: None,
+            broken: false,
             held: [None, None],
             last_at: [Instant::ZERO; 2],
         };
@@ -689,12 +698,14 @@ impl Inner {
     /// The endpoint's process is gone: its connections reset, its listener
     /// closes, its inbox is dropped.
     fn crash(&mut self, ep: EpId, uid: EndpointId) {
-        let ids: Vec<ConnId> = self
+        let mut ids: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| c.client_uid == uid || c.server_uid == uid)
             .map(|(&id, _)| id)
             .collect();
+        // The map's order is random per process; the run must not be.
+        ids.sort_unstable();
         for id in ids {
             if let Some(c) = self.conns.get_mut(&id) {
                 if c.client_uid == uid {

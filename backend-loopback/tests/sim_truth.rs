@@ -1,8 +1,8 @@
 //! The report cannot lie: each of these runs checks one thing the ground
 //! truth now shows that the protocol's own counts did not.
 
-use std::time::Duration;
 use iomsg_core::wire::RejectReason;
+use std::time::Duration;
 
 use iomsg_loopback::sim::{
     self, Invariant, KillEvent, KillOn, LossClass, Report, Scenario, Workload,
@@ -138,11 +138,17 @@ fn rebuilding_the_transport_changes_what_the_run_exercises() {
     assert!(a.passed() && b.passed(), "{a}\n{b}");
     assert_eq!((a.kills, b.kills), (5, 5));
     assert_eq!((a.transport_rebuilds, a.client_endpoints), (0, 1), "{a}");
-    assert!(b.transport_rebuilds >= b.reconnects && b.reconnects >= 5, "{b}");
+    assert!(
+        b.transport_rebuilds >= b.reconnects && b.reconnects >= 5,
+        "{b}"
+    );
     // Attempts while the server is down rebuild too; those that reached it
     // each came from a new endpoint.
     assert_eq!(b.client_endpoints, b.reconnects + 1, "{b}");
-    assert_eq!(a.reconnects, b.reconnects, "the same reconnects, over new transports");
+    assert_eq!(
+        a.reconnects, b.reconnects,
+        "the same reconnects, over new transports"
+    );
 }
 
 #[test]

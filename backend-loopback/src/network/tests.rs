@@ -291,6 +291,7 @@ fn disconnect_fault_delivers_the_frame_then_breaks_the_connection_for_both_ends(
     let (mut client, mut server, conn) = connected(&n);
     let write = [1, 0, 0, 0, 0, Op::Write as u8];
     client.send(us(20), conn, &write).unwrap();
+    assert_eq!(n.conn_status(conn), Some(ConnStatus::Breaking));
     // Sent after the break, before the client heard of it: lost.
     assert_eq!(client.send(us(21), conn, &[2, 0, 0, 0, 0, 3]), Ok(()));
     let reason = DisconnectReason::PeerFailed;
@@ -363,6 +364,7 @@ fn the_tap_sees_what_servers_receive_and_what_is_silently_dropped() {
 fn late_events_of_a_dropped_client_go_to_a_dead_endpoint_even_when_its_slot_is_reused() {
     let n = net(FaultConfig::default());
     let (client, mut server, conn) = connected(&n);
+    assert_eq!(n.conn_status(conn), Some(ConnStatus::Open));
     // A reply is on its way when the client's transport is rebuilt; the
     // new transport takes the freed slot.
     server.send(us(20), conn, &[5, 0, 0, 0, 0, 4]).unwrap();
@@ -414,6 +416,7 @@ fn a_held_reordered_frame_still_arrives_when_its_sender_closes() {
         .send(us(20), conn, &[2, 0, 0, 0, 0, Op::Write as u8])
         .unwrap();
     client.close(us(21), conn);
+    assert_eq!(n.conn_status(conn), Some(ConnStatus::Closing));
     let events = drain(&mut server, us(40));
     let got: Vec<u8> = frames(&events).iter().map(|f| f[0]).collect();
     assert_eq!(got, vec![2, 1]);

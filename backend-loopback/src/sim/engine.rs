@@ -70,8 +70,15 @@ enum EpOwner {
 /// What one server instance received, to attribute its deliveries.
 #[derive(Default)]
 struct RxIndex {
-    /// The connection of the last data frame with each `(session, sn)`.
+    /// The connection of the last data frame with each `(session, sn)`
+    /// not yet delivered.
     last_conn: FxMap<(u64, u64), ConnId>,
+    /// Earlier connections that carried the same `(session, sn)` (a
+    /// duplicate, a shared session id), oldest first. Rarely used.
+    earlier: FxMap<(u64, u64), Vec<ConnId>>,
+    /// The connection of the frame the server is handling: the last one
+    /// its endpoint received.
+    current: Option<ConnId>,
     /// The owner of each connection.
     owners: FxMap<ConnId, Owner>,
     last_owned: Option<ConnId>,
@@ -83,9 +90,47 @@ impl RxIndex {
             self.owners.insert(conn, owner);
             self.last_owned = Some(conn);
         }
+        self.current = Some(conn);
         if let Some(f) = frame.filter(|f| f.is_data()) {
-            self.last_conn.insert((f.session, f.sn), conn);
+            let key = (f.session, f.sn);
+            if let Some(old) = self.last_conn.insert(key, conn) {
+                self.earlier.entry(key).or_default().push(old);
+            }
         }
+    }
+
+    /// Takes the connection that carried the delivered `(session, sn)`:
+    /// the connection of the frame being handled when it carried that sn
+    /// (today's core delivers only while handling a frame, or on a
+    /// `Hello` the backlog of that same connection), else the last one
+    /// that carried it.
+    fn take(&mut self, session: u64, sn: u64) -> Option<ConnId> {
+        let key = (session, sn);
+        let last = self.last_conn.get(&key).copied()?;
+        let earlier = self.earlier.get_mut(&key);
+        let chosen = match (self.current, earlier) {
+            (Some(cur), Some(list)) if cur != last => match list.iter().rposition(|&c| c == cur) {
+                Some(k) => {
+                    list.remove(k);
+                    return Some(cur);
+                }
+                None => last,
+            },
+            _ => last,
+        };
+        // `last` is taken: the latest earlier one (if any) becomes last.
+        match self.earlier.get_mut(&key).and_then(Vec::pop) {
+            Some(prev) => {
+                self.last_conn.insert(key, prev);
+                if self.earlier.get(&key).is_some_and(Vec::is_empty) {
+                    self.earlier.remove(&key);
+                }
+            }
+            None => {
+                self.last_conn.remove(&key);
+            }
+        }
+        Some(chosen)
     }
 
     fn owner(&self, conn: Option<ConnId>) -> Owner {
@@ -95,20 +140,22 @@ impl RxIndex {
 
     fn clear(&mut self) {
         self.last_conn.clear();
+        self.earlier.clear();
         self.owners.clear();
+        self.current = None;
         self.last_owned = None;
     }
 }
 
 /// The connection whose frame a server delivered.
 ///
-/// Today's `ServerEvent::Delivered` does not name it, so it is the last
-/// data frame with that `(session, sn)` the server endpoint received. When
-/// the core adds `conn` to `Delivered`, this becomes
+/// Today's `ServerEvent::Delivered` does not name it, so it is found from
+/// what the server endpoint received ([`RxIndex::take`]). When the core
+/// adds `conn` to `Delivered`, this becomes
 /// `ServerEvent::Delivered { conn, .. } => Some(*conn)`.
 fn delivery_conn(e: &ServerEvent, rx: &mut RxIndex) -> Option<ConnId> {
     match e {
-        ServerEvent::Delivered { session, sn, .. } => rx.last_conn.remove(&(*session, *sn)),
+        ServerEvent::Delivered { session, sn, .. } => rx.take(*session, *sn),
         _ => None,
     }
 }
@@ -497,7 +544,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     ServerEvent::Delivered { session, sn, .. } => {
                                         let conn = delivery_conn(e, &mut rec.rx[k]);
                                         let owner = rec.rx[k].owner(conn);
-                                        rec.truth.delivered(generation, addr, owner, *session, *sn);
+                                        rec.truth.delivered(
+                                            generation, addr, owner, conn, *session, *sn,
+                                        );
                                     }
                                     ServerEvent::LiveLoss {
                                         session, missing, ..
@@ -654,4 +703,46 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     net.set_tap(None);
     report.absorb_verdict(rec.truth.verdict());
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iomsg_core::wire::Op;
+
+    fn write(sn: u64) -> FrameInfo {
+        FrameInfo {
+            session: 7,
+            epoch: 1,
+            sn,
+            op: Op::Write,
+            hello: None,
+        }
+    }
+
+    #[test]
+    fn a_delivery_goes_to_the_connection_being_handled_when_it_carried_the_sn() {
+        let mut rx = RxIndex::default();
+        let (a, b) = (Owner::Client(0), Owner::Client(1));
+        rx.note(1, a, Some(&write(0))); // A's sn 0 waits in a backlog
+        rx.note(2, b, Some(&write(0))); // B's sn 0
+        rx.note(1, a, None); // A's Hello: its backlog is delivered now
+        assert_eq!(rx.take(7, 0), Some(1), "the connection being handled");
+        assert_eq!(rx.owner(Some(1)), a);
+        assert_eq!(rx.take(7, 0), Some(2), "then the other one");
+        assert_eq!(rx.take(7, 0), None, "nothing carried it a third time");
+    }
+
+    #[test]
+    fn otherwise_a_delivery_goes_to_the_last_connection_that_carried_the_sn() {
+        let mut rx = RxIndex::default();
+        rx.note(1, Owner::Client(0), Some(&write(5)));
+        rx.note(2, Owner::Client(0), Some(&write(5)));
+        rx.note(3, Owner::Client(0), Some(&write(6)));
+        assert_eq!(rx.take(7, 5), Some(2));
+        assert_eq!(rx.take(7, 5), Some(1));
+        assert_eq!(rx.take(7, 6), Some(3));
+        assert!(rx.last_conn.is_empty() && rx.earlier.is_empty());
+        assert_eq!(rx.owner(Some(99)), Owner::Unknown);
+    }
 }

@@ -371,7 +371,11 @@ impl fmt::Display for Report {
         row(f, "server kills", &self.kills)?;
         row(f, "reconnects", &self.reconnects)?;
         row(f, "transport rebuilds", &self.transport_rebuilds)?;
-        row(f, "client endpoints seen by servers", &self.client_endpoints)?;
+        row(
+            f,
+            "client endpoints seen by servers",
+            &self.client_endpoints,
+        )?;
         if let (Some(p50), Some(p99), Some(max)) = (
             self.reconnect_latency.percentile(50),
             self.reconnect_latency.percentile(99),

@@ -49,8 +49,10 @@ const LOST_IN_FLIGHT_CLAIM: u16 = 1 << 5;
 const OPEN_HOLE: u16 = 1 << 6;
 /// Truth: delivered while a live-loss claim stood.
 const RECOVERED: u16 = 1 << 7;
-/// Truth: a later frame of a live connection got through while the
-/// network had lost this sn's frame on it.
+/// Truth: after the connection's `Hello`, a later frame (or a probe) of
+/// the connection that should have carried this sn reached the server
+/// before any frame of this sn reached that instance: the network lost it
+/// on a live connection.
 const TRUTH_LIVE: u16 = 1 << 8;
 /// Truth: the network silently dropped the sn's frame, and the client gave
 /// up on the connection by its reply timeout while it was still up (a
@@ -165,7 +167,7 @@ struct ClientTruth {
     failed: bool,
     read_mismatches: u64,
     given_up: u64,
-    /// Recent connections that carried its data.
+    /// Recent connections whose frames were delivered.
     conns: Vec<ConnTrack>,
     drops: Vec<DropRecord>,
     final_base: Option<u64>,
@@ -422,8 +424,17 @@ impl Truth {
     }
 
     /// Server instance `generation` (at address `server`) delivered
-    /// `(session, sn)` from a frame that `owner`'s connection carried.
-    pub fn delivered(&mut self, generation: u32, server: u16, owner: Owner, session: u64, sn: u64) {
+    /// `(session, sn)` from a frame that `owner`'s connection `conn`
+    /// carried (`None`: no frame the server received carried it).
+    pub fn delivered(
+        &mut self,
+        generation: u32,
+        server: u16,
+        owner: Owner,
+        conn: Option<ConnId>,
+        session: u64,
+        sn: u64,
+    ) {
         let i = match owner {
             Owner::Client(i) if self.clients[i].spec.session == session => i,
             Owner::Stray => {
@@ -506,6 +517,7 @@ impl Truth {
         if flags & LIVE_CLAIM != 0 {
             c.flags[idx] |= RECOVERED;
         }
+        let _ = conn;
         c.deliveries[idx] = c.deliveries[idx].saturating_add(1);
         c.last_gen[idx] = generation;
     }

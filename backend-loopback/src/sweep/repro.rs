@@ -1,0 +1,408 @@
+//! The one-line reproduction of a scenario: space-separated `key=value`
+//! pairs for every field that differs from `Scenario::default()`, which
+//! [`decode`] turns back into the same scenario.
+//!
+//! ```text
+//! seed=7 clients=12 servers=2 msgs=300 cwin=4096 swin=256 silent=20000
+//!   crash=2ms/500us/4 kill=opened:1:0us stray=3:2ms:1000000:3:0 dur=20ms
+//! ```
+//!
+//! Durations carry a unit (`ns`, `us`, `ms`, `s`); `msgs=inf` is an
+//! unbounded workload.
+
+use core::fmt::{self, Write as _};
+use core::time::Duration;
+
+use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
+use crate::sim::{CrashPlan, KillEvent, KillOn, Scenario, StrayPeer};
+
+/// Why a repro line does not decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReproError {
+    /// The offending `key=value` token.
+    pub token: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl fmt::Display for ReproError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "repro token {:?}: {}; a repro line is space-separated key=value pairs as the sweep prints them",
+            self.token, self.why
+        )
+    }
+}
+
+impl std::error::Error for ReproError {}
+
+fn duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns % 1_000_000_000 == 0 && ns > 0 {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns % 1_000_000 == 0 && ns > 0 {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns % 1000 == 0 {
+        format!("{}us", ns / 1000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (n, unit) = v.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|e| format!("{v:?} is not a duration: {e}"))?;
+    let d = match unit {
+        "ns" => Duration::from_nanos(n),
+        "us" => Duration::from_micros(n),
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        _ => return Err(format!("{v:?}: a duration needs a unit: ns, us, ms or s")),
+    };
+    Ok(d)
+}
+
+fn fault_name(f: FrameFault) -> &'static str {
+    match f {
+        FrameFault::Drop => "drop",
+        FrameFault::SilentDrop => "silent",
+        FrameFault::Duplicate => "dup",
+        FrameFault::Reorder => "reorder",
+        FrameFault::Corrupt => "corrupt",
+        FrameFault::Delay => "delay",
+        FrameFault::Disconnect => "disconnect",
+    }
+}
+
+const FAULTS: [FrameFault; 7] = [
+    FrameFault::Drop,
+    FrameFault::SilentDrop,
+    FrameFault::Duplicate,
+    FrameFault::Reorder,
+    FrameFault::Corrupt,
+    FrameFault::Delay,
+    FrameFault::Disconnect,
+];
+
+fn rates(f: &FaultConfig) -> [u32; 7] {
+    [
+        f.drop_ppm,
+        f.silent_drop_ppm,
+        f.duplicate_ppm,
+        f.reorder_ppm,
+        f.corrupt_ppm,
+        f.delay_ppm,
+        f.disconnect_ppm,
+    ]
+}
+
+fn rate_mut(f: &mut FaultConfig, k: usize) -> &mut u32 {
+    match k {
+        0 => &mut f.drop_ppm,
+        1 => &mut f.silent_drop_ppm,
+        2 => &mut f.duplicate_ppm,
+        3 => &mut f.reorder_ppm,
+        4 => &mut f.corrupt_ppm,
+        5 => &mut f.delay_ppm,
+        _ => &mut f.disconnect_ppm,
+    }
+}
+
+/// The fault-rate fields, for the shrinker: `(name, get, set)`.
+pub(crate) fn rate_count() -> usize {
+    FAULTS.len()
+}
+
+pub(crate) fn get_rate(f: &FaultConfig, k: usize) -> u32 {
+    rates(f)[k]
+}
+
+pub(crate) fn set_rate(f: &mut FaultConfig, k: usize, v: u32) {
+    *rate_mut(f, k) = v;
+}
+
+fn direction_name(d: Direction) -> &'static str {
+    match d {
+        Direction::ToServer => "s",
+        Direction::ToClient => "c",
+        Direction::Any => "a",
+    }
+}
+
+/// The scenario as one line.
+pub fn encode(s: &Scenario) -> String {
+    let d = Scenario::default();
+    let mut out = String::new();
+    let mut put = |k: &str, v: String| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let _ = write!(out, "{k}={v}");
+    };
+    put("seed", s.seed.to_string());
+    if s.clients != d.clients {
+        put("clients", s.clients.to_string());
+    }
+    if s.servers != d.servers {
+        put("servers", s.servers.to_string());
+    }
+    let (w, dw) = (&s.workload, &d.workload);
+    if w.messages != dw.messages {
+        put(
+            "msgs",
+            if w.messages == u64::MAX {
+                "inf".into()
+            } else {
+                w.messages.to_string()
+            },
+        );
+    }
+    if w.size != dw.size {
+        put("size", w.size.to_string());
+    }
+    if w.read_per_mille != dw.read_per_mille {
+        put("reads", w.read_per_mille.to_string());
+    }
+    if w.stream_per_mille != dw.stream_per_mille {
+        put("streams", w.stream_per_mille.to_string());
+    }
+    if w.validate != dw.validate {
+        put("validate", u8::from(w.validate).to_string());
+    }
+    if w.interval != dw.interval {
+        put("interval", duration(w.interval));
+    }
+    let (f, df) = (&s.faults, &d.faults);
+    for (k, fault) in FAULTS.iter().enumerate() {
+        if rates(f)[k] != rates(df)[k] {
+            put(fault_name(*fault), rates(f)[k].to_string());
+        }
+    }
+    if f.reorder_depth != df.reorder_depth {
+        put("depth", f.reorder_depth.to_string());
+    }
+    if f.delay != df.delay {
+        put("delay_by", duration(f.delay));
+    }
+    if !f.schedule.is_empty() {
+        let items: Vec<String> = f
+            .schedule
+            .iter()
+            .map(|x| {
+                format!(
+                    "{}:{}:{}:{}",
+                    x.nth,
+                    direction_name(x.direction),
+                    u8::from(x.data_only),
+                    fault_name(x.fault)
+                )
+            })
+            .collect();
+        put("sched", items.join(","));
+    }
+    if let Some(c) = s.crash {
+        put(
+            "crash",
+            format!(
+                "{}/{}/{}",
+                duration(c.every),
+                duration(c.down_for),
+                c.max_kills
+            ),
+        );
+    }
+    if !s.kill_on.is_empty() {
+        let items: Vec<String> = s
+            .kill_on
+            .iter()
+            .map(|k| format!("{}:{}:{}", k.event.name(), k.nth, duration(k.down_for)))
+            .collect();
+        put("kill", items.join(","));
+    }
+    if s.duration != d.duration {
+        put("dur", duration(s.duration));
+    }
+    if s.drain != d.drain {
+        put("drain", duration(s.drain));
+    }
+    if s.replay != d.replay {
+        put("replay", u8::from(s.replay).to_string());
+    }
+    if s.rebuild_transport != d.rebuild_transport {
+        put("rebuild", u8::from(s.rebuild_transport).to_string());
+    }
+    if s.latency != d.latency {
+        put("lat", duration(s.latency));
+    }
+    if s.detect_delay != d.detect_delay {
+        put("detect", duration(s.detect_delay));
+    }
+    if s.client_window != d.client_window {
+        put("cwin", s.client_window.to_string());
+    }
+    if s.server_window != d.server_window {
+        put("swin", s.server_window.to_string());
+    }
+    if s.server_sessions != d.server_sessions {
+        put("ssess", s.server_sessions.to_string());
+    }
+    if s.shared_session_pairs != d.shared_session_pairs {
+        put("shared", s.shared_session_pairs.to_string());
+    }
+    if let Some(p) = s.stray {
+        put(
+            "stray",
+            format!(
+                "{}:{}:{}:{}:{}",
+                p.victim,
+                duration(p.at),
+                p.ahead,
+                p.writes,
+                u8::from(p.bye)
+            ),
+        );
+    }
+    if s.max_steps != d.max_steps {
+        put("steps", s.max_steps.to_string());
+    }
+    out
+}
+
+fn num<T: core::str::FromStr>(v: &str) -> Result<T, String>
+where
+    T::Err: fmt::Display,
+{
+    v.parse().map_err(|e| format!("{v:?} is not a number: {e}"))
+}
+
+fn flag(v: &str) -> Result<bool, String> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("{v:?}: use 0 or 1")),
+    }
+}
+
+fn fault_by_name(v: &str) -> Result<FrameFault, String> {
+    FAULTS
+        .into_iter()
+        .find(|f| fault_name(*f) == v)
+        .ok_or_else(|| {
+            format!("{v:?} is not a fault: drop, silent, dup, reorder, corrupt, delay, disconnect")
+        })
+}
+
+fn parts<const N: usize>(v: &str, sep: char) -> Result<[&str; N], String> {
+    let items: Vec<&str> = v.split(sep).collect();
+    items
+        .try_into()
+        .map_err(|_| format!("{v:?}: expected {N} parts separated by {sep:?}"))
+}
+
+/// Parses a line that [`encode`] wrote; keys not given keep their
+/// `Scenario::default()` value.
+pub fn decode(line: &str) -> Result<Scenario, ReproError> {
+    let mut s = Scenario::default();
+    for token in line.split_whitespace() {
+        let err = |why: String| ReproError {
+            token: token.to_string(),
+            why,
+        };
+        let (k, v) = token
+            .split_once('=')
+            .ok_or_else(|| err("not key=value".into()))?;
+        apply(&mut s, k, v).map_err(err)?;
+    }
+    Ok(s)
+}
+
+fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
+    let w = &mut s.workload;
+    match k {
+        "seed" => s.seed = num(v)?,
+        "clients" => s.clients = num(v)?,
+        "servers" => s.servers = num(v)?,
+        "msgs" => {
+            w.messages = if v == "inf" { u64::MAX } else { num(v)? };
+        }
+        "size" => w.size = num(v)?,
+        "reads" => w.read_per_mille = num(v)?,
+        "streams" => w.stream_per_mille = num(v)?,
+        "validate" => w.validate = flag(v)?,
+        "interval" => w.interval = parse_duration(v)?,
+        "depth" => s.faults.reorder_depth = num(v)?,
+        "delay_by" => s.faults.delay = parse_duration(v)?,
+        "sched" => {
+            s.faults.schedule = v
+                .split(',')
+                .map(|item| {
+                    let [nth, dir, data, fault] = parts::<4>(item, ':')?;
+                    Ok(ScheduledFault {
+                        nth: num(nth)?,
+                        direction: match dir {
+                            "s" => Direction::ToServer,
+                            "c" => Direction::ToClient,
+                            "a" => Direction::Any,
+                            _ => return Err(format!("{dir:?}: direction s, c or a")),
+                        },
+                        data_only: flag(data)?,
+                        fault: fault_by_name(fault)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+        }
+        "crash" => {
+            let [every, down, kills] = parts::<3>(v, '/')?;
+            s.crash = Some(CrashPlan {
+                every: parse_duration(every)?,
+                down_for: parse_duration(down)?,
+                max_kills: num(kills)?,
+            });
+        }
+        "kill" => {
+            s.kill_on = v
+                .split(',')
+                .map(|item| {
+                    let [event, nth, down] = parts::<3>(item, ':')?;
+                    Ok(KillOn {
+                        event: KillEvent::from_name(event).ok_or_else(|| {
+                            format!("{event:?}: event accept, opened, delivered or liveloss")
+                        })?,
+                        nth: num(nth)?,
+                        down_for: parse_duration(down)?,
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+        }
+        "dur" => s.duration = parse_duration(v)?,
+        "drain" => s.drain = parse_duration(v)?,
+        "replay" => s.replay = flag(v)?,
+        "rebuild" => s.rebuild_transport = flag(v)?,
+        "lat" => s.latency = parse_duration(v)?,
+        "detect" => s.detect_delay = parse_duration(v)?,
+        "cwin" => s.client_window = num(v)?,
+        "swin" => s.server_window = num(v)?,
+        "ssess" => s.server_sessions = num(v)?,
+        "shared" => s.shared_session_pairs = num(v)?,
+        "stray" => {
+            let [victim, at, ahead, writes, bye] = parts::<5>(v, ':')?;
+            s.stray = Some(StrayPeer {
+                victim: num(victim)?,
+                at: parse_duration(at)?,
+                ahead: num(ahead)?,
+                writes: num(writes)?,
+                bye: flag(bye)?,
+            });
+        }
+        "steps" => s.max_steps = num(v)?,
+        _ => match FAULTS.iter().position(|f| fault_name(*f) == k) {
+            Some(i) => set_rate(&mut s.faults, i, num(v)?),
+            None => return Err(format!("unknown key {k:?}")),
+        },
+    }
+    Ok(())
+}
