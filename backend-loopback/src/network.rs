@@ -346,6 +346,22 @@ impl Network {
         })
     }
 
+    /// Frames of `conn` on their way to its server: queued for delivery or
+    /// held back by a reorder fault.
+    pub fn frames_to_server(&self, conn: ConnId) -> usize {
+        let inner = self.inner.borrow();
+        let Some(c) = inner.conns.get(&conn) else {
+            return 0;
+        };
+        let queued = inner.endpoints.get(c.server).map_or(0, |ep| {
+            ep.inbox
+                .iter()
+                .filter(|Reverse(p)| p.conn == conn && matches!(p.kind, Kind::Frame(_)))
+                .count()
+        });
+        queued + usize::from(c.held[0].is_some())
+    }
+
     /// What the network threw away.
     pub fn counts(&self) -> NetworkCounts {
         self.inner.borrow().counts

@@ -489,11 +489,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                 disconnected_at.get_or_insert(now);
                                 lost_connection |= core::mem::take(connected);
                                 if *cause == DisconnectCause::ReplyTimeout {
+                                    // Up, with nothing of it still on the
+                                    // way: a probe would have had to come.
                                     rec.truth.reply_timeout(i, *epoch, |conn| {
                                         matches!(
                                             net.conn_status(conn),
                                             Some(ConnStatus::Open | ConnStatus::Closing)
-                                        )
+                                        ) && net.frames_to_server(conn) == 0
                                     });
                                 }
                             }

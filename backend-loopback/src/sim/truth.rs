@@ -404,8 +404,12 @@ impl Truth {
 
     /// Client `client` gave its connection of `epoch` up by its reply
     /// timeout; `still_up(conn)` says whether the network still had that
-    /// connection up then. A frame silently dropped on it was lost on a
-    /// live connection: a trailing loss the protocol should have found.
+    /// connection up then with nothing of it on the way to the server. A
+    /// frame silently dropped on it was lost on a live connection: a
+    /// trailing loss the protocol should have found (its probes had
+    /// arrived). Frames still on the way when the client gives up (held
+    /// by a delay longer than the reply timeout) may never arrive: the
+    /// client's reconnect closes that connection.
     pub fn reply_timeout(&mut self, client: usize, epoch: u32, still_up: impl Fn(ConnId) -> bool) {
         let c = &mut self.clients[client];
         if c.established != Some(epoch) {
