@@ -57,7 +57,7 @@ fn established(t: &mut Truth, epoch: u32) {
     );
 }
 
-/// Client 0's `Hello` of `epoch` reached instance `gen` on `conn`.
+/// Client 0's `Hello` of `epoch` reached instance 1 on `conn`, which bound it.
 fn hello(t: &mut Truth, conn: u32, epoch: u32, base_sn: u64, next_sn: u64, replay: bool) {
     let f = FrameInfo {
         session: S,
@@ -67,6 +67,7 @@ fn hello(t: &mut Truth, conn: u32, epoch: u32, base_sn: u64, next_sn: u64, repla
         hello: Some((base_sn, next_sn, replay)),
     };
     t.carried(Owner::Client(0), conn, 1, Some(&f));
+    t.conn_bound(0, S, conn);
 }
 
 /// Client 0's sn carried on `conn` and delivered by instance `gen`.

@@ -556,6 +556,10 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                         report.live_loss(now, *session, missing.clone());
                                         rec.truth.server_event(addr, e);
                                     }
+                                    ServerEvent::SessionOpened { session, conn, .. } => {
+                                        rec.truth.conn_bound(addr, *session, *conn);
+                                        rec.truth.server_event(addr, e);
+                                    }
                                     _ => rec.truth.server_event(addr, e),
                                 }
                                 match e {

@@ -129,11 +129,12 @@ struct ConnTrack {
     conn: ConnId,
     /// One past the highest sn it carried (none yet: `None`).
     hi: Option<u64>,
-    /// A `Hello` reached the server on it: the server judges its frames.
+    /// A server bound it to its session (`SessionOpened`): from then on
+    /// the server judges its frames.
     hello: bool,
-    /// Jumps seen before the `Hello`: judged once it comes (frames wait
-    /// in the server's backlog until then, and are dropped unjudged with
-    /// a connection that never sends one).
+    /// Jumps seen before that: judged once it happens (frames wait in the
+    /// server's backlog until then, and are dropped unjudged with a
+    /// connection whose `Hello` never arrives or is refused).
     unjudged: Vec<(Range<u64>, u32)>,
 }
 
@@ -239,6 +240,9 @@ impl ClientTruth {
 pub struct Truth {
     clients: Vec<ClientTruth>,
     by_session: HashMap<u64, Vec<usize>>,
+    /// The client that owns each `(server, session)` there, as the server
+    /// last bound one of its connections.
+    owners: HashMap<(u16, u64), usize>,
     /// `(generation, session, sn)` delivered from a stray peer's frames.
     stray_deliveries: HashSet<(u32, u64, u64)>,
     findings: Findings,
@@ -279,6 +283,7 @@ impl Truth {
                 })
                 .collect(),
             by_session,
+            owners: HashMap::new(),
             stray_deliveries: HashSet::new(),
             findings: Findings::default(),
             unparsable: 0,
@@ -354,11 +359,6 @@ impl Truth {
             if (!replay || base_sn == next_sn) && track.hi.is_none() {
                 track.hi = Some(next_sn);
             }
-            track.hello = true;
-            let unjudged = core::mem::take(&mut track.unjudged);
-            for (range, generation) in unjudged {
-                c.mark_live(range, generation);
-            }
             return;
         }
         // Frames of one connection arrive in order or not at all, so a jump
@@ -399,6 +399,26 @@ impl Truth {
                 epoch: f.epoch,
                 sn: f.sn,
             });
+        }
+    }
+
+    /// The server at `server` bound connection `conn` to `session`: the
+    /// jumps its frames made before are judged now (the server processes
+    /// its backlog), and later ones as they come. The client that owns the
+    /// connection owns the session there now: the server's claims about
+    /// the session are about its sns.
+    pub fn conn_bound(&mut self, server: u16, session: u64, conn: ConnId) {
+        for (i, c) in self.clients.iter_mut().enumerate() {
+            let Some(k) = c.conns.iter().rposition(|t| t.conn == conn) else {
+                continue;
+            };
+            self.owners.insert((server, session), i);
+            c.conns[k].hello = true;
+            let unjudged = core::mem::take(&mut c.conns[k].unjudged);
+            for (range, generation) in unjudged {
+                c.mark_live(range, generation);
+            }
+            return;
         }
     }
 
@@ -678,7 +698,11 @@ impl Truth {
             }
             _ => return,
         };
-        let clients = self.by_session.get(&session).cloned().unwrap_or_default();
+        let mut clients = self.by_session.get(&session).cloned().unwrap_or_default();
+        if let Some(&owner) = self.owners.get(&(server, session)) {
+            // Clients that share a session id: the one that owns it there.
+            clients.retain(|&i| i == owner);
+        }
         for i in clients {
             if self.clients[i].spec.server != server {
                 continue;
@@ -703,6 +727,14 @@ impl Truth {
     /// Holes still open in a running server at the end: claimed lost on a
     /// live connection.
     pub fn open_holes(&mut self, client: usize, holes: &[Range<u64>]) {
+        let spec = self.clients[client].spec;
+        if self
+            .owners
+            .get(&(spec.server, spec.session))
+            .is_some_and(|&owner| owner != client)
+        {
+            return;
+        }
         for h in holes {
             self.clients[client].flag(h.clone(), OPEN_HOLE);
         }
