@@ -388,6 +388,15 @@ impl Truth {
         let (Owner::Client(i), Some(f)) = (owner, frame) else {
             return;
         };
+        if f.op == Op::Probe {
+            // The probe that would have found the drops before it is lost
+            // too: the protocol looked, the network hid them (a probe that
+            // does arrive later finds them as a jump).
+            self.clients[i]
+                .drops
+                .retain(|d| d.conn != conn || d.sn >= f.sn);
+            return;
+        }
         if !f.is_data() {
             return;
         }
