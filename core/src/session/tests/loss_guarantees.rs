@@ -81,8 +81,7 @@ fn an_evicted_session_whose_welcome_was_lost_is_never_delivered_twice() {
     }
     handshake_welcome_lost(&mut c, &mut s, &mut out, 20, t(50));
     connect(&mut c, &mut s, &mut out, 21, t(100));
-    to_server(&mut s, &mut out, 21, &client_frames(&mut c, t(100)), t(100));
-    to_client(&mut c, &mut out, 21, t(100));
+    exchange(&mut c, &mut s, &mut out, 21, t(100));
     assert_eq!(
         delivered_twice(&out),
         Vec::<u64>::new(),
@@ -106,8 +105,7 @@ fn a_delayed_hello_after_bye_never_reopens_the_session() {
     let due = c.poll_timeout().unwrap();
     c.handle_timeout(due); // no Welcome: the client gives up on it
     connect(&mut c, &mut s, &mut out, 2, t(50));
-    to_server(&mut s, &mut out, 2, &client_frames(&mut c, t(50)), t(50));
-    to_client(&mut c, &mut out, 2, t(50));
+    exchange(&mut c, &mut s, &mut out, 2, t(50));
     c.close(t(51));
     to_server(&mut s, &mut out, 2, &client_frames(&mut c, t(51)), t(51));
     assert_eq!(c.state(), ClientState::Closed);
@@ -315,24 +313,10 @@ fn a_flood_of_acks_and_reconnects_drops_no_event() {
         }
         assert_eq!(c.poll_action(), Some(Action::Connect));
         c.handle_connected(t(now));
-        to_server(
-            &mut s,
-            &mut out,
-            conn,
-            &client_frames(&mut c, t(now)),
-            t(now),
-        );
-        to_client(&mut c, &mut out, conn, t(now));
+        exchange(&mut c, &mut s, &mut out, conn, t(now));
         for _ in 0..8 {
             c.submit(RequestOp::Write, 16).unwrap();
-            to_server(
-                &mut s,
-                &mut out,
-                conn,
-                &client_frames(&mut c, t(now)),
-                t(now),
-            );
-            to_client(&mut c, &mut out, conn, t(now));
+            exchange(&mut c, &mut s, &mut out, conn, t(now));
         }
         c.handle_disconnected(t(now + 1), DisconnectReason::PeerFailed);
         s.handle_disconnected(conn);

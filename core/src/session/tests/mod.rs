@@ -152,6 +152,14 @@ pub(super) fn to_client(c: &mut Client, out: &mut Out, conn: ConnId, now: Instan
     }
 }
 
+/// Every frame the client wants to send now goes to `s` on `conn`, and
+/// every answer on `conn` back to the client.
+pub(super) fn exchange(c: &mut Client, s: &mut Server, out: &mut Out, conn: ConnId, now: Instant) {
+    let frames = client_frames(c, now);
+    to_server(s, out, conn, &frames, now);
+    to_client(c, out, conn, now);
+}
+
 /// Client connects as `conn` and completes the handshake with `s`.
 pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: ConnId, now: Instant) {
     if c.state() == ClientState::Idle {
