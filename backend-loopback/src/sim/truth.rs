@@ -129,6 +129,8 @@ struct ConnTrack {
     conn: ConnId,
     /// One past the highest sn it carried (none yet: `None`).
     hi: Option<u64>,
+    /// The lowest sn it carried (a reordered `Hello` may come after it).
+    lo: Option<u64>,
     /// A server bound it to its session (`SessionOpened`): from then on
     /// the server judges its frames.
     hello: bool,
@@ -344,6 +346,7 @@ impl Truth {
                 c.conns.push(ConnTrack {
                     conn,
                     hi: None,
+                    lo: None,
                     hello: false,
                     unjudged: Vec::new(),
                 });
@@ -356,8 +359,20 @@ impl Truth {
             // before it will be sent again (replay off, or nothing
             // unacknowledged); with a replay it starts at the Welcome's
             // resume_from, which only the client sees.
-            if (!replay || base_sn == next_sn) && track.hi.is_none() {
-                track.hi = Some(next_sn);
+            if !replay || base_sn == next_sn {
+                match track.lo {
+                    None => track.hi = Some(next_sn),
+                    // Frames that overtook the Hello jumped over these.
+                    Some(lo) if lo > next_sn => {
+                        let range = next_sn..lo;
+                        if track.hello {
+                            c.mark_live(range, generation);
+                        } else {
+                            track.unjudged.push((range, generation));
+                        }
+                    }
+                    Some(_) => {}
+                }
             }
             return;
         }
@@ -365,6 +380,9 @@ impl Truth {
         // within a connection is a loss while it was up, whatever the
         // client's handshake state (eager frames precede the Welcome).
         let end = if probe { f.sn } else { f.sn + 1 };
+        if !probe {
+            track.lo = Some(track.lo.map_or(f.sn, |lo| lo.min(f.sn)));
+        }
         let jumped = track.hi.filter(|&hi| f.sn > hi).map(|hi| hi..f.sn);
         track.hi = Some(track.hi.map_or(end, |hi| hi.max(end)));
         if let Some(range) = jumped {
@@ -429,6 +447,9 @@ impl Truth {
             }
             return;
         }
+        // A connection of none of the clients (a stray peer's): the
+        // session's claims there are about nobody's sns now.
+        self.owners.insert((server, session), usize::MAX);
     }
 
     /// Client `client` gave its connection of `epoch` up by its reply
