@@ -1,0 +1,293 @@
+//! The handshake side of the server: `Hello`, `Bye`, room in the session
+//! table, and the tombstones that closed and evicted sessions leave.
+
+use core::ops::Range;
+
+use super::{
+    control, mix64, Hello, RecvTracker, ServerCore, ServerEvent, ServerSink, Session, Tomb,
+};
+use crate::time::Instant;
+use crate::transport::ConnId;
+use crate::wire::{Body, Op, RejectReason, SN_MAX};
+
+impl<
+        const SESSIONS: usize,
+        const CONNS: usize,
+        const BACKLOG: usize,
+        const WORDS: usize,
+        const TOMBS: usize,
+    > ServerCore<SESSIONS, CONNS, BACKLOG, WORDS, TOMBS>
+{
+    pub(super) fn handle_hello(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: u64,
+        epoch: u32,
+        hello: Hello,
+        sink: &mut impl ServerSink,
+    ) {
+        let Hello {
+            base_sn,
+            next_sn,
+            token,
+            window,
+            replay,
+        } = hello;
+        if base_sn > next_sn || next_sn > SN_MAX || window == 0 {
+            return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
+        }
+        if self.conns.get(&conn).is_some_and(|c| c.session.is_some()) {
+            let op = u64::from(Op::Hello as u8);
+            return self.reject(conn, id, epoch, RejectReason::Unexpected, op, sink);
+        }
+        // Who owns the session, and up to which epoch, whether it is live
+        // or closed: a Hello of another client or of an old epoch changes
+        // nothing.
+        let owner = match (self.sessions.get(&id), self.tombs.get(&id)) {
+            (Some(s), _) => Some((s.token, s.epoch)),
+            (None, Some(t)) => Some((t.token, t.epoch)),
+            (None, None) => None,
+        };
+        if let Some((owner_token, current)) = owner {
+            if owner_token != token {
+                // Two clients with one session id, or a stray peer.
+                return self.reject(conn, id, epoch, RejectReason::SessionOwned, id, sink);
+            }
+            if epoch <= current {
+                let current = u64::from(current);
+                return self.reject(conn, id, epoch, RejectReason::StaleEpoch, current, sink);
+            }
+        }
+        let agreed = u64::from(window).min(self.window());
+        if !self.sessions.contains_key(&id) {
+            if let Some(tomb) = self.tombs.get(&id).copied() {
+                // The same instance resumes what it closed or evicted.
+                if tomb.cum < base_sn || tomb.cum > next_sn {
+                    let cum = tomb.cum;
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+                }
+                let Ok(tracker) = RecvTracker::try_new(tomb.cum) else {
+                    let cum = tomb.cum;
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+                };
+                let session = Session {
+                    epoch: tomb.epoch,
+                    token,
+                    incarnation: tomb.incarnation,
+                    window: agreed,
+                    conn: None,
+                    tracker,
+                    stream_unacked: 0,
+                    ack_due: None,
+                    last_active: now,
+                    delivered: 0,
+                    given_up_from: tomb.given_up_from,
+                };
+                // Out of the tomb table first, so that making room (which
+                // may bury another session) cannot forget this one.
+                self.tombs.remove(&id);
+                if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
+                    // Nothing was buried, so its slot is still free.
+                    let _ = self.tombs.insert(id, tomb);
+                    let n = self.max_sessions() as u64;
+                    return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
+                }
+                self.stats.revived += 1;
+            }
+        }
+        let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
+            let cum = s.tracker.cumulative();
+            if cum < base_sn || cum > next_sn {
+                return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+            }
+            if s.given_up_from.is_some_and(|g| g < base_sn) {
+                // The client moved past it, so it learnt of it.
+                s.given_up_from = None;
+            }
+            // Everything below `resume_from` was delivered.
+            let resume_from = s.given_up_from.map_or(cum, |g| g.min(cum));
+            if !replay {
+                // [cum, next_sn) will never be sent again. Holes below the
+                // old top were jumped over live (already reported); the
+                // rest was in flight when the last connection broke.
+                let top = s.tracker.top();
+                let stats = &mut self.stats;
+                let given_up_from = &mut s.given_up_from;
+                let result = s.tracker.give_up_to(next_sn, |r: Range<u64>| {
+                    if given_up_from.is_none() {
+                        *given_up_from = Some(r.start);
+                    }
+                    let live = r.start..r.end.min(top);
+                    let in_flight = r.start.max(top)..r.end;
+                    if !live.is_empty() {
+                        stats.lost_live += live.end - live.start;
+                        sink.event(ServerEvent::LostLive {
+                            session: id,
+                            range: live,
+                        });
+                    }
+                    if !in_flight.is_empty() {
+                        stats.lost_in_flight += in_flight.end - in_flight.start;
+                        sink.event(ServerEvent::LostInFlight {
+                            session: id,
+                            range: in_flight,
+                        });
+                    }
+                });
+                if result.is_err() {
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, next_sn, sink);
+                }
+            }
+            let old = s.conn.replace(conn);
+            s.epoch = epoch;
+            s.window = agreed;
+            s.last_active = now;
+            s.stream_unacked = 0;
+            s.ack_due = None;
+            self.stats.resumed += 1;
+            if let Some(old) = old.filter(|&old| old != conn) {
+                // The owner reconnected: its old connection is done.
+                self.stats.superseded += 1;
+                let detail = u64::from(epoch);
+                self.reject(old, id, 0, RejectReason::Superseded, detail, sink);
+            }
+            (true, resume_from)
+        } else {
+            let start = if replay { base_sn } else { next_sn };
+            let Ok(tracker) = RecvTracker::try_new(start) else {
+                return self.reject(conn, id, epoch, RejectReason::BadHandshake, start, sink);
+            };
+            self.created += 1;
+            let session = Session {
+                epoch,
+                token,
+                incarnation: mix64(self.config.instance ^ mix64(self.created)),
+                window: agreed,
+                conn: Some(conn),
+                tracker,
+                stream_unacked: 0,
+                ack_due: None,
+                last_active: now,
+                delivered: 0,
+                // Without replay, [base_sn, next_sn) is skipped unseen.
+                given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
+            };
+            if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
+                let n = self.max_sessions() as u64;
+                return self.reject(conn, id, epoch, RejectReason::SessionTableFull, n, sink);
+            }
+            self.stats.opened += 1;
+            // Nothing at or past base_sn was delivered by this record yet.
+            (false, base_sn)
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = Some(id);
+            c.epoch = epoch;
+        }
+        let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
+            (s.tracker.cumulative(), s.incarnation)
+        });
+        let welcome = Body::Welcome {
+            instance: self.config.instance,
+            resume_from,
+            incarnation,
+            window: agreed as u32,
+            known,
+        };
+        sink.transmit(conn, &control(id, epoch, 0, cum, welcome));
+        sink.event(ServerEvent::SessionOpened {
+            session: id,
+            epoch,
+            conn,
+            known,
+            resume_from,
+        });
+        // Frames that came before the handshake, in arrival order.
+        while let Some(data) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.backlog.pop_front())
+        {
+            self.process(now, conn, data, sink);
+        }
+    }
+
+    /// Makes room for one more session: evicts an idle one if the table is
+    /// at its limit. Returns `false` when none can go.
+    fn make_room(&mut self, sink: &mut impl ServerSink) -> bool {
+        self.sessions.len() < self.max_sessions() || self.evict_one(sink)
+    }
+
+    pub(super) fn handle_bye(&mut self, now: Instant, conn: ConnId, id: u64, sink: &mut impl ServerSink) {
+        let bound = self.conns.get(&conn).and_then(|c| c.session);
+        if bound != Some(id) {
+            let op = u64::from(Op::Bye as u8);
+            return self.reject(conn, id, 0, RejectReason::Unexpected, op, sink);
+        }
+        if let Some(mut s) = self.sessions.remove(&id) {
+            // A client says Bye once everything is acknowledged; holes left
+            // now will never be filled.
+            let top = s.tracker.top();
+            let stats = &mut self.stats;
+            let _ = s.tracker.give_up_to(top, |range| {
+                stats.lost_live += range.end - range.start;
+                sink.event(ServerEvent::LostLive { session: id, range });
+            });
+            self.bury(id, &s, now, sink);
+        }
+        self.drop_conn(conn);
+        sink.close(conn);
+        sink.event(ServerEvent::Closed { session: id });
+    }
+
+    /// Keeps what a closed or evicted session leaves behind; the oldest
+    /// tombstone goes when the table is full.
+    fn bury(&mut self, id: u64, s: &Session<WORDS>, now: Instant, sink: &mut impl ServerSink) {
+        let tomb = Tomb {
+            epoch: s.epoch,
+            token: s.token,
+            incarnation: s.incarnation,
+            // Only sessions without holes are buried: every sn below the
+            // cumulative point is done and none past it arrived.
+            cum: s.tracker.cumulative(),
+            given_up_from: s.given_up_from,
+            at: now,
+        };
+        if self.tombs.len() == TOMBS && !self.tombs.contains_key(&id) {
+            let oldest = self
+                .tombs
+                .iter()
+                .min_by_key(|(_, t)| t.at)
+                .map(|(&id, _)| id);
+            if let Some(oldest) = oldest {
+                self.tombs.remove(&oldest);
+                self.stats.tombs_forgotten += 1;
+                sink.event(ServerEvent::Forgotten { session: oldest });
+            }
+        }
+        // A free slot exists now, so this cannot fail.
+        let _ = self.tombs.insert(id, tomb);
+    }
+
+    /// Evicts the idle session (no connection, no open holes) that was
+    /// active longest ago, leaving a tombstone. A session with holes waits
+    /// for its client's replay instead: evicting it would lose them.
+    pub(super) fn evict_one(&mut self, sink: &mut impl ServerSink) -> bool {
+        let victim = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.conn.is_none() && s.tracker.missing() == 0)
+            .min_by_key(|(_, s)| s.last_active)
+            .map(|(&id, s)| (id, s.last_active));
+        let Some((id, at)) = victim else {
+            return false;
+        };
+        if let Some(s) = self.sessions.remove(&id) {
+            self.bury(id, &s, at, sink);
+        }
+        self.stats.evicted += 1;
+        sink.event(ServerEvent::Evicted { session: id });
+        true
+    }
+}
