@@ -1,0 +1,269 @@
+//! The verdict: every client's records compared, sn by sn.
+
+use super::super::check::Invariant;
+use super::super::report::{LossClass, LostRange};
+use super::*;
+
+impl Truth {
+    /// Compares the records and returns the verdict, with the counts the
+    /// report shows.
+    pub fn verdict(&self) -> Verdict {
+        let mut v = Verdict {
+            findings: self.findings.clone(),
+            carried_frames: self.carried_frames,
+            unparsable: self.unparsable,
+            deliveries_by_stray: self.deliveries_by_stray,
+            ..Verdict::default()
+        };
+        for (i, c) in self.clients.iter().enumerate() {
+            self.judge_client(i, c, &mut v);
+        }
+        v
+    }
+
+    fn judge_client(&self, i: usize, c: &ClientTruth, v: &mut Verdict) {
+        let session = c.spec.session;
+        v.submitted += c.submitted;
+        v.handshakes += c.handshakes;
+        v.reconnects += c.handshakes.saturating_sub(1);
+        v.given_up += c.given_up;
+        v.read_mismatches += c.read_mismatches;
+        let dropped: u64 = c
+            .counted
+            .iter()
+            .zip(c.seen)
+            .map(|(&counted, seen)| counted.saturating_sub(seen))
+            .sum();
+        v.events_dropped += dropped;
+        v.failed_clients += u64::from(c.failed);
+        if c.final_base.is_some() && c.seen != c.counted {
+            v.findings
+                .add(Invariant::ClientEventsLost, Some(i), session, None, || {
+                    format!(
+                        "Connecting/Established/Disconnected events seen {:?}, \
+                         the client counted {:?}",
+                        c.seen, c.counted
+                    )
+                });
+        }
+        if let Some(base) = c.final_base {
+            // Everything below the final base_sn was released: by an ack
+            // or given up, as some event said.
+            for sn in c.acked_upto..base {
+                if c.flags(sn) & GIVEN_UP == 0 {
+                    v.findings.add(
+                        Invariant::ClientEventsLost,
+                        Some(i),
+                        session,
+                        Some(sn),
+                        || "released by the client, but no event acknowledged or gave it up".into(),
+                    );
+                }
+            }
+        }
+        let mut run: Option<LostRange> = None;
+        for sn in 0..c.submitted {
+            let flags = c.flags(sn);
+            let n = c.delivered(sn);
+            if flags & CARRIED != 0 {
+                v.carried_sns += 1;
+            }
+            if flags & LIVE_CLAIM != 0 {
+                v.live_gap_sns += 1;
+                if flags & RECOVERED != 0 {
+                    v.recovered += 1;
+                }
+            }
+            let claimed_live = flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) != 0;
+            if flags & GIVEN_UP != 0 {
+                if claimed_live {
+                    v.reported_live += 1;
+                } else {
+                    v.reported_in_flight += 1;
+                }
+            }
+            if sn < c.acked_upto && flags & GIVEN_UP == 0 {
+                v.acknowledged += 1;
+            }
+            let truth_live = flags & (TRUTH_LIVE | TRUTH_TRAILING) != 0;
+            if truth_live && flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) == 0 {
+                v.findings.add(Invariant::LiveLossUndetected, Some(i), session, Some(sn), || {
+                    if flags & TRUTH_LIVE != 0 {
+                        "a later frame of its live connection reached the server, yet no server reported it as a live loss".into()
+                    } else {
+                        "silently dropped with nothing behind it; the client timed the live connection out, and no server reported a live loss".into()
+                    }
+                });
+            }
+            if n > 0 {
+                v.delivered_unique += 1;
+                v.deliveries += u64::from(n);
+                v.duplicates += u64::from(n - 1);
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            }
+            // Never delivered from this client's frames.
+            let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
+            let given_up = flags & GIVEN_UP != 0;
+            if !acked && !given_up && !c.failed {
+                v.pending += 1;
+                v.findings
+                    .add(Invariant::Pending, Some(i), session, Some(sn), || {
+                        if flags & CARRIED != 0 {
+                            "neither delivered nor reported lost when the run ended".into()
+                        } else {
+                            "never reached a server, and not reported lost when the run ended"
+                                .into()
+                        }
+                    });
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            }
+            if !acked && !given_up {
+                v.failed_reported += 1;
+            }
+            v.truth_lost += 1;
+            let class = if truth_live {
+                v.lost_live += 1;
+                LossClass::LiveConnection
+            } else {
+                v.lost_in_flight += 1;
+                LossClass::InFlightAtDisconnect
+            };
+            let reported = if given_up {
+                Some(if claimed_live {
+                    LossClass::LiveConnection
+                } else {
+                    LossClass::InFlightAtDisconnect
+                })
+            } else {
+                None
+            };
+            if c.spec.replay && !(c.failed && !acked && !given_up) {
+                v.findings.add(
+                    Invariant::LostWithReplay,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || {
+                        if acked {
+                            "replay on, never delivered: acknowledged".into()
+                        } else {
+                            "replay on, never delivered: given up".into()
+                        }
+                    },
+                );
+            }
+            if !c.spec.replay && given_up && reported != Some(class) {
+                v.findings.add(
+                    Invariant::WrongLossClass,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || {
+                        format!(
+                            "reported as {}, the network lost it {}",
+                            reported.map_or("nothing", LossClass::name),
+                            class.name()
+                        )
+                    },
+                );
+            }
+            match &mut run {
+                Some(r) if r.class == class && r.reported == reported && r.range.end == sn => {
+                    r.range.end += 1;
+                }
+                _ => {
+                    if let Some(r) = run.take() {
+                        v.push_lost(r);
+                    }
+                    run = Some(LostRange {
+                        client: i,
+                        session,
+                        range: sn..sn + 1,
+                        class,
+                        reported,
+                    });
+                }
+            }
+        }
+        if let Some(r) = run.take() {
+            v.push_lost(r);
+        }
+    }
+}
+
+/// Most lost ranges a report names (all are counted).
+pub const MAX_LISTED_LOST: usize = 10_000;
+
+/// The truth's verdict and tallies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Every violation.
+    pub findings: Findings,
+    /// Sns submitted.
+    pub submitted: u64,
+    /// Frames handed to server endpoints.
+    pub carried_frames: u64,
+    /// Of those, frames that did not parse.
+    pub unparsable: u64,
+    /// Sns the network carried to a server at least once.
+    pub carried_sns: u64,
+    /// Sns delivered at least once (from their client's own frames).
+    pub delivered_unique: u64,
+    /// Sns the clients released as acknowledged (not given up).
+    pub acknowledged: u64,
+    /// Deliveries, duplicates included.
+    pub deliveries: u64,
+    /// Deliveries beyond the first of each sn.
+    pub duplicates: u64,
+    /// Deliveries from a stray peer's frames.
+    pub deliveries_by_stray: u64,
+    /// Submitted sns never delivered and not pending.
+    pub truth_lost: u64,
+    /// Of those, lost by the network on a live connection.
+    pub lost_live: u64,
+    /// Of those, lost in flight at a disconnect.
+    pub lost_in_flight: u64,
+    /// Undelivered sns of clients that failed (and said so).
+    pub failed_reported: u64,
+    /// Submitted sns neither delivered nor reported lost.
+    pub pending: u64,
+    /// Sns the clients gave up (`NotReplayed`).
+    pub given_up: u64,
+    /// Of those, classed as live losses by the servers' claims.
+    pub reported_live: u64,
+    /// Of those, classed as in flight at a disconnect.
+    pub reported_in_flight: u64,
+    /// Sns claimed as live gaps.
+    pub live_gap_sns: u64,
+    /// Of those, delivered after the claim.
+    pub recovered: u64,
+    /// Handshakes completed.
+    pub handshakes: u64,
+    /// Handshakes after each client's first.
+    pub reconnects: u64,
+    /// Read completions that failed validation.
+    pub read_mismatches: u64,
+    /// Client events dropped.
+    pub events_dropped: u64,
+    /// Clients that failed.
+    pub failed_clients: u64,
+    /// The lost sns, named (the first [`MAX_LISTED_LOST`] ranges).
+    pub lost: Vec<LostRange>,
+    /// All lost ranges, listed or not.
+    pub lost_ranges: u64,
+}
+
+impl Verdict {
+    fn push_lost(&mut self, r: LostRange) {
+        self.lost_ranges += 1;
+        if self.lost.len() < MAX_LISTED_LOST {
+            self.lost.push(r);
+        }
+    }
+}
