@@ -219,7 +219,13 @@ impl<
         self.sessions.len() < self.max_sessions() || self.evict_one(sink)
     }
 
-    pub(super) fn handle_bye(&mut self, now: Instant, conn: ConnId, id: u64, sink: &mut impl ServerSink) {
+    pub(super) fn handle_bye(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        id: u64,
+        sink: &mut impl ServerSink,
+    ) {
         let bound = self.conns.get(&conn).and_then(|c| c.session);
         if bound != Some(id) {
             let op = u64::from(Op::Bye as u8);
