@@ -35,6 +35,19 @@ pub enum FrameFault {
     Disconnect,
 }
 
+impl FrameFault {
+    /// Every fault kind.
+    pub const ALL: [FrameFault; 7] = [
+        FrameFault::Drop,
+        FrameFault::SilentDrop,
+        FrameFault::Duplicate,
+        FrameFault::Reorder,
+        FrameFault::Corrupt,
+        FrameFault::Delay,
+        FrameFault::Disconnect,
+    ];
+}
+
 /// A fault bound to the `nth` frame (counted from 0, per direction filter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScheduledFault {

@@ -113,15 +113,7 @@ pub fn scenario(data: &[u8]) -> Scenario {
     let scheduled = c.byte() % 5;
     for _ in 0..scheduled {
         let b = c.byte();
-        let fault = match b % 7 {
-            0 => FrameFault::Drop,
-            1 => FrameFault::SilentDrop,
-            2 => FrameFault::Duplicate,
-            3 => FrameFault::Reorder,
-            4 => FrameFault::Corrupt,
-            5 => FrameFault::Delay,
-            _ => FrameFault::Disconnect,
-        };
+        let fault = FrameFault::ALL[usize::from(b) % FrameFault::ALL.len()];
         let direction = match b >> 3 & 3 {
             0 => Direction::ToServer,
             1 => Direction::ToClient,

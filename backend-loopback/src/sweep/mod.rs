@@ -83,15 +83,7 @@ impl Dice {
 }
 
 fn fault_kind(i: u64) -> FrameFault {
-    match i % 7 {
-        0 => FrameFault::Drop,
-        1 => FrameFault::SilentDrop,
-        2 => FrameFault::Duplicate,
-        3 => FrameFault::Reorder,
-        4 => FrameFault::Corrupt,
-        5 => FrameFault::Delay,
-        _ => FrameFault::Disconnect,
-    }
+    FrameFault::ALL[(i % FrameFault::ALL.len() as u64) as usize]
 }
 
 fn set_rate(f: &mut FaultConfig, kind: FrameFault, ppm: u32) {
