@@ -87,6 +87,34 @@ pub struct FaultConfig {
     pub schedule: Vec<ScheduledFault>,
 }
 
+impl FaultConfig {
+    /// The rates, in the order of [`FrameFault::ALL`].
+    pub fn rates(&self) -> [u32; 7] {
+        [
+            self.drop_ppm,
+            self.silent_drop_ppm,
+            self.duplicate_ppm,
+            self.reorder_ppm,
+            self.corrupt_ppm,
+            self.delay_ppm,
+            self.disconnect_ppm,
+        ]
+    }
+
+    /// The rate of one fault kind.
+    pub fn rate_mut(&mut self, fault: FrameFault) -> &mut u32 {
+        match fault {
+            FrameFault::Drop => &mut self.drop_ppm,
+            FrameFault::SilentDrop => &mut self.silent_drop_ppm,
+            FrameFault::Duplicate => &mut self.duplicate_ppm,
+            FrameFault::Reorder => &mut self.reorder_ppm,
+            FrameFault::Corrupt => &mut self.corrupt_ppm,
+            FrameFault::Delay => &mut self.delay_ppm,
+            FrameFault::Disconnect => &mut self.disconnect_ppm,
+        }
+    }
+}
+
 /// Counts of what the injector did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FaultCounts {

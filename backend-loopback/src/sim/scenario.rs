@@ -262,15 +262,7 @@ impl Scenario {
             });
         }
         let f = &self.faults;
-        let rates = [
-            f.drop_ppm,
-            f.silent_drop_ppm,
-            f.duplicate_ppm,
-            f.reorder_ppm,
-            f.corrupt_ppm,
-            f.delay_ppm,
-            f.disconnect_ppm,
-        ];
+        let rates = f.rates();
         let total: u64 = rates.iter().map(|&r| u64::from(r)).sum();
         if total > 1_000_000 {
             return Err(E::FaultRates(total));

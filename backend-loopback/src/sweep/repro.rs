@@ -78,51 +78,17 @@ fn fault_name(f: FrameFault) -> &'static str {
     }
 }
 
-const FAULTS: [FrameFault; 7] = [
-    FrameFault::Drop,
-    FrameFault::SilentDrop,
-    FrameFault::Duplicate,
-    FrameFault::Reorder,
-    FrameFault::Corrupt,
-    FrameFault::Delay,
-    FrameFault::Disconnect,
-];
-
-fn rates(f: &FaultConfig) -> [u32; 7] {
-    [
-        f.drop_ppm,
-        f.silent_drop_ppm,
-        f.duplicate_ppm,
-        f.reorder_ppm,
-        f.corrupt_ppm,
-        f.delay_ppm,
-        f.disconnect_ppm,
-    ]
-}
-
-fn rate_mut(f: &mut FaultConfig, k: usize) -> &mut u32 {
-    match k {
-        0 => &mut f.drop_ppm,
-        1 => &mut f.silent_drop_ppm,
-        2 => &mut f.duplicate_ppm,
-        3 => &mut f.reorder_ppm,
-        4 => &mut f.corrupt_ppm,
-        5 => &mut f.delay_ppm,
-        _ => &mut f.disconnect_ppm,
-    }
-}
-
 /// The fault-rate fields, for the shrinker: `(name, get, set)`.
 pub(crate) fn rate_count() -> usize {
-    FAULTS.len()
+    FrameFault::ALL.len()
 }
 
 pub(crate) fn get_rate(f: &FaultConfig, k: usize) -> u32 {
-    rates(f)[k]
+    f.rates()[k]
 }
 
 pub(crate) fn set_rate(f: &mut FaultConfig, k: usize, v: u32) {
-    *rate_mut(f, k) = v;
+    *f.rate_mut(FrameFault::ALL[k]) = v;
 }
 
 fn direction_name(d: Direction) -> &'static str {
@@ -177,9 +143,10 @@ pub fn encode(s: &Scenario) -> String {
         put("interval", duration(w.interval));
     }
     let (f, df) = (&s.faults, &d.faults);
-    for (k, fault) in FAULTS.iter().enumerate() {
-        if rates(f)[k] != rates(df)[k] {
-            put(fault_name(*fault), rates(f)[k].to_string());
+    let (rates, default_rates) = (f.rates(), df.rates());
+    for (k, fault) in FrameFault::ALL.iter().enumerate() {
+        if rates[k] != default_rates[k] {
+            put(fault_name(*fault), rates[k].to_string());
         }
     }
     if f.reorder_depth != df.reorder_depth {
@@ -288,7 +255,7 @@ fn flag(v: &str) -> Result<bool, String> {
 }
 
 fn fault_by_name(v: &str) -> Result<FrameFault, String> {
-    FAULTS
+    FrameFault::ALL
         .into_iter()
         .find(|f| fault_name(*f) == v)
         .ok_or_else(|| {
@@ -399,7 +366,7 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
             });
         }
         "steps" => s.max_steps = num(v)?,
-        _ => match FAULTS.iter().position(|f| fault_name(*f) == k) {
+        _ => match FrameFault::ALL.iter().position(|f| fault_name(*f) == k) {
             Some(i) => set_rate(&mut s.faults, i, num(v)?),
             None => return Err(format!("unknown key {k:?}")),
         },
