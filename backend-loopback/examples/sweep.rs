@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::{Duration, Instant as WallClock};
 
-use iomsg_core::session::mix64;
+use iomsg_core::rng::mix64;
 use iomsg_loopback::sim::{Invariant, Scenario};
 use iomsg_loopback::sweep::{self, repro, Profile, ShrinkBudget};
 

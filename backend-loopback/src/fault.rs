@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use iomsg_core::session::SplitMix64;
+use iomsg_core::rng::SplitMix64;
 
 /// Which frames a scheduled fault may hit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -215,7 +215,7 @@ pub fn check(scenario: &Scenario, r: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iomsg_core::session::SplitMix64;
+    use iomsg_core::rng::SplitMix64;
 
     #[test]
     fn loopback_e2e_holds_on_seeded_random_scenarios() {

@@ -277,7 +277,7 @@ fn duplicated_and_reordered_frames_are_delivered_once_each() {
 /// CRC, so a flipped bit reaches the application (`read-mismatch`, which
 /// the sweep covers).
 fn random_scenario(seed: u64, replay: bool) -> Scenario {
-    let mut x = iomsg_core::session::SplitMix64::new(seed);
+    let mut x = iomsg_core::rng::SplitMix64::new(seed);
     let mut pick = |n: u64| x.below(n) as u32;
     let mut s = Scenario {
         seed,

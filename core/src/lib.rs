@@ -16,11 +16,15 @@
 #[cfg(any(test, feature = "fuzzing"))]
 extern crate std;
 
+mod conn;
+pub mod loss;
+pub mod rng;
 pub mod seq;
 pub mod session;
 pub mod time;
 pub mod transport;
 pub mod wire;
+pub mod workload;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

@@ -4,7 +4,8 @@
 use core::fmt;
 use core::time::Duration;
 
-use iomsg_core::session::{mix64, ClientConfig, ServerConfig};
+use iomsg_core::rng::mix64;
+use iomsg_core::session::{ClientConfig, ServerConfig};
 use iomsg_core::wire::HEADER_LEN;
 
 use crate::fault::FaultConfig;

@@ -3,7 +3,8 @@
 
 use core::time::Duration;
 
-use iomsg_core::session::{mix64, pattern};
+use iomsg_core::rng::mix64;
+use iomsg_core::workload as pattern;
 use iomsg_core::transport::{ConnId, Transport, TransportEvent};
 use iomsg_core::wire::{self, Body, IoMsg};
 use iomsg_core::Instant;

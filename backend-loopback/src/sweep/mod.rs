@@ -26,7 +26,7 @@ pub mod repro;
 use core::time::Duration;
 use std::time::Instant as WallClock;
 
-use iomsg_core::session::{mix64, SplitMix64};
+use iomsg_core::rng::{mix64, SplitMix64};
 
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
 use crate::sim::{

@@ -674,7 +674,8 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{ServerEvent, SplitMix64};
+    use crate::rng::SplitMix64;
+    use crate::session::ServerEvent;
     use std::vec;
 
     #[test]

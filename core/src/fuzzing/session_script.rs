@@ -192,6 +192,7 @@ pub(super) fn forge_to_server(c: &mut Cursor<'_>, claim: &Claim) -> IoMsg<'stati
         },
         2 => Body::Read {
             len: u32::from(c.u16()) % 1024,
+            request: &[],
         },
         3 => Body::Bye,
         4 => Body::Probe,

@@ -102,6 +102,7 @@ fn msg_from<'a>(c: &mut Cursor<'a>) -> IoMsg<'a> {
         3 => Body::WriteComp,
         4 => Body::Read {
             len: c.u32() % (MAX_DATA_LEN + 1),
+            request: c.data(),
         },
         5 => Body::ReadComp { data: c.data() },
         6 => Body::Ack,

@@ -10,16 +10,21 @@
 //! - [`SendWindow`] (sender): the bounded window of unacknowledged messages,
 //!   released by cumulative acks and iterated from `resume_from` for replay.
 //!   A full window is backpressure, not an error.
+//! - [`PayloadRing`] (sender): the bytes of those messages, contiguous, in
+//!   storage the caller provides.
 //!
 //! Sequence numbers above [`SN_MAX`](crate::wire::SN_MAX) are refused by
 //! both: an sn never wraps.
 //!
-//! Neither type allocates; capacities are const generics.
+//! Nothing here allocates; capacities are const generics or the caller's
+//! storage.
 
+mod ring;
 mod tracker;
 mod verdict;
 mod window;
 
+pub use ring::{PayloadRing, RingFull};
 pub use tracker::{DefaultTracker, Holes, RecvTracker};
 pub use verdict::{SeqError, Verdict};
 pub use window::{SendWindow, WindowError};

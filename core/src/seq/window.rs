@@ -154,6 +154,15 @@ impl<E: Copy + Default, const N: usize> SendWindow<E, N> {
         }
     }
 
+    /// The entry of the unacknowledged sn `sn`, mutably.
+    pub fn get_mut(&mut self, sn: u64) -> Option<&mut E> {
+        if self.base <= sn && sn < self.next {
+            Some(&mut self.ring[Self::slot(sn)])
+        } else {
+            None
+        }
+    }
+
     /// `(sn, entry)` for every unacknowledged sn `>= from`, ascending: the
     /// replay order after a reconnect that resumes from `from`.
     pub fn iter_from(&self, from: u64) -> impl Iterator<Item = (u64, &E)> + '_ {

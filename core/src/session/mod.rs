@@ -2,7 +2,7 @@
 //!
 //! In the style of quinn-proto: no clock, no RNG and no sockets here. Time
 //! arrives as `now`, frames arrive through `handle_*` methods, and work comes
-//! out of `poll_*` methods (client) or through a [`ServerSink`] (server).
+//! out of `poll_*` methods; the server's application is a [`ServerHandler`].
 //!
 //! The protocol rules implemented here are DESIGN.md's "Sessions, epochs and
 //! the resume handshake":
@@ -17,8 +17,14 @@
 //!   point (`base_sn <= resume_from <= next_sn`, anything else is a protocol
 //!   error); one that does not (it restarted) starts the session at `base_sn`
 //!   (`next_sn` when the client will not replay);
-//! * frames that reach a server before their connection's `Hello` wait in a
-//!   bounded backlog and are processed after it;
+//! * a connection's frames arrive in order and its `Hello` comes first; a
+//!   data frame before it is refused (`NotBound`) and sent again after the
+//!   handshake, never delivered out of turn;
+//! * the application's bytes ride in `Write` and `Read` frames: the client
+//!   keeps them until acknowledged and replays them as they are; the
+//!   server hands each new sn's bytes to its application once
+//!   ([`ServerHandler::deliver`]) and lets it answer reads
+//!   ([`ServerHandler::respond`]);
 //! * every completion carries the cumulative ack; streamed writes are acked
 //!   every K frames or T microseconds.
 //!
@@ -29,17 +35,17 @@
 
 mod backoff;
 mod client;
-pub mod pattern;
 mod server;
 
-pub use backoff::{mix64, Backoff, SplitMix64};
+pub use backoff::Backoff;
 pub use client::{
     Action, ClientConfig, ClientEvent, ClientSession, ClientState, ClientStats, DisconnectCause,
-    FailReason, ProtocolError, Request, RequestOp, SubmitError,
+    FailReason, Message, MessageLimits, ProtocolError, ReadData, RequestOp, SubmitError, Transmit,
 };
 pub use server::{
-    wire_error_code, ServerConfig, ServerCore, ServerEvent, ServerSink, ServerStats, SessionInfo,
-    MAX_READ_LEN, MIN_WINDOW, UNCHECKED_BODY,
+    wire_error_code, Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
+    ServerStats, ServerTransmit, SessionInfo, MAX_READ_REQUEST, MIN_WINDOW, REPLIES,
+    UNCHECKED_BODY,
 };
 
 #[cfg(test)]

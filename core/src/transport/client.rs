@@ -1,69 +1,57 @@
-//! The client driver: one session over one transport.
+//! The client driver: one session over one connector.
 
-use crate::session::{Action, ClientEvent, ClientSession, RequestOp, SubmitError};
+use crate::conn::{ConnId, DisconnectReason};
+use crate::session::{Action, ClientEvent, ClientSession, Message, ReadData, SubmitError};
 use crate::time::Instant;
-use crate::transport::{ConnId, DisconnectReason, SendError, Transport, TransportEvent};
+use crate::transport::{check, Connector, DriverError, Event, Readiness, RxToken, SendError, TxToken};
 
-/// Why a driver could not be built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DriverError {
-    /// The driver's `MTU` is smaller than the largest frame the session may send.
-    MtuTooSmall {
-        /// Bytes needed.
-        need: usize,
-        /// The driver's `MTU`.
-        mtu: usize,
-    },
-}
-
-impl core::fmt::Display for DriverError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            DriverError::MtuTooSmall { need, mtu } => write!(
-                f,
-                "driver MTU {mtu} is smaller than the largest frame ({need} bytes); \
-                 raise MTU or lower max_payload"
-            ),
-        }
+/// The client's application: hears events and takes read data. Any
+/// `FnMut(ClientEvent)` is one that ignores read data.
+pub trait ClientHandler {
+    /// Something happened (see [`ClientEvent`]).
+    fn event(&mut self, event: ClientEvent);
+    /// A read's data, borrowed from the transport: once per read.
+    fn read_data(&mut self, data: ReadData<'_>) {
+        let _ = data;
     }
 }
 
-/// Runs a [`ClientSession`] over a [`Transport`]: connects, reconnects,
+impl<F: FnMut(ClientEvent)> ClientHandler for F {
+    fn event(&mut self, event: ClientEvent) {
+        self(event);
+    }
+}
+
+/// Runs a [`ClientSession`] over a [`Connector`]: connects, reconnects,
 /// sends and replays, and hands the session every frame and disconnect.
-pub struct Client<T: Transport, const N: usize = 256, const MTU: usize = 4160> {
+pub struct Client<T: Connector, const N: usize, S> {
     transport: T,
-    session: ClientSession<N>,
+    session: ClientSession<N, S>,
     conn: Option<ConnId>,
-    /// A frame `poll_transmit` produced that the transport has not taken yet.
-    pending: Option<usize>,
-    tx: [u8; MTU],
-    scratch: [u8; MTU],
-    rx: [u8; MTU],
     send_errors: u64,
 }
 
-impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
-    /// A driver for `session` over `transport`.
-    pub fn new(transport: T, session: ClientSession<N>) -> Result<Self, DriverError> {
-        let (scratch, frame) = session.frame_capacity();
-        let need = scratch.max(frame);
-        if need > MTU {
-            return Err(DriverError::MtuTooSmall { need, mtu: MTU });
-        }
+impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S> {
+    /// A driver for `session` over `transport`. Tells the session what the
+    /// transport carries, so `submit` refuses what could never be sent.
+    ///
+    /// # Errors
+    ///
+    /// [`DriverError`] if the transport cannot carry the protocol.
+    pub fn new(transport: T, mut session: ClientSession<N, S>) -> Result<Self, DriverError> {
+        let caps = transport.capabilities();
+        check(caps)?;
+        session.set_transport_limit(caps.max_payload());
         Ok(Client {
             transport,
             session,
             conn: None,
-            pending: None,
-            tx: [0; MTU],
-            scratch: [0; MTU],
-            rx: [0; MTU],
             send_errors: 0,
         })
     }
 
     /// The session.
-    pub fn session(&self) -> &ClientSession<N> {
+    pub fn session(&self) -> &ClientSession<N, S> {
         &self.session
     }
     /// The transport.
@@ -79,7 +67,7 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
         self.send_errors
     }
     /// Takes the driver apart; the session can be driven again later.
-    pub fn into_parts(self) -> (T, ClientSession<N>) {
+    pub fn into_parts(self) -> (T, ClientSession<N, S>) {
         (self.transport, self.session)
     }
 
@@ -87,9 +75,27 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
     pub fn start(&mut self, now: Instant) {
         self.session.start(now);
     }
-    /// Queues a request (see [`ClientSession::submit`]).
-    pub fn submit(&mut self, op: RequestOp, len: u32) -> Result<u64, SubmitError> {
-        self.session.submit(op, len)
+    /// Queues a message (see [`ClientSession::submit`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`SubmitError`].
+    pub fn submit(&mut self, msg: Message<'_>) -> Result<u64, SubmitError> {
+        self.session.submit(msg)
+    }
+    /// Queues a message written in place (see [`ClientSession::submit_with`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`SubmitError`].
+    pub fn submit_with(
+        &mut self,
+        op: crate::session::RequestOp,
+        bytes: usize,
+        read_len: Option<u32>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u64, SubmitError> {
+        self.session.submit_with(op, bytes, read_len, fill)
     }
     /// Closes gracefully once everything is acknowledged.
     pub fn close(&mut self, now: Instant) {
@@ -99,15 +105,22 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
     /// Replaces the whole transport (as a client that rebuilds its UCX
     /// context, worker and endpoint does) and keeps the session, which
     /// reconnects over the new one. Returns the old transport.
-    pub fn replace_transport(&mut self, now: Instant, transport: T) -> T {
+    ///
+    /// # Errors
+    ///
+    /// [`DriverError`] if the new transport cannot carry the protocol;
+    /// nothing changes then.
+    pub fn replace_transport(&mut self, now: Instant, transport: T) -> Result<T, DriverError> {
+        let caps = transport.capabilities();
+        check(caps)?;
         if let Some(conn) = self.conn.take() {
             self.transport.close(now, conn);
         }
-        self.pending = None;
+        self.session.set_transport_limit(caps.max_payload());
         let old = core::mem::replace(&mut self.transport, transport);
         self.session
             .handle_disconnected(now, DisconnectReason::LocalClose);
-        old
+        Ok(old)
     }
 
     /// When `poll` must run next if nothing arrives before.
@@ -116,15 +129,21 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
         self.session.poll_timeout()
     }
 
+    /// The readiness hook: whether the application may sleep now (until
+    /// [`poll_timeout`](Self::poll_timeout) at the latest).
+    pub fn arm(&mut self, now: Instant) -> Readiness {
+        let frame_ready = self.conn.is_some() && self.session.poll_transmit(now).is_some();
+        if frame_ready || self.poll_timeout().is_some_and(|t| t <= now) {
+            return Readiness::Pending;
+        }
+        self.transport.arm()
+    }
+
     /// Does all the work possible at `now`; returns whether anything happened.
-    pub fn poll(&mut self, now: Instant, on_event: &mut impl FnMut(ClientEvent)) -> bool {
+    pub fn poll(&mut self, now: Instant, handler: &mut impl ClientHandler) -> bool {
         let mut any = false;
         loop {
-            let mut progress = false;
-            while let Some(event) = self.transport.poll(now, &mut self.rx) {
-                progress = true;
-                self.handle_transport_event(now, event);
-            }
+            let mut progress = self.receive(now, handler);
             if self.session.poll_timeout().is_some_and(|t| t <= now) {
                 self.session.handle_timeout(now);
             }
@@ -133,7 +152,7 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
             progress |= self.run_actions(now);
             while let Some(event) = self.session.poll_event() {
                 progress = true;
-                on_event(event);
+                handler.event(event);
             }
             if !progress {
                 return any;
@@ -142,24 +161,31 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
         }
     }
 
-    fn handle_transport_event(&mut self, now: Instant, event: TransportEvent) {
-        match event {
-            TransportEvent::Connected { conn } if self.conn == Some(conn) => {
-                self.session.handle_connected(now);
+    fn receive(&mut self, now: Instant, handler: &mut impl ClientHandler) -> bool {
+        let mut progress = false;
+        while let Some(event) = self.transport.poll(now) {
+            progress = true;
+            match event {
+                Event::Connected { conn } if self.conn == Some(conn) => {
+                    self.session.handle_connected(now);
+                }
+                Event::Received { conn, frame } if self.conn == Some(conn) => {
+                    let session = &mut self.session;
+                    frame.consume(|bytes| {
+                        if let Some(read) = session.handle_frame(now, bytes) {
+                            handler.read_data(read);
+                        }
+                    });
+                }
+                Event::Disconnected { conn, reason } if self.conn == Some(conn) => {
+                    self.conn = None;
+                    self.session.handle_disconnected(now, reason);
+                }
+                // Events of connections this driver already left behind.
+                _ => {}
             }
-            TransportEvent::Received { conn, len } if self.conn == Some(conn) => {
-                // An oversized frame arrives truncated and fails to parse.
-                let frame = &self.rx[..len.min(MTU)];
-                self.session.handle_frame(now, frame);
-            }
-            TransportEvent::Disconnected { conn, reason } if self.conn == Some(conn) => {
-                self.conn = None;
-                self.pending = None;
-                self.session.handle_disconnected(now, reason);
-            }
-            // Events of connections this driver already left behind.
-            _ => {}
         }
+        progress
     }
 
     fn run_actions(&mut self, now: Instant) -> bool {
@@ -171,7 +197,6 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
                     if let Some(old) = self.conn.take() {
                         self.transport.close(now, old);
                     }
-                    self.pending = None;
                     match self.transport.connect(now) {
                         Ok(conn) => self.conn = Some(conn),
                         Err(reason) => self.session.handle_disconnected(now, reason),
@@ -181,7 +206,6 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
                     if let Some(conn) = self.conn.take() {
                         self.transport.close(now, conn);
                     }
-                    self.pending = None;
                 }
             }
         }
@@ -190,32 +214,41 @@ impl<T: Transport, const N: usize, const MTU: usize> Client<T, N, MTU> {
 
     fn transmit(&mut self, now: Instant) -> bool {
         let mut progress = false;
-        loop {
-            if self.pending.is_none() {
-                self.pending = self
-                    .session
-                    .poll_transmit(now, &mut self.scratch, &mut self.tx);
-            }
-            let (Some(len), Some(conn)) = (self.pending, self.conn) else {
-                // A frame without a connection is still in the window and
-                // goes out again after the next handshake.
-                self.pending = None;
-                return progress;
-            };
-            match self.transport.send(now, conn, &self.tx[..len]) {
-                Ok(()) => {
-                    self.pending = None;
+        while let (Some(t), Some(conn)) = (self.session.poll_transmit(now), self.conn) {
+            let e = match self.transport.transmit(now, conn, t.len()) {
+                Ok(token) => {
+                    let session = &mut self.session;
+                    token.consume(|buf| session.write_transmit(now, t, buf));
                     progress = true;
+                    continue;
                 }
-                Err(SendError::WouldBlock) => return progress,
-                Err(_) => {
-                    // Still in the window: replayed after the reconnect
-                    // that the backend's disconnect report will cause.
+                Err(e) => e,
+            };
+            match e {
+                // Offered again after the next poll: nothing changed.
+                SendError::WouldBlock => break,
+                e => {
+                    // The frame never went out and stays in the window;
+                    // skipping it would open a false hole. Close the
+                    // connection instead: the session replays after the
+                    // next handshake, or gives up when the transport
+                    // refuses a frame it said it carries.
                     self.send_errors += 1;
-                    self.pending = None;
-                    return progress;
+                    self.conn = None;
+                    self.transport.close(now, conn);
+                    match e {
+                        SendError::TooLarge { len, max } => {
+                            self.session.handle_transport_refused(now, len, max);
+                        }
+                        _ => self
+                            .session
+                            .handle_disconnected(now, DisconnectReason::SendFailed),
+                    }
+                    progress = true;
+                    break;
                 }
             }
         }
+        progress
     }
 }

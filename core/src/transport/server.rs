@@ -1,81 +1,44 @@
-//! The server driver: a [`ServerCore`] over a transport.
+//! The server driver: a [`ServerCore`] over a listener.
 
-use crate::session::{ServerConfig, ServerCore, ServerEvent, ServerSink};
+use crate::session::{ServerConfig, ServerCore, ServerHandler};
 use crate::time::Instant;
-use crate::transport::{ConnId, Transport, TransportEvent};
-use crate::wire::IoMsg;
+use crate::transport::{check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken};
 
-/// Runs a [`ServerCore`] over a [`Transport`]: accepts, answers, acks.
+/// Runs a [`ServerCore`] over a [`Listener`]: accepts, hands messages to
+/// the application, answers, acks.
 pub struct Server<
-    T: Transport,
+    T: Listener,
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
-    const BACKLOG: usize = 32,
-    const MTU: usize = 4160,
     const WORDS: usize = 33,
 > {
     transport: T,
-    core: ServerCore<SESSIONS, CONNS, BACKLOG, WORDS>,
-    rx: [u8; MTU],
-    tx: [u8; MTU],
+    core: ServerCore<SESSIONS, CONNS, WORDS>,
     send_errors: u64,
 }
 
-struct Sink<'a, T: Transport, F: FnMut(ServerEvent)> {
-    transport: &'a mut T,
-    tx: &'a mut [u8],
-    now: Instant,
-    on_event: &'a mut F,
-    send_errors: &'a mut u64,
-}
-
-impl<T: Transport, F: FnMut(ServerEvent)> ServerSink for Sink<'_, T, F> {
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>) {
-        // A reply that cannot be sent is not data loss: the client's reply
-        // timer expires, it reconnects and the handshake resumes the session.
-        match msg.emit(self.tx) {
-            Ok(len) => {
-                if self
-                    .transport
-                    .send(self.now, conn, &self.tx[..len])
-                    .is_err()
-                {
-                    *self.send_errors += 1;
-                }
-            }
-            Err(_) => *self.send_errors += 1,
-        }
-    }
-    fn close(&mut self, conn: ConnId) {
-        self.transport.close(self.now, conn);
-    }
-    fn event(&mut self, event: ServerEvent) {
-        (self.on_event)(event);
-    }
-}
-
-impl<
-        T: Transport,
-        const SESSIONS: usize,
-        const CONNS: usize,
-        const BACKLOG: usize,
-        const MTU: usize,
-        const WORDS: usize,
-    > Server<T, SESSIONS, CONNS, BACKLOG, MTU, WORDS>
+impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
+    Server<T, SESSIONS, CONNS, WORDS>
 {
     /// A server over `transport`.
-    pub fn new(transport: T, config: ServerConfig) -> Self {
-        Server {
+    ///
+    /// # Errors
+    ///
+    /// [`DriverError`] if the transport cannot carry the protocol.
+    pub fn new(transport: T, config: ServerConfig) -> Result<Self, DriverError> {
+        let caps = transport.capabilities();
+        check(caps)?;
+        let mut core = ServerCore::new(config);
+        core.set_transport_limit(caps.max_payload());
+        Ok(Server {
             transport,
-            core: ServerCore::new(config),
-            rx: [0; MTU],
-            tx: [0; MTU],
+            core,
             send_errors: 0,
-        }
+        })
     }
 
     /// The session table and counters.
-    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, BACKLOG, WORDS> {
+    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, WORDS> {
         &self.core
     }
     /// The transport.
@@ -86,7 +49,8 @@ impl<
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
     }
-    /// Replies the transport did not take.
+    /// Replies the transport refused with an error other than `WouldBlock`
+    /// (their connections were closed).
     pub fn send_errors(&self) -> u64 {
         self.send_errors
     }
@@ -97,48 +61,84 @@ impl<
         self.core.poll_timeout()
     }
 
-    /// Does all the work possible at `now`; returns whether anything happened.
-    pub fn poll(&mut self, now: Instant, on_event: &mut impl FnMut(ServerEvent)) -> bool {
-        let Server {
-            transport,
-            core,
-            rx,
-            tx,
-            send_errors,
-        } = self;
+    /// The readiness hook: whether the application may sleep now (until
+    /// [`poll_timeout`](Self::poll_timeout) at the latest).
+    pub fn arm(&mut self, now: Instant) -> Readiness {
+        if self.core.pending_replies() > 0 || self.poll_timeout().is_some_and(|t| t <= now) {
+            return Readiness::Pending;
+        }
+        self.transport.arm()
+    }
+
+    /// Does all the work possible at `now`; returns whether anything
+    /// happened. Messages go to `app` as they arrive, reads are answered
+    /// by it as their completions go out.
+    pub fn poll(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
+        let mut any = false;
+        loop {
+            let mut progress = false;
+            // Take frames only while their replies have room; send first.
+            while self.core.can_receive() {
+                let Some(event) = self.transport.poll(now) else {
+                    break;
+                };
+                progress = true;
+                let core = &mut self.core;
+                match event {
+                    Event::Accepted { conn } => {
+                        core.handle_accepted(conn, app);
+                    }
+                    Event::Received { conn, frame } => {
+                        frame.consume(|bytes| core.handle_frame(now, conn, bytes, app));
+                    }
+                    Event::Disconnected { conn, .. } => core.handle_disconnected(conn),
+                    Event::Connected { .. } => {}
+                }
+            }
+            if self.core.poll_timeout().is_some_and(|t| t <= now) {
+                self.core.handle_timeout(now, app);
+                progress = true;
+            }
+            progress |= self.transmit(now, app);
+            if !progress {
+                return any;
+            }
+            any = true;
+        }
+    }
+
+    fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
-        while let Some(event) = transport.poll(now, rx) {
-            progress = true;
-            let mut sink = Sink {
-                transport,
-                tx,
-                now,
-                on_event,
-                send_errors,
+        loop {
+            if let Some(conn) = self.core.poll_close() {
+                self.transport.close(now, conn);
+                progress = true;
+                continue;
+            }
+            let Some(t) = self.core.poll_transmit() else {
+                return progress;
             };
-            match event {
-                TransportEvent::Accepted { conn } => {
-                    core.handle_accepted(conn, &mut sink);
+            let e = match self.transport.transmit(now, t.conn, t.len()) {
+                Ok(token) => {
+                    let core = &mut self.core;
+                    token.consume(|buf| core.write_transmit(t, buf, app));
+                    progress = true;
+                    continue;
                 }
-                TransportEvent::Received { conn, len } => {
-                    // An oversized frame arrives truncated and is rejected.
-                    core.handle_frame(now, conn, &rx[..len.min(MTU)], &mut sink);
+                Err(e) => e,
+            };
+            match e {
+                // Delayed, never dropped: offered again after the next poll.
+                SendError::WouldBlock => return progress,
+                _ => {
+                    // This connection can take nothing more: close it; its
+                    // client resends what was not acknowledged.
+                    self.send_errors += 1;
+                    self.core.discard_transmit(t);
+                    self.transport.close(now, t.conn);
+                    progress = true;
                 }
-                TransportEvent::Disconnected { conn, .. } => core.handle_disconnected(conn),
-                TransportEvent::Connected { .. } => {}
             }
         }
-        if core.poll_timeout().is_some_and(|t| t <= now) {
-            let mut sink = Sink {
-                transport,
-                tx,
-                now,
-                on_event,
-                send_errors,
-            };
-            core.handle_timeout(now, &mut sink);
-            progress = true;
-        }
-        progress
     }
 }

@@ -5,6 +5,7 @@ use zerocopy::{transmute, IntoBytes};
 
 use super::header::{
     crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
+    READ_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -27,43 +28,7 @@ impl IoMsg<'_> {
     ///
     /// Never panics and never allocates.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        let op = self.body.op();
-        let payload_len = self.body.payload_len();
-        let too_long = |len: u64| WireError::TooLong {
-            len,
-            max: MAX_DATA_LEN,
-        };
-        // A payload that does not even fit a u32 is certainly too long.
-        let Ok(data_len) = u32::try_from(payload_len) else {
-            return Err(too_long(payload_len as u64));
-        };
-        if data_len > MAX_DATA_LEN {
-            return Err(too_long(u64::from(data_len)));
-        }
-        if let Body::Read { len } = self.body {
-            if len > MAX_DATA_LEN {
-                return Err(too_long(u64::from(len)));
-            }
-        }
-        let mut flags = 0;
-        if self.validate {
-            flags |= FLAG_VALIDATE;
-        }
-        if self.stream {
-            flags |= FLAG_STREAM;
-            if op != Op::Write {
-                return Err(WireError::BadFlags { op, flags });
-            }
-        }
-        let need = HEADER_LEN + payload_len;
-        let have = buf.len();
-        let too_small = WireError::BufferTooSmall { need, have };
-        let (head, rest) = buf.split_first_chunk_mut::<HEADER_LEN>().ok_or(too_small)?;
-        let payload = rest.get_mut(..payload_len).ok_or(too_small)?;
-
-        // `payload` is exactly `self.body.payload_len()` bytes long, which is
-        // the size of whatever each arm copies into it.
-        match self.body {
+        self.emit_inner(buf, self.body.payload_len(), |payload, body| match *body {
             Body::Hello {
                 base_sn,
                 next_sn,
@@ -99,8 +64,10 @@ impl IoMsg<'_> {
                 .as_bytes(),
             ),
             Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
-            Body::Read { len } => {
-                payload.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes())
+            Body::Read { len, request } => {
+                let (head, rest) = payload.split_at_mut(READ_BODY_LEN);
+                head.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes());
+                rest.copy_from_slice(request);
             }
             Body::Reject { reason, detail } => payload.copy_from_slice(
                 RejectBody {
@@ -111,7 +78,73 @@ impl IoMsg<'_> {
                 .as_bytes(),
             ),
             Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
+        })
+    }
+
+    /// Writes a `Write` or `ReadComp` frame whose `len` payload bytes
+    /// `fill` writes in place, straight into `buf` (the body's own `data`
+    /// is ignored): the way to put a payload into a lent transmit buffer
+    /// without an intermediate copy. Returns the frame's length,
+    /// `HEADER_LEN + len`.
+    ///
+    /// Fails, writing nothing, as [`emit`](Self::emit) does, and with
+    /// [`WireError::BadFlags`] (flags 0) if the body is not `Write` or
+    /// `ReadComp`.
+    pub fn emit_with_payload(
+        &self,
+        buf: &mut [u8],
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, WireError> {
+        let op = self.body.op();
+        if !matches!(op, Op::Write | Op::ReadComp) {
+            return Err(WireError::BadFlags { op, flags: 0 });
         }
+        self.emit_inner(buf, len, |payload, _| fill(payload))
+    }
+
+    /// Checks the frame, lets `fill` write the `payload_len` payload bytes
+    /// and seals the header over them.
+    fn emit_inner(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8], &Body<'_>),
+    ) -> Result<usize, WireError> {
+        let op = self.body.op();
+        let too_long = |len: u64| WireError::TooLong {
+            len,
+            max: MAX_DATA_LEN,
+        };
+        // A payload that does not even fit a u32 is certainly too long.
+        let Ok(data_len) = u32::try_from(payload_len) else {
+            return Err(too_long(payload_len as u64));
+        };
+        if data_len > MAX_DATA_LEN {
+            return Err(too_long(u64::from(data_len)));
+        }
+        if let Body::Read { len, .. } = self.body {
+            if len > MAX_DATA_LEN {
+                return Err(too_long(u64::from(len)));
+            }
+        }
+        let mut flags = 0;
+        if self.validate {
+            flags |= FLAG_VALIDATE;
+        }
+        if self.stream {
+            flags |= FLAG_STREAM;
+            if op != Op::Write {
+                return Err(WireError::BadFlags { op, flags });
+            }
+        }
+        let need = HEADER_LEN + payload_len;
+        let have = buf.len();
+        let too_small = WireError::BufferTooSmall { need, have };
+        let (head, rest) = buf.split_first_chunk_mut::<HEADER_LEN>().ok_or(too_small)?;
+        let payload = rest.get_mut(..payload_len).ok_or(too_small)?;
+        // `payload` is exactly `payload_len` bytes long.
+        fill(payload, &self.body);
 
         let mut header = Header {
             magic: MAGIC,
@@ -232,6 +265,7 @@ mod tests {
         let m = IoMsg {
             body: Body::Read {
                 len: MAX_DATA_LEN + 1,
+                request: &[],
             },
             ..fixtures::READ
         };

@@ -253,7 +253,10 @@ pub(super) const READ: IoMsg<'static> = IoMsg {
     ack: 0,
     validate: true,
     stream: false,
-    body: Body::Read { len: 4096 },
+    body: Body::Read {
+        len: 4096,
+        request: &[],
+    },
 };
 
 /// Parsed [`READ_COMP_FRAME`].
@@ -391,6 +394,7 @@ pub(super) fn random_msg<'a>(rng: &mut SplitMix, data: &'a [u8]) -> IoMsg<'a> {
         3 => Body::WriteComp,
         4 => Body::Read {
             len: rng.below(u64::from(MAX_DATA_LEN) + 1) as u32,
+            request: data,
         },
         5 => Body::ReadComp { data },
         6 => Body::Ack,

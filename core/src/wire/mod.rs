@@ -26,7 +26,7 @@
 //! |----|---------|
 //! | `Hello`   | 32 bytes: u64 `base_sn`, u64 `next_sn`, u64 `token`, u32 `window`, u8 `replay` (0 or 1), 3 zero bytes |
 //! | `Welcome` | 32 bytes: u64 `instance`, u64 `resume_from`, u64 `incarnation`, u32 `window`, u8 `known` (0 or 1), 3 zero bytes |
-//! | `Read`    | 4 bytes: u32 requested length (at most [`MAX_DATA_LEN`]) |
+//! | `Read`    | u32 requested length (at most [`MAX_DATA_LEN`]), then the request's bytes |
 //! | `Reject`  | 16 bytes: u16 [`RejectReason`], 6 zero bytes, u64 `detail` |
 //! | `WriteComp`, `Ack`, `Bye`, `Probe` | empty (a `Probe` carries the client's next sn in the header's `sn`) |
 //! | `Write`, `ReadComp` | the data, at most [`MAX_DATA_LEN`] bytes |
@@ -60,10 +60,15 @@ mod error;
 #[cfg(test)]
 mod fixtures;
 mod header;
+
+/// Payload length of a `Hello` body.
+pub const HELLO_BODY_LEN: usize = header::HELLO_BODY_LEN;
+/// Payload length of a `Read` body before its request bytes.
+pub const READ_BODY_LEN: usize = header::READ_BODY_LEN;
 mod parse;
 
 pub use error::WireError;
-pub use parse::parse;
+pub use parse::{frame_len, parse};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"IOMS";
@@ -193,11 +198,14 @@ pub enum RejectReason {
     SessionOwned = 11,
     /// The session's owner connected again: this older connection is closed.
     Superseded = 12,
+    /// A data frame before the connection's `Hello`: frames of a
+    /// connection arrive in order and the `Hello` comes first.
+    NotBound = 13,
 }
 
 impl RejectReason {
     /// Every reason, in wire-value order.
-    pub const ALL: [RejectReason; 12] = [
+    pub const ALL: [RejectReason; 13] = [
         RejectReason::Malformed,
         RejectReason::StaleEpoch,
         RejectReason::BacklogOverflow,
@@ -210,6 +218,7 @@ impl RejectReason {
         RejectReason::ReadTooLong,
         RejectReason::SessionOwned,
         RejectReason::Superseded,
+        RejectReason::NotBound,
     ];
 
     /// The reason with wire value `v`, or `None` if there is none.
@@ -227,6 +236,7 @@ impl RejectReason {
             10 => RejectReason::ReadTooLong,
             11 => RejectReason::SessionOwned,
             12 => RejectReason::Superseded,
+            13 => RejectReason::NotBound,
             _ => return None,
         })
     }
@@ -251,6 +261,7 @@ impl RejectReason {
             RejectReason::ReadTooLong => "ReadTooLong",
             RejectReason::SessionOwned => "SessionOwned",
             RejectReason::Superseded => "Superseded",
+            RejectReason::NotBound => "NotBound",
         }
     }
 }
@@ -306,6 +317,9 @@ pub enum Body<'a> {
     Read {
         /// Requested length, at most [`MAX_DATA_LEN`].
         len: u32,
+        /// What the application asks for (a key, an offset): opaque bytes
+        /// after the length, possibly none.
+        request: &'a [u8],
     },
     /// The data a `Read` asked for.
     ReadComp {
@@ -360,7 +374,7 @@ impl Body<'_> {
             Body::Hello { .. } => header::HELLO_BODY_LEN,
             Body::Welcome { .. } => header::WELCOME_BODY_LEN,
             Body::Write { data } | Body::ReadComp { data } => data.len(),
-            Body::Read { .. } => header::READ_BODY_LEN,
+            Body::Read { request, .. } => header::READ_BODY_LEN + request.len(),
             Body::Reject { .. } => header::REJECT_BODY_LEN,
             Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => 0,
         }
@@ -456,7 +470,14 @@ mod tests {
             ),
             (Body::Write { data: &data }, Op::Write, 5),
             (Body::WriteComp, Op::WriteComp, 0),
-            (Body::Read { len: 9 }, Op::Read, 4),
+            (
+                Body::Read {
+                    len: 9,
+                    request: b"key",
+                },
+                Op::Read,
+                7,
+            ),
             (Body::ReadComp { data: &data[..2] }, Op::ReadComp, 2),
             (Body::Ack, Op::Ack, 0),
             (Body::Bye, Op::Bye, 0),

@@ -8,23 +8,32 @@ use super::header::{
 };
 use super::{Body, IoMsg, Op, RejectReason, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
-/// Parses exactly one frame.
+/// The length of the whole frame whose header starts `buf`, for a stream
+/// transport that must know where a frame ends before it has all of it.
 ///
-/// `buf` must hold one whole frame and nothing else: missing bytes are
-/// [`WireError::Truncated`], extra bytes [`WireError::LengthMismatch`]. The
-/// checks run in the order listed in the [module documentation](super), and
-/// the first one that fails is returned.
+/// Needs the first [`HEADER_LEN`] bytes and checks them as [`parse`] does
+/// up to the length limit (magic, version, header CRC, op, flags,
+/// `data_len`), so a corrupted length is never trusted.
 ///
-/// Never panics, whatever `buf` holds.
-pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
-    let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
+/// # Errors
+///
+/// [`WireError::Truncated`] with fewer than [`HEADER_LEN`] bytes; the
+/// header errors of [`parse`] otherwise.
+pub fn frame_len(buf: &[u8]) -> Result<usize, WireError> {
+    let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
         return Err(WireError::Truncated {
             need: HEADER_LEN,
             have: buf.len(),
         });
     };
-    let header: &Header = transmute_ref!(head);
+    let header = check_header(head)?;
+    // At most MAX_DATA_LEN: fits a usize.
+    Ok(HEADER_LEN + header.data_len.get() as usize)
+}
 
+/// The checks of a header on its own.
+fn check_header(head: &[u8; HEADER_LEN]) -> Result<&Header, WireError> {
+    let header: &Header = transmute_ref!(head);
     if header.magic != MAGIC {
         return Err(WireError::BadMagic(header.magic));
     }
@@ -51,6 +60,29 @@ pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
             max: MAX_DATA_LEN,
         });
     }
+    Ok(header)
+}
+
+/// Parses exactly one frame.
+///
+/// `buf` must hold one whole frame and nothing else: missing bytes are
+/// [`WireError::Truncated`], extra bytes [`WireError::LengthMismatch`]. The
+/// checks run in the order listed in the [module documentation](super), and
+/// the first one that fails is returned.
+///
+/// Never panics, whatever `buf` holds.
+pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
+    let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
+        return Err(WireError::Truncated {
+            need: HEADER_LEN,
+            have: buf.len(),
+        });
+    };
+    let header = check_header(head)?;
+    // Checked by check_header.
+    let op = Op::from_u8(header.op).ok_or(WireError::UnknownOp(header.op))?;
+    let flags = header.flags.get();
+    let data_len = header.data_len.get();
     // data_len <= MAX_DATA_LEN, so it fits a usize on every supported target.
     let declared = data_len as usize;
     if payload.len() < declared {
@@ -124,7 +156,14 @@ fn parse_body(op: Op, payload: &[u8]) -> Result<Body<'_>, WireError> {
         Op::Write => Body::Write { data: payload },
         Op::ReadComp => Body::ReadComp { data: payload },
         Op::Read => {
-            let body: &ReadBody = transmute_ref!(fixed::<READ_BODY_LEN>(op, payload)?);
+            let Some((fixed_part, request)) = payload.split_first_chunk::<READ_BODY_LEN>() else {
+                return Err(WireError::BodyLength {
+                    op,
+                    len: payload.len() as u32,
+                    expected: READ_BODY_LEN as u32,
+                });
+            };
+            let body: &ReadBody = transmute_ref!(fixed_part);
             let len = body.len.get();
             if len > MAX_DATA_LEN {
                 return Err(WireError::TooLong {
@@ -132,7 +171,7 @@ fn parse_body(op: Op, payload: &[u8]) -> Result<Body<'_>, WireError> {
                     max: MAX_DATA_LEN,
                 });
             }
-            Body::Read { len }
+            Body::Read { len, request }
         }
         Op::Reject => {
             let body: &RejectBody = transmute_ref!(fixed::<REJECT_BODY_LEN>(op, payload)?);
@@ -364,7 +403,10 @@ mod tests {
         reseal(&mut f, true);
         assert_eq!(
             parse(&f).map(|m| m.body),
-            Ok(Body::Read { len: MAX_DATA_LEN })
+            Ok(Body::Read {
+                len: MAX_DATA_LEN,
+                request: &[]
+            })
         );
     }
 

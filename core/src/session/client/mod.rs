@@ -4,18 +4,34 @@ mod types;
 
 pub use types::{
     Action, ClientConfig, ClientEvent, ClientState, ClientStats, DisconnectCause, FailReason,
-    ProtocolError, Request, RequestOp, SubmitError,
+    Message, MessageLimits, ProtocolError, ReadData, RequestOp, SubmitError, Transmit,
 };
+
+use types::Frame;
 
 use heapless::Deque;
 
-use super::backoff::SplitMix64;
-use super::pattern;
-use super::server::MIN_WINDOW;
-use crate::seq::{SendWindow, WindowError};
+use crate::rng::SplitMix64;
+use super::server::{MAX_READ_REQUEST, MIN_WINDOW};
+use crate::conn::DisconnectReason;
+use crate::seq::{PayloadRing, SendWindow, WindowError};
 use crate::time::Instant;
-use crate::transport::DisconnectReason;
 use crate::wire::{Body, IoMsg, RejectReason, HEADER_LEN, MAX_DATA_LEN};
+
+/// One unacknowledged message: what is needed to send it again. Its bytes
+/// (a write's payload, a read's request) are in the payload ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Entry {
+    op: RequestOp,
+    /// A read's requested length (a write's: its payload length).
+    len: u32,
+    /// Where its bytes start in the payload ring.
+    pos: u64,
+    /// How many bytes it keeps there.
+    bytes: u32,
+    /// A read whose data the application already got.
+    answered: bool,
+}
 
 /// The fields of a `Welcome` body.
 #[derive(Clone, Copy, Debug)]
@@ -27,13 +43,17 @@ struct Welcome {
     known: bool,
 }
 
-/// The client state machine of one session, over a window of `N` frames.
+/// The client state machine of one session: a window of `N` messages
+/// whose bytes are kept in the storage `S` until acknowledged.
 #[derive(Clone, Debug)]
-pub struct ClientSession<const N: usize> {
+pub struct ClientSession<const N: usize, S> {
     config: ClientConfig,
     state: ClientState,
     epoch: u32,
-    window: SendWindow<Request, N>,
+    window: SendWindow<Entry, N>,
+    payloads: PayloadRing<S>,
+    /// What the transport carries in one frame's payload (set by the driver).
+    transport_limit: usize,
     /// One past the highest sn ever transmitted.
     sent_hw: u64,
     /// Next sn to transmit on this connection.
@@ -74,9 +94,11 @@ const EVENTS: usize = 32;
 /// attempt waits until the application has drained this much room.
 const CYCLE_EVENTS: usize = 12;
 
-impl<const N: usize> ClientSession<N> {
-    /// A new session in `Idle`, sns starting at 0.
-    pub fn new(config: ClientConfig, now: Instant) -> Self {
+impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
+    /// A new session in `Idle`, sns starting at 0, keeping the bytes of
+    /// unacknowledged messages in `storage` (its size bounds the bytes in
+    /// flight and the largest message).
+    pub fn new(config: ClientConfig, now: Instant, storage: S) -> Self {
         let rng = SplitMix64::new(config.seed);
         let agreed = u64::from(config.window).min(N as u64).max(1);
         ClientSession {
@@ -84,6 +106,8 @@ impl<const N: usize> ClientSession<N> {
             state: ClientState::Idle,
             epoch: 0,
             window: SendWindow::new(0),
+            payloads: PayloadRing::new(storage),
+            transport_limit: MAX_DATA_LEN as usize,
             sent_hw: 0,
             tx_cursor: 0,
             hello_pending: false,
@@ -142,9 +166,23 @@ impl<const N: usize> ClientSession<N> {
     pub fn outstanding(&self) -> usize {
         self.window.len()
     }
-    /// Whether the window has room for another `submit`.
+    /// Whether the window has room for another message (its bytes may
+    /// still not fit the payload storage: `submit` says so).
     pub fn can_submit(&self) -> bool {
         !self.window.is_full() && !self.closing && !self.is_terminal()
+    }
+    /// The limits on one message's size.
+    pub fn limits(&self) -> MessageLimits {
+        MessageLimits {
+            configured: self.config.max_payload.min(MAX_DATA_LEN) as usize,
+            transport: self.transport_limit,
+            storage: self.payloads.capacity(),
+        }
+    }
+    /// Tells the session the largest payload its transport carries in one
+    /// frame; the drivers call it when they are built.
+    pub fn set_transport_limit(&mut self, max_payload: usize) {
+        self.transport_limit = max_payload;
     }
     /// Whether the session is `Closed` or `Failed`.
     pub fn is_terminal(&self) -> bool {
@@ -162,19 +200,93 @@ impl<const N: usize> ClientSession<N> {
         }
     }
 
-    /// Queues a request; returns its sn. The frame goes out from
+    /// Queues a message; returns its sn. Its bytes are copied into the
+    /// session's storage, kept until acknowledged and resent as they are
+    /// after a reconnect. The frame goes out from
     /// [`poll_transmit`](Self::poll_transmit) once connected.
-    pub fn submit(&mut self, op: RequestOp, len: u32) -> Result<u64, SubmitError> {
+    ///
+    /// # Errors
+    ///
+    /// See [`SubmitError`]: a full window or storage is backpressure
+    /// (nothing changed; submit again after acks), a message over the
+    /// limits can never be sent.
+    pub fn submit(&mut self, msg: Message<'_>) -> Result<u64, SubmitError> {
+        let (op, bytes) = match msg {
+            Message::Write(data) => (RequestOp::Write, data),
+            Message::StreamWrite(data) => (RequestOp::StreamWrite, data),
+            Message::Read { request, .. } => (RequestOp::Read, request),
+        };
+        let read_len = match msg {
+            Message::Read { len, .. } => Some(len),
+            _ => None,
+        };
+        self.submit_with(op, bytes.len(), read_len, |buf| buf.copy_from_slice(bytes))
+    }
+
+    /// Queues a message whose `bytes` bytes (a write's payload, a read's
+    /// request) `fill` writes in place, straight into the session's
+    /// storage: the zero-copy form of [`submit`](Self::submit). `read_len`
+    /// is a read's requested length and must be `Some` exactly for
+    /// [`RequestOp::Read`].
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit); `fill` is not called then.
+    pub fn submit_with(
+        &mut self,
+        op: RequestOp,
+        bytes: usize,
+        read_len: Option<u32>,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<u64, SubmitError> {
         if self.closing || self.is_terminal() {
             return Err(SubmitError::Closed);
         }
-        let max = self.config.max_payload.min(MAX_DATA_LEN);
-        if len > max {
-            return Err(SubmitError::TooLong { len, max });
+        let limits = self.limits();
+        let len = match (op, read_len) {
+            (RequestOp::Read, Some(len)) => {
+                if bytes > MAX_READ_REQUEST {
+                    return Err(SubmitError::RequestTooLong {
+                        len: bytes,
+                        max: MAX_READ_REQUEST,
+                    });
+                }
+                len
+            }
+            (RequestOp::Read, None) | (_, Some(_)) => return Err(SubmitError::BadRequest),
+            (_, None) => u32::try_from(bytes).unwrap_or(u32::MAX),
+        };
+        if len as usize > limits.max() {
+            return Err(SubmitError::TooLong {
+                len: len as usize,
+                limits,
+            });
         }
-        let sn = self.window.push(Request { op, len }).map_err(|e| match e {
-            WindowError::Full { .. } => SubmitError::Full,
-            _ => SubmitError::Exhausted,
+        if self.window.is_full() {
+            return Err(SubmitError::WindowFull {
+                outstanding: self.window.len(),
+            });
+        }
+        if self.window.next() > crate::wire::SN_MAX {
+            return Err(SubmitError::Exhausted);
+        }
+        let (pos, buf) = self.payloads.alloc(bytes).map_err(SubmitError::BufferFull)?;
+        fill(buf);
+        let entry = Entry {
+            op,
+            len,
+            pos,
+            bytes: bytes as u32,
+            answered: false,
+        };
+        let sn = self.window.push(entry).map_err(|e| {
+            self.payloads.unalloc(pos);
+            match e {
+                WindowError::Full { .. } => SubmitError::WindowFull {
+                    outstanding: self.window.len(),
+                },
+                _ => SubmitError::Exhausted,
+            }
         })?;
         self.stats.submitted += 1;
         Ok(sn)
@@ -199,8 +311,7 @@ impl<const N: usize> ClientSession<N> {
     /// The next event for the application.
     ///
     /// No event is dropped. An `Acked` that follows an `Acked` replaces it
-    /// (acks are cumulative), and a `ReadMismatch` adds to the last one of
-    /// the same run of completions. Beyond that the application is the
+    /// (acks are cumulative). Beyond that the application is the
     /// backpressure: while fewer than a connection cycle's events fit, the
     /// client does not start a new connection attempt.
     #[must_use]
@@ -327,6 +438,24 @@ impl<const N: usize> ClientSession<N> {
         }
     }
 
+    /// The transport refused a frame of `len` bytes as too large although
+    /// it says it carries `max_frame`: retrying would fail the same way,
+    /// so the session fails (the driver closed the connection).
+    pub fn handle_transport_refused(&mut self, now: Instant, len: usize, max_frame: usize) {
+        let _ = now;
+        if self.is_terminal() {
+            return;
+        }
+        self.stats.disconnects += 1;
+        self.hello_pending = false;
+        self.probe_pending = false;
+        self.push_event(ClientEvent::Disconnected {
+            epoch: self.epoch,
+            cause: DisconnectCause::Transport(DisconnectReason::SendFailed),
+        });
+        self.fail(FailReason::TransportRefused { len, max_frame });
+    }
+
     /// The transport lost (or failed to open) the current connection.
     pub fn handle_disconnected(&mut self, now: Instant, reason: DisconnectReason) {
         if matches!(
@@ -339,34 +468,41 @@ impl<const N: usize> ClientSession<N> {
         }
     }
 
-    /// A frame arrived on the current connection.
-    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
+    /// A frame arrived on the current connection. Returns the data of a
+    /// read completion, borrowed from `frame`, once per read: the
+    /// application takes it from there.
+    pub fn handle_frame<'f>(&mut self, now: Instant, frame: &'f [u8]) -> Option<ReadData<'f>> {
         if !matches!(
             self.state,
             ClientState::Handshaking { .. } | ClientState::Established { .. }
         ) {
             self.stats.stale_frames += 1;
-            return;
+            return None;
         }
         let msg = match crate::wire::parse(frame) {
             Ok(m) => m,
-            Err(e) => return self.protocol_error(now, ProtocolError::Malformed(e)),
+            Err(e) => {
+                self.protocol_error(now, ProtocolError::Malformed(e));
+                return None;
+            }
         };
         if msg.session != self.config.session {
             let e = ProtocolError::SessionMismatch {
                 expected: self.config.session,
                 got: msg.session,
             };
-            return self.protocol_error(now, e);
+            self.protocol_error(now, e);
+            return None;
         }
         if msg.epoch != self.epoch {
             self.stats.stale_frames += 1;
-            return;
+            return None;
         }
         if msg.body.carries_state() && !msg.validate {
             // A flipped bit there would pass every header check.
             let e = ProtocolError::UncheckedBody(msg.body.op());
-            return self.protocol_error(now, e);
+            self.protocol_error(now, e);
+            return None;
         }
         let established = matches!(self.state, ClientState::Established { .. });
         match msg.body {
@@ -386,20 +522,17 @@ impl<const N: usize> ClientSession<N> {
                 };
                 self.handle_welcome(now, welcome)
             }
-            Body::WriteComp | Body::ReadComp { .. } | Body::Ack if established => {
-                if let Body::ReadComp { data } = msg.body {
-                    self.stats.completions += 1;
-                    if !pattern::matches(self.config.session, msg.sn, data) {
-                        self.stats.read_mismatches += 1;
-                        self.push_event(ClientEvent::ReadMismatch {
-                            sn: msg.sn,
-                            count: 1,
-                        });
-                    }
-                } else if msg.body == Body::WriteComp {
+            Body::WriteComp | Body::Ack if established => {
+                if msg.body == Body::WriteComp {
                     self.stats.completions += 1;
                 }
                 self.handle_ack(now, msg.ack);
+            }
+            Body::ReadComp { data } if established => {
+                self.stats.completions += 1;
+                let read = self.take_read(msg.sn, data);
+                self.handle_ack(now, msg.ack);
+                return read;
             }
             Body::Reject {
                 reason: RejectReason::SessionOwned,
@@ -431,94 +564,124 @@ impl<const N: usize> ClientSession<N> {
             Body::Bye => self.lose_connection(now, DisconnectCause::ServerBye, true),
             other => self.protocol_error(now, ProtocolError::Unexpected(other.op())),
         }
+        None
     }
 
-    /// Writes the next frame to send into `out`, using `scratch` (at least
-    /// `max_payload` bytes) to build its payload. Returns its length.
-    ///
-    /// Returns `None` when there is nothing to send, or when `out` or
-    /// `scratch` is too small for the next frame (size them from
-    /// `max_payload`; the driver checks this once at construction).
+    /// The data of a read completion for `sn`, if `sn` is an
+    /// unacknowledged read not answered before and the data is as long as
+    /// asked: each read's data reaches the application once.
+    fn take_read<'f>(&mut self, sn: u64, data: &'f [u8]) -> Option<ReadData<'f>> {
+        let Some(entry) = self.window.get_mut(sn) else {
+            self.stats.stray_read_data += 1;
+            return None;
+        };
+        if entry.op != RequestOp::Read || entry.answered || data.len() != entry.len as usize {
+            self.stats.stray_read_data += 1;
+            return None;
+        }
+        entry.answered = true;
+        self.stats.reads_answered += 1;
+        Some(ReadData { sn, data })
+    }
+
+    /// The next frame to send, if any: its length, for the transport's
+    /// transmit buffer. Nothing changes until
+    /// [`write_transmit`](Self::write_transmit) writes it; a frame not
+    /// written (the transport had no buffer) is offered again.
     #[must_use]
-    pub fn poll_transmit(
-        &mut self,
-        now: Instant,
-        scratch: &mut [u8],
-        out: &mut [u8],
-    ) -> Option<usize> {
-        let session = self.config.session;
-        match self.state {
-            ClientState::Handshaking { .. } if self.hello_pending => {
-                let (base_sn, next_sn) = (self.window.base(), self.sent_hw);
-                let msg = IoMsg {
-                    session,
-                    epoch: self.epoch,
-                    sn: 0,
-                    ack: 0,
-                    // A control body is protocol state: always checksummed.
-                    validate: true,
-                    stream: false,
-                    body: Body::Hello {
-                        base_sn,
-                        next_sn,
-                        token: self.config.token,
-                        window: u32::try_from(self.own_window()).unwrap_or(u32::MAX),
-                        replay: self.config.replay,
-                    },
-                };
-                let len = msg.emit(out).ok()?;
-                self.hello_pending = false;
-                self.hello = (base_sn, next_sn);
-                self.tx_cursor = next_sn;
-                Some(len)
-            }
-            ClientState::Handshaking { .. } if self.may_send_early() => {
-                self.transmit_data(now, scratch, out)
-            }
+    pub fn poll_transmit(&self, now: Instant) -> Option<Transmit> {
+        let frame = match self.state {
+            ClientState::Handshaking { .. } if self.hello_pending => Frame::Hello,
+            ClientState::Handshaking { .. } if self.may_send_early() => self.data_frame()?,
             ClientState::Established { .. } => {
-                if self.probe_pending {
-                    let msg = IoMsg {
-                        session,
-                        epoch: self.epoch,
-                        sn: self.tx_cursor,
-                        ack: 0,
-                        validate: false,
-                        stream: false,
-                        body: Body::Probe,
-                    };
-                    let len = msg.emit(out).ok()?;
-                    self.probe_pending = false;
-                    self.probed_upto = self.tx_cursor;
-                    self.stats.probes += 1;
-                    return Some(len);
-                }
                 let limit = self.window.base().saturating_add(self.agreed);
                 let stalled = self.sent_hw > self.window.base()
                     && now >= self.last_progress + self.config.reply_timeout;
-                if self.tx_cursor < self.window.next() && self.tx_cursor < limit && !stalled {
-                    return self.transmit_data(now, scratch, out);
+                if self.probe_pending {
+                    Frame::Probe
+                } else if self.tx_cursor < self.window.next() && self.tx_cursor < limit && !stalled
+                {
+                    self.data_frame()?
+                } else if self.bye_pending {
+                    Frame::Bye
+                } else {
+                    return None;
                 }
-                if self.bye_pending {
-                    let msg = IoMsg {
-                        session,
-                        epoch: self.epoch,
-                        sn: 0,
-                        ack: 0,
-                        validate: false,
-                        stream: false,
-                        body: Body::Bye,
-                    };
-                    let len = msg.emit(out).ok()?;
-                    self.bye_pending = false;
-                    self.state = ClientState::Closed;
-                    self.action = Some(Action::Close);
-                    self.push_event(ClientEvent::Closed);
-                    return Some(len);
-                }
-                None
             }
-            _ => None,
+            _ => return None,
+        };
+        let payload = match frame {
+            Frame::Hello => crate::wire::HELLO_BODY_LEN,
+            Frame::Data { sn } => {
+                let entry = self.window.get(sn)?;
+                match entry.op {
+                    RequestOp::Read => crate::wire::READ_BODY_LEN + entry.bytes as usize,
+                    _ => entry.bytes as usize,
+                }
+            }
+            Frame::Probe | Frame::Bye => 0,
+        };
+        Some(Transmit {
+            len: HEADER_LEN + payload,
+            frame,
+        })
+    }
+
+    /// Writes the frame [`poll_transmit`](Self::poll_transmit) offered into
+    /// `out` (exactly [`Transmit::len`] bytes, the transport's buffer) and
+    /// counts it as sent. A write's payload is copied from the session's
+    /// storage: the only copy on the sending side.
+    ///
+    /// # Panics
+    ///
+    /// In debug builds, if `t` is not what `poll_transmit` offers now or
+    /// `out` is shorter than `t.len()`.
+    pub fn write_transmit(&mut self, now: Instant, t: Transmit, out: &mut [u8]) -> usize {
+        debug_assert_eq!(self.poll_transmit(now), Some(t), "stale Transmit");
+        let session = self.config.session;
+        let mut msg = IoMsg {
+            session,
+            epoch: self.epoch,
+            sn: 0,
+            ack: 0,
+            validate: false,
+            stream: false,
+            body: Body::Bye,
+        };
+        match t.frame {
+            Frame::Hello => {
+                let (base_sn, next_sn) = (self.window.base(), self.sent_hw);
+                // A control body is protocol state: always checksummed.
+                msg.validate = true;
+                msg.body = Body::Hello {
+                    base_sn,
+                    next_sn,
+                    token: self.config.token,
+                    window: u32::try_from(self.own_window()).unwrap_or(u32::MAX),
+                    replay: self.config.replay,
+                };
+                self.hello_pending = false;
+                self.hello = (base_sn, next_sn);
+                self.tx_cursor = next_sn;
+            }
+            Frame::Probe => {
+                msg.sn = self.tx_cursor;
+                msg.body = Body::Probe;
+                self.probe_pending = false;
+                self.probed_upto = self.tx_cursor;
+                self.stats.probes += 1;
+            }
+            Frame::Bye => {
+                self.bye_pending = false;
+                self.state = ClientState::Closed;
+                self.action = Some(Action::Close);
+                self.push_event(ClientEvent::Closed);
+            }
+            Frame::Data { sn } => return self.write_data(now, sn, out),
         }
+        let written = msg.emit(out);
+        debug_assert_eq!(written, Ok(t.len));
+        written.unwrap_or(0)
     }
 
     /// With `eager` on, new frames may follow the `Hello` before the
@@ -541,28 +704,37 @@ impl<const N: usize> ClientSession<N> {
         u64::from(self.config.window).min(N as u64).max(1)
     }
 
-    fn transmit_data(&mut self, now: Instant, scratch: &mut [u8], out: &mut [u8]) -> Option<usize> {
-        let session = self.config.session;
+    fn data_frame(&self) -> Option<Frame> {
         let sn = self.tx_cursor;
-        let req = *self.window.get(sn)?;
-        let body = match req.op {
-            RequestOp::Read => Body::Read { len: req.len },
-            RequestOp::Write | RequestOp::StreamWrite => {
-                let data = scratch.get_mut(..req.len as usize)?;
-                pattern::fill(session, sn, data);
-                Body::Write { data }
-            }
+        self.window.get(sn)?;
+        Some(Frame::Data { sn })
+    }
+
+    fn write_data(&mut self, now: Instant, sn: u64, out: &mut [u8]) -> usize {
+        let Some(&entry) = self.window.get(sn) else {
+            debug_assert!(false, "data frame of an sn outside the window");
+            return 0;
+        };
+        let bytes = self.payloads.get(entry.pos, entry.bytes as usize);
+        let body = match entry.op {
+            RequestOp::Read => Body::Read {
+                len: entry.len,
+                request: bytes,
+            },
+            RequestOp::Write | RequestOp::StreamWrite => Body::Write { data: bytes },
         };
         let msg = IoMsg {
-            session,
+            session: self.config.session,
             epoch: self.epoch,
             sn,
             ack: 0,
-            validate: self.config.validate || req.op == RequestOp::Read,
-            stream: req.op == RequestOp::StreamWrite,
+            // A read's body is protocol state for the server: checksummed.
+            validate: self.config.validate || entry.op == RequestOp::Read,
+            stream: entry.op == RequestOp::StreamWrite,
             body,
         };
-        let len = msg.emit(out).ok()?;
+        let written = msg.emit(out);
+        debug_assert!(written.is_ok(), "{written:?}");
         if self.sent_hw == self.window.base() || self.tx_cursor == self.window.base() {
             // Nothing was outstanding: the reply timer starts now.
             self.last_progress = now;
@@ -574,15 +746,7 @@ impl<const N: usize> ClientSession<N> {
         } else {
             self.stats.replayed += 1;
         }
-        Some(len)
-    }
-
-    /// Bytes the driver needs for `scratch` and `out` of `poll_transmit`.
-    pub fn frame_capacity(&self) -> (usize, usize) {
-        let payload = self.config.max_payload.min(MAX_DATA_LEN) as usize;
-        // Hello/Welcome-sized control bodies are far below any payload limit
-        // worth using, but keep room for them when max_payload is tiny.
-        (payload, HEADER_LEN + payload.max(32))
+        written.unwrap_or(0)
     }
 
     fn handle_welcome(&mut self, now: Instant, welcome: Welcome) {
@@ -643,6 +807,7 @@ impl<const N: usize> ClientSession<N> {
             });
             // Given up, not acknowledged: leave `acked` alone.
             let _ = self.window.release(next_sn);
+            self.free_payloads();
         }
         self.instance = Some(instance);
         self.trusted = Some(incarnation);
@@ -685,11 +850,19 @@ impl<const N: usize> ClientSession<N> {
     fn release(&mut self, ack: u64) -> u64 {
         // `ack <= sent_hw <= window.next()` is checked by every caller.
         let released = self.window.release(ack).unwrap_or(0);
+        self.free_payloads();
         self.stats.acked += released;
         if self.tx_cursor < self.window.base() {
             self.tx_cursor = self.window.base();
         }
         released
+    }
+
+    /// Frees the bytes of released messages.
+    fn free_payloads(&mut self) {
+        let oldest = self.window.get(self.window.base()).map(|e| e.pos);
+        let head = self.payloads.head();
+        self.payloads.release_to(oldest.unwrap_or(head));
     }
 
     fn check_close(&mut self, now: Instant) {
@@ -783,23 +956,11 @@ impl<const N: usize> ClientSession<N> {
                     return;
                 }
             }
-            ClientEvent::ReadMismatch { count, .. } => {
-                // The newest event that is not an ack, if it is a mismatch.
-                let tail = self
-                    .events
-                    .iter_mut()
-                    .rev()
-                    .find(|e| !matches!(e, ClientEvent::Acked { .. }));
-                if let Some(ClientEvent::ReadMismatch { count: n, .. }) = tail {
-                    *n += count;
-                    return;
-                }
-            }
             _ => {}
         }
-        // A run of completions queues at most [Acked, ReadMismatch, Acked]
-        // and a connection cycle at most CYCLE_EVENTS, which a new attempt
-        // waits for: the queue has room.
+        // A run of completions queues at most one Acked and a connection
+        // cycle at most CYCLE_EVENTS, which a new attempt waits for: the
+        // queue has room.
         let full = self.events.push_back(event);
         debug_assert!(full.is_ok(), "client event queue overflow");
     }

@@ -6,29 +6,95 @@ use core::time::Duration;
 
 use super::super::backoff::Backoff;
 use crate::time::Instant;
-use crate::transport::DisconnectReason;
+use crate::conn::DisconnectReason;
 use crate::wire::{RejectReason, WireError};
 
-/// What the application asked for, as kept in the send window for replay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// What kind of message the application sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 pub enum RequestOp {
     /// A write that the server completes with `WriteComp`.
     #[default]
     Write,
     /// A streamed write: no per-message completion, acked by cadence.
     StreamWrite,
-    /// A read: the server answers `ReadComp` with `len` pattern bytes.
+    /// A read: the server's application answers with the data.
     Read,
 }
 
-/// One unacknowledged request: all that is needed to send it again (its
-/// payload is the pattern of `(session, sn)`, regenerated on demand).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Request {
-    /// The operation.
-    pub op: RequestOp,
-    /// Payload length of a write, requested length of a read.
-    pub len: u32,
+/// A message the application submits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// Bytes for the server's application, completed one by one.
+    Write(&'a [u8]),
+    /// Bytes for the server's application, acknowledged by cadence.
+    StreamWrite(&'a [u8]),
+    /// A request for `len` bytes that the server's application answers;
+    /// `request` (at most [`MAX_READ_REQUEST`](crate::session::MAX_READ_REQUEST)
+    /// bytes, possibly none) says what to read.
+    Read {
+        /// Bytes asked for.
+        len: u32,
+        /// What to read: a key, an offset; opaque to the protocol.
+        request: &'a [u8],
+    },
+}
+
+/// The data of a read completion, borrowed from the received frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadData<'a> {
+    /// The read's sn.
+    pub sn: u64,
+    /// The bytes the server's application answered.
+    pub data: &'a [u8],
+}
+
+/// How large one message may be: the least of three limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageLimits {
+    /// `ClientConfig::max_payload` (within the wire's 1 MiB).
+    pub configured: usize,
+    /// What the transport carries in one frame, less the header.
+    pub transport: usize,
+    /// The session's payload storage.
+    pub storage: usize,
+}
+
+impl MessageLimits {
+    /// The limit in force.
+    #[must_use]
+    pub fn max(&self) -> usize {
+        self.configured.min(self.transport).min(self.storage)
+    }
+}
+
+/// The next frame a client sends, as offered by
+/// [`ClientSession::poll_transmit`](super::ClientSession::poll_transmit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub(super) len: usize,
+    pub(super) frame: Frame,
+}
+
+impl Transmit {
+    /// The frame's length in bytes: what to ask the transport for.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always `false`: a frame has a header.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+/// What a [`Transmit`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Frame {
+    Hello,
+    Data { sn: u64 },
+    Probe,
+    Bye,
 }
 
 /// Client configuration. [`ClientConfig::new`] gives production defaults.
@@ -64,7 +130,9 @@ pub struct ClientConfig {
     pub eager: bool,
     /// Ask for payload CRCs on every frame.
     pub validate: bool,
-    /// Largest payload the application may submit.
+    /// Largest message the application may submit (a write's payload, a
+    /// read's length); also bounded by the transport and the storage (see
+    /// [`MessageLimits`]).
     pub max_payload: u32,
     /// Seed of the backoff jitter.
     pub seed: u64,
@@ -74,8 +142,8 @@ impl ClientConfig {
     /// Defaults: connect timeout 1 s, reply timeout 2 s (a tail-loss probe
     /// after a quarter of it without ack progress), backoff 10 ms doubling
     /// to 500 ms with ±20 % jitter, 20 retries, no run limit, replay on,
-    /// eager sends, no payload CRC, payloads up to 4 KiB, the whole send
-    /// window.
+    /// eager sends, no payload CRC, messages up to the wire's 1 MiB (and
+    /// what the transport and the storage hold), the whole send window.
     ///
     /// `token` must be random per client (see [`ClientConfig::token`]).
     pub fn new(session: u64, token: u64) -> ClientConfig {
@@ -95,7 +163,7 @@ impl ClientConfig {
             replay: true,
             eager: true,
             validate: false,
-            max_payload: 4096,
+            max_payload: crate::wire::MAX_DATA_LEN,
             seed: session,
         }
     }
@@ -103,6 +171,7 @@ impl ClientConfig {
 
 /// Why a connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DisconnectCause {
     /// The transport reported it.
     Transport(DisconnectReason),
@@ -125,6 +194,7 @@ pub enum DisconnectCause {
 
 /// A server frame that breaks the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProtocolError {
     /// The frame did not parse.
     Malformed(WireError),
@@ -162,6 +232,7 @@ pub enum ProtocolError {
 
 /// Why the client gave up for good.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailReason {
     /// `max_retries` consecutive attempts failed.
     RetriesExceeded {
@@ -185,6 +256,14 @@ pub enum FailReason {
         /// The session id in dispute.
         session: u64,
     },
+    /// The transport refused a frame as too large although its
+    /// capabilities say it carries it: retrying would fail the same way.
+    TransportRefused {
+        /// The frame's length.
+        len: usize,
+        /// The largest frame the transport said it carries.
+        max_frame: usize,
+    },
 }
 
 impl core::fmt::Display for FailReason {
@@ -207,9 +286,63 @@ impl core::fmt::Display for FailReason {
                  two clients were given the same session id; give each client its own \
                  random id"
             ),
+            FailReason::TransportRefused { len, max_frame } => write!(
+                f,
+                "the transport refused a frame of {len} bytes although it says it carries \
+                 {max_frame}; fix the backend's capabilities"
+            ),
         }
     }
 }
+
+impl core::error::Error for FailReason {}
+
+impl core::fmt::Display for DisconnectCause {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            DisconnectCause::Transport(reason) => write!(f, "transport: {reason}"),
+            DisconnectCause::ConnectTimeout => write!(f, "the transport did not connect in time"),
+            DisconnectCause::ReplyTimeout => write!(
+                f,
+                "no Welcome, or no ack progress, within the reply timeout"
+            ),
+            DisconnectCause::Rejected { reason, detail } => {
+                write!(f, "the server rejected the connection: {reason:?} (detail {detail})")
+            }
+            DisconnectCause::ServerBye => write!(f, "the server said Bye"),
+            DisconnectCause::Protocol(e) => write!(f, "protocol error: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for DisconnectCause {}
+
+impl core::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ProtocolError::Malformed(e) => write!(f, "malformed frame from the server: {e}"),
+            ProtocolError::BadResume {
+                base_sn,
+                resume_from,
+                next_sn,
+            } => write!(
+                f,
+                "Welcome resumes from sn {resume_from}, outside the Hello's {base_sn}..={next_sn}"
+            ),
+            ProtocolError::AckBeyondSent { ack, sent } => {
+                write!(f, "ack {ack} is beyond the sns sent (below {sent})")
+            }
+            ProtocolError::SessionMismatch { expected, got } => {
+                write!(f, "frame for session {got:#x}, this is {expected:#x}")
+            }
+            ProtocolError::Unexpected(op) => write!(f, "unexpected {op} from the server"),
+            ProtocolError::UncheckedBody(op) => write!(f, "{op} without a payload CRC"),
+            ProtocolError::ZeroWindow => write!(f, "Welcome agrees to a window of 0"),
+        }
+    }
+}
+
+impl core::error::Error for ProtocolError {}
 
 /// The client's state. Data-carrying: each state holds what it needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,8 +387,8 @@ pub enum ClientState {
 }
 
 /// Something the application may want to know. None is ever dropped:
-/// an `Acked` replaces an `Acked` right before it, and `ReadMismatch`es of
-/// one run of completions add up (see [`ClientSession::poll_event`]).
+/// an `Acked` replaces an `Acked` right before it (see
+/// [`ClientSession::poll_event`]).
 ///
 /// [`ClientSession::poll_event`]: super::ClientSession::poll_event
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -300,14 +433,6 @@ pub enum ClientEvent {
         /// The sns given up.
         range: Range<u64>,
     },
-    /// Read completions whose data did not match the pattern.
-    ReadMismatch {
-        /// The first such read's sn.
-        sn: u64,
-        /// How many (this one and later ones of the same run of
-        /// completions).
-        count: u64,
-    },
     /// The connection ended.
     Disconnected {
         /// Its epoch.
@@ -330,20 +455,38 @@ pub enum Action {
     Close,
 }
 
-/// Why `submit` refused a request.
+/// Why `submit` refused a message. Nothing changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SubmitError {
-    /// The send window is full: wait for acks (backpressure, not an error).
-    Full,
+    /// The send window holds its most messages: backpressure. Submit
+    /// again after acks.
+    WindowFull {
+        /// Unacknowledged messages.
+        outstanding: usize,
+    },
+    /// The payload storage has no room for the message's bytes now:
+    /// backpressure. Submit again after acks.
+    BufferFull(crate::seq::RingFull),
     /// Sequence numbers are exhausted (never wraps).
     Exhausted,
-    /// Payload larger than `max_payload`.
+    /// The message is larger than it may ever be.
     TooLong {
-        /// Requested length.
-        len: u32,
-        /// The limit.
-        max: u32,
+        /// The payload length of a write, the requested length of a read.
+        len: usize,
+        /// The limits, of which the least is in force.
+        limits: MessageLimits,
     },
+    /// A read's request body is over
+    /// [`MAX_READ_REQUEST`](crate::session::MAX_READ_REQUEST) bytes.
+    RequestTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `submit_with`: a read without a length, or a write with one.
+    BadRequest,
     /// The client is closing, closed or failed.
     Closed,
 }
@@ -351,15 +494,36 @@ pub enum SubmitError {
 impl core::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            SubmitError::Full => write!(f, "send window full; wait for acks and submit again"),
+            SubmitError::WindowFull { outstanding } => write!(
+                f,
+                "send window full ({outstanding} unacknowledged messages); wait for acks \
+                 and submit again"
+            ),
+            SubmitError::BufferFull(full) => full.fmt(f),
             SubmitError::Exhausted => write!(f, "sequence numbers exhausted; start a new session"),
-            SubmitError::TooLong { len, max } => {
-                write!(f, "payload of {len} bytes exceeds max_payload {max}")
-            }
+            SubmitError::TooLong { len, limits } => write!(
+                f,
+                "message of {len} bytes exceeds the limit of {} bytes (max_payload {}, \
+                 transport carries {}, send storage {}); split it or raise the smallest limit",
+                limits.max(),
+                limits.configured,
+                limits.transport,
+                limits.storage
+            ),
+            SubmitError::RequestTooLong { len, max } => write!(
+                f,
+                "read request of {len} bytes exceeds {max} bytes; send a shorter key"
+            ),
+            SubmitError::BadRequest => write!(
+                f,
+                "a read needs a requested length and a write must not have one"
+            ),
             SubmitError::Closed => write!(f, "client is closing, closed or failed"),
         }
     }
 }
+
+impl core::error::Error for SubmitError {}
 
 /// Counters of one client session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -374,8 +538,11 @@ pub struct ClientStats {
     pub acked: u64,
     /// `WriteComp` / `ReadComp` frames received.
     pub completions: u64,
-    /// Read completions whose data did not match.
-    pub read_mismatches: u64,
+    /// Reads whose data was handed to the application.
+    pub reads_answered: u64,
+    /// Read completions ignored: for an sn that is not an unanswered read
+    /// of the window, or of another length than asked.
+    pub stray_read_data: u64,
     /// Sns given up because replay is off.
     pub not_replayed: u64,
     /// Sns replayed after the server lost the session (possible duplicates).

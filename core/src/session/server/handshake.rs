@@ -4,19 +4,19 @@
 use core::ops::Range;
 
 use super::{
-    control, mix64, Hello, RecvTracker, ServerCore, ServerEvent, ServerSink, Session, Tomb,
+    control, mix64, Hello, RecvTracker, Reply, ServerCore, ServerEvent, ServerHandler, Session,
+    Tomb,
 };
+use crate::conn::ConnId;
 use crate::time::Instant;
-use crate::transport::ConnId;
 use crate::wire::{Body, Op, RejectReason, SN_MAX};
 
 impl<
         const SESSIONS: usize,
         const CONNS: usize,
-        const BACKLOG: usize,
         const WORDS: usize,
         const TOMBS: usize,
-    > ServerCore<SESSIONS, CONNS, BACKLOG, WORDS, TOMBS>
+    > ServerCore<SESSIONS, CONNS, WORDS, TOMBS>
 {
     pub(super) fn handle_hello(
         &mut self,
@@ -25,7 +25,7 @@ impl<
         id: u64,
         epoch: u32,
         hello: Hello,
-        sink: &mut impl ServerSink,
+        sink: &mut impl ServerHandler,
     ) {
         let Hello {
             base_sn,
@@ -195,7 +195,10 @@ impl<
             window: agreed as u32,
             known,
         };
-        sink.transmit(conn, &control(id, epoch, 0, cum, welcome));
+        self.queue(Reply::Frame {
+            conn,
+            msg: control(id, epoch, 0, cum, welcome),
+        });
         sink.event(ServerEvent::SessionOpened {
             session: id,
             epoch,
@@ -203,19 +206,11 @@ impl<
             known,
             resume_from,
         });
-        // Frames that came before the handshake, in arrival order.
-        while let Some(data) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.backlog.pop_front())
-        {
-            self.process(now, conn, data, sink);
-        }
     }
 
     /// Makes room for one more session: evicts an idle one if the table is
     /// at its limit. Returns `false` when none can go.
-    fn make_room(&mut self, sink: &mut impl ServerSink) -> bool {
+    fn make_room(&mut self, sink: &mut impl ServerHandler) -> bool {
         self.sessions.len() < self.max_sessions() || self.evict_one(sink)
     }
 
@@ -224,7 +219,7 @@ impl<
         now: Instant,
         conn: ConnId,
         id: u64,
-        sink: &mut impl ServerSink,
+        sink: &mut impl ServerHandler,
     ) {
         let bound = self.conns.get(&conn).and_then(|c| c.session);
         if bound != Some(id) {
@@ -243,13 +238,13 @@ impl<
             self.bury(id, &s, now, sink);
         }
         self.drop_conn(conn);
-        sink.close(conn);
+        self.queue(Reply::Close { conn });
         sink.event(ServerEvent::Closed { session: id });
     }
 
     /// Keeps what a closed or evicted session leaves behind; the oldest
     /// tombstone goes when the table is full.
-    fn bury(&mut self, id: u64, s: &Session<WORDS>, now: Instant, sink: &mut impl ServerSink) {
+    fn bury(&mut self, id: u64, s: &Session<WORDS>, now: Instant, sink: &mut impl ServerHandler) {
         let tomb = Tomb {
             epoch: s.epoch,
             token: s.token,
@@ -279,7 +274,7 @@ impl<
     /// Evicts the idle session (no connection, no open holes) that was
     /// active longest ago, leaving a tombstone. A session with holes waits
     /// for its client's replay instead: evicting it would lose them.
-    pub(super) fn evict_one(&mut self, sink: &mut impl ServerSink) -> bool {
+    pub(super) fn evict_one(&mut self, sink: &mut impl ServerHandler) -> bool {
         let victim = self
             .sessions
             .iter()

@@ -3,22 +3,57 @@
 mod handshake;
 mod types;
 
-pub use types::{ServerConfig, ServerEvent, ServerSink, ServerStats, SessionInfo};
+pub use types::{
+    Delivery, ReadRequest, ServerConfig, ServerEvent, ServerHandler, ServerStats, ServerTransmit,
+    SessionInfo,
+};
 
 use core::ops::Range;
 
 use heapless::{Deque, FnvIndexMap};
 
-use super::backoff::mix64;
 use super::client::RequestOp;
-use super::pattern;
+use crate::conn::ConnId;
+use crate::rng::mix64;
 use crate::seq::{RecvTracker, Verdict};
 use crate::time::Instant;
-use crate::transport::ConnId;
-use crate::wire::{self, Body, IoMsg, Op, RejectReason, WireError, SN_MAX};
+use crate::wire::{self, Body, IoMsg, RejectReason, WireError, HEADER_LEN, MAX_DATA_LEN, SN_MAX};
 
-/// Largest read a server answers (its reply buffer).
-pub const MAX_READ_LEN: usize = 16 * 1024;
+/// The longest request body a `Read` may carry: the server keeps it with
+/// the pending reply until its application answers.
+pub const MAX_READ_REQUEST: usize = 32;
+
+/// Replies the server queues at most (see [`ServerCore::can_receive`]).
+pub const REPLIES: usize = 256;
+
+/// Replies one received frame queues at most: a `Hello` that supersedes an
+/// older connection queues a `Reject` and a close for it and a `Welcome`.
+const REPLIES_PER_FRAME: usize = 3;
+
+/// A frame or close waiting for the transport, in order.
+#[derive(Clone, Copy, Debug)]
+enum Reply {
+    /// A frame without application data.
+    Frame { conn: ConnId, msg: IoMsg<'static> },
+    /// A read completion: the application writes the data when it goes.
+    ReadComp {
+        conn: ConnId,
+        msg: IoMsg<'static>,
+        len: u32,
+        request: [u8; MAX_READ_REQUEST],
+        request_len: u8,
+    },
+    /// Close the connection (after the frames queued before).
+    Close { conn: ConnId },
+}
+
+impl Reply {
+    fn conn(&self) -> ConnId {
+        match *self {
+            Reply::Frame { conn, .. } | Reply::ReadComp { conn, .. } | Reply::Close { conn } => conn,
+        }
+    }
+}
 
 /// The smallest window a server agrees to offer: a client may send this
 /// many frames after its `Hello` before the `Welcome` says more.
@@ -69,56 +104,60 @@ enum Kind {
     Probe,
 }
 
-/// A data frame reduced to what the server needs after its payload was
-/// verified; this is what a connection's backlog holds.
+/// A data frame of a bound connection, its bytes borrowed from the
+/// transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Data {
+struct Data<'f> {
     session: u64,
     epoch: u32,
     sn: u64,
     kind: Kind,
-    len: u32,
+    /// A write's payload, a read's request.
+    bytes: &'f [u8],
+    /// A read's requested length.
+    read_len: u32,
     /// The request carried a payload CRC: so does its answer.
     validate: bool,
 }
 
-#[derive(Clone, Debug, Default)]
-struct Conn<const BACKLOG: usize> {
+#[derive(Clone, Copy, Debug, Default)]
+struct Conn {
     session: Option<u64>,
     /// The epoch of the `Hello` that bound it.
     epoch: u32,
-    backlog: Deque<Data, BACKLOG>,
 }
 
 /// The server's sessions and connections: at most `SESSIONS` sessions and
-/// `CONNS` connections (both powers of two), `BACKLOG` early frames per
-/// connection, a receive window of `(WORDS - 1) * 64` sns per session, and
-/// `TOMBS` (a power of two) tombstones of closed or evicted sessions.
+/// `CONNS` connections (both powers of two), a receive window of
+/// `(WORDS - 1) * 64` sns per session, and `TOMBS` (a power of two)
+/// tombstones of closed or evicted sessions.
+///
+/// Frames come in through [`handle_frame`](Self::handle_frame), which
+/// hands each new message's bytes to the application; replies go out
+/// through [`poll_transmit`](Self::poll_transmit) /
+/// [`write_transmit`](Self::write_transmit), in order, so a transport
+/// without a free buffer delays a reply and never drops it.
 pub struct ServerCore<
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
-    const BACKLOG: usize = 32,
     const WORDS: usize = 33,
     const TOMBS: usize = 256,
 > {
     config: ServerConfig,
     sessions: FnvIndexMap<u64, Session<WORDS>, SESSIONS>,
     tombs: FnvIndexMap<u64, Tomb, TOMBS>,
-    conns: FnvIndexMap<ConnId, Conn<BACKLOG>, CONNS>,
+    conns: FnvIndexMap<ConnId, Conn, CONNS>,
+    replies: Deque<Reply, REPLIES>,
     /// Records created so far: makes each incarnation distinct.
     created: u64,
     next_ack_due: Option<Instant>,
-    read_buf: [u8; MAX_READ_LEN],
+    /// The largest payload the transport carries in one frame.
+    transport_limit: usize,
     stats: ServerStats,
 }
 
-impl<
-        const SESSIONS: usize,
-        const CONNS: usize,
-        const BACKLOG: usize,
-        const WORDS: usize,
-        const TOMBS: usize,
-    > ServerCore<SESSIONS, CONNS, BACKLOG, WORDS, TOMBS>
+impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS: usize>
+    ServerCore<SESSIONS, CONNS, WORDS, TOMBS>
 {
     /// The largest window any session of this server can have.
     pub const WINDOW: u64 = RecvTracker::<WORDS>::WINDOW;
@@ -130,9 +169,10 @@ impl<
             sessions: FnvIndexMap::new(),
             tombs: FnvIndexMap::new(),
             conns: FnvIndexMap::new(),
+            replies: Deque::new(),
             created: 0,
             next_ack_due: None,
-            read_buf: [0; MAX_READ_LEN],
+            transport_limit: MAX_DATA_LEN as usize,
             stats: ServerStats::default(),
         }
     }
@@ -162,6 +202,26 @@ impl<
     pub fn window(&self) -> u64 {
         u64::from(self.config.window.max(MIN_WINDOW)).min(Self::WINDOW)
     }
+    /// The longest read this server answers: `config.max_read` within what
+    /// the transport carries.
+    pub fn max_read(&self) -> usize {
+        (self.config.max_read.min(MAX_DATA_LEN) as usize).min(self.transport_limit)
+    }
+    /// Tells the core the largest payload its transport carries in one
+    /// frame; the driver calls it when it is built.
+    pub fn set_transport_limit(&mut self, max_payload: usize) {
+        self.transport_limit = max_payload;
+    }
+    /// Whether the reply queue has room for what one more received frame
+    /// may queue. A driver stops taking frames from its transport while
+    /// not, and transmits first.
+    pub fn can_receive(&self) -> bool {
+        REPLIES - self.replies.len() >= REPLIES_PER_FRAME
+    }
+    /// Replies waiting for the transport.
+    pub fn pending_replies(&self) -> usize {
+        self.replies.len()
+    }
     /// How many sessions the table holds at most.
     pub fn max_sessions(&self) -> usize {
         self.config.max_sessions.clamp(1, SESSIONS)
@@ -189,7 +249,7 @@ impl<
 
     /// A connection was accepted. Returns `false` (and closes it) when the
     /// connection table is full.
-    pub fn handle_accepted(&mut self, conn: ConnId, sink: &mut impl ServerSink) -> bool {
+    pub fn handle_accepted(&mut self, conn: ConnId, sink: &mut impl ServerHandler) -> bool {
         if self.conns.contains_key(&conn) {
             return true;
         }
@@ -207,8 +267,8 @@ impl<
         true
     }
 
-    /// A connection ended. Frames still in its backlog were never
-    /// acknowledged, so the client will send them again.
+    /// A connection ended. Replies still queued for it are dropped: the
+    /// client sends again whatever they would have acknowledged.
     pub fn handle_disconnected(&mut self, conn: ConnId) {
         self.drop_conn(conn);
     }
@@ -220,19 +280,21 @@ impl<
     }
 
     /// Sends the `Ack`s that are due.
-    pub fn handle_timeout(&mut self, now: Instant, sink: &mut impl ServerSink) {
+    pub fn handle_timeout(&mut self, now: Instant, sink: &mut impl ServerHandler) {
         if self.next_ack_due.is_none_or(|t| t > now) {
             return;
         }
+        let _ = sink;
         let mut next: Option<Instant> = None;
         for (&id, s) in self.sessions.iter_mut() {
             match s.ack_due {
-                Some(due) if due <= now => {
+                // An ack waits for room in the reply queue: it stays due.
+                Some(due) if due <= now && !self.replies.is_full() => {
                     s.ack_due = None;
                     s.stream_unacked = 0;
                     if let Some(conn) = s.conn {
                         let msg = control(id, s.epoch, 0, s.tracker.cumulative(), Body::Ack);
-                        sink.transmit(conn, &msg);
+                        queue(&mut self.replies, Reply::Frame { conn, msg });
                         self.stats.acks += 1;
                     }
                 }
@@ -243,13 +305,17 @@ impl<
         self.next_ack_due = next;
     }
 
-    /// A frame arrived on `conn`.
+    /// A frame arrived on `conn`. A new message's bytes go to the
+    /// application (`sink.deliver`), borrowed from `frame`.
+    ///
+    /// Call it only while [`can_receive`](Self::can_receive) holds: the
+    /// replies it queues need room.
     pub fn handle_frame(
         &mut self,
         now: Instant,
         conn: ConnId,
         frame: &[u8],
-        sink: &mut impl ServerSink,
+        sink: &mut impl ServerHandler,
     ) {
         self.stats.frames += 1;
         if !self.conns.contains_key(&conn) && !self.handle_accepted(conn, sink) {
@@ -269,12 +335,13 @@ impl<
             return self.reject(conn, s, e, RejectReason::Malformed, UNCHECKED_BODY, sink);
         }
         let (session, epoch, sn, validate) = (msg.session, msg.epoch, msg.sn, msg.validate);
-        let data = |kind: Kind, len: u32| Data {
+        let data = |kind: Kind, bytes, read_len: u32| Data {
             session,
             epoch,
             sn,
             kind,
-            len,
+            bytes,
+            read_len,
             validate,
         };
         let data = match msg.body {
@@ -296,25 +363,17 @@ impl<
             }
             Body::Bye => return self.handle_bye(now, conn, session, sink),
             Body::Write { data: bytes } => {
-                if !pattern::matches(session, sn, bytes) {
-                    // Corrupted beyond what the CRCs covered: never deliver
-                    // it. Its header passed its CRC, though, so it still
-                    // says that every sn below it was sent before it.
-                    if self.conns.get(&conn).and_then(|c| c.session) == Some(session) {
-                        self.process(now, conn, data(Kind::Probe, 0), sink);
-                    }
-                    return self.reject(conn, session, epoch, RejectReason::Malformed, sn, sink);
-                }
                 let op = if msg.stream {
                     RequestOp::StreamWrite
                 } else {
                     RequestOp::Write
                 };
-                data(Kind::Request(op), bytes.len() as u32)
+                data(Kind::Request(op), bytes, 0)
             }
-            Body::Read { len } => {
-                if len as usize > MAX_READ_LEN {
-                    let detail = u64::from(len);
+            Body::Read { len, request } => {
+                let max = self.max_read();
+                if len as usize > max || request.len() > MAX_READ_REQUEST {
+                    let detail = max as u64;
                     return self.reject(
                         conn,
                         session,
@@ -324,39 +383,27 @@ impl<
                         sink,
                     );
                 }
-                data(Kind::Request(RequestOp::Read), len)
+                data(Kind::Request(RequestOp::Read), request, len)
             }
-            Body::Probe => data(Kind::Probe, 0),
+            Body::Probe => data(Kind::Probe, &[], 0),
             other => {
                 let op = u64::from(other.op() as u8);
                 return self.reject(conn, session, epoch, RejectReason::Unexpected, op, sink);
             }
         };
-        let bound = self.conns.get(&conn).and_then(|c| c.session);
-        if bound.is_none() {
-            // Before the handshake: hold it, never drop it silently.
-            let Some(c) = self.conns.get_mut(&conn) else {
-                return;
-            };
-            if c.backlog.push_back(data).is_err() {
-                let (s, e) = (data.session, data.epoch);
-                return self.reject(
-                    conn,
-                    s,
-                    e,
-                    RejectReason::BacklogOverflow,
-                    BACKLOG as u64,
-                    sink,
-                );
-            }
-            self.stats.backlogged += 1;
-            return;
+        if self.conns.get(&conn).and_then(|c| c.session).is_none() {
+            // Frames of a connection arrive in order and its Hello comes
+            // first: this peer skipped it. Nothing is delivered; the
+            // client sends these sns again after its handshake.
+            let (s, e) = (data.session, data.epoch);
+            let op = u64::from(msg.body.op() as u8);
+            return self.reject(conn, s, e, RejectReason::NotBound, op, sink);
         }
         self.process(now, conn, data, sink);
     }
 
-    /// One data frame of a bound connection (fresh or from the backlog).
-    fn process(&mut self, now: Instant, conn: ConnId, d: Data, sink: &mut impl ServerSink) {
+    /// One data frame of a bound connection.
+    fn process(&mut self, now: Instant, conn: ConnId, d: Data<'_>, sink: &mut impl ServerHandler) {
         let bound = self.conns.get(&conn).and_then(|c| c.session);
         if bound != Some(d.session) {
             let expected = bound.unwrap_or(0);
@@ -426,7 +473,8 @@ impl<
                 let ack = s.tracker.cumulative();
                 s.stream_unacked = 0;
                 s.ack_due = None;
-                sink.transmit(conn, &control(d.session, s.epoch, 0, ack, Body::Ack));
+                let msg = control(d.session, s.epoch, 0, ack, Body::Ack);
+                queue(&mut self.replies, Reply::Frame { conn, msg });
                 self.stats.acks += 1;
                 return;
             }
@@ -475,18 +523,16 @@ impl<
                 }
                 stats.delivered += 1;
                 s.delivered += 1;
-                let wire_op = if op == RequestOp::Read {
-                    Op::Read
-                } else {
-                    Op::Write
-                };
-                sink.event(ServerEvent::Delivered {
+                // Synchronous: returning is taking it, and only then can
+                // the ack below cover it.
+                sink.deliver(Delivery {
                     session,
                     epoch: d.epoch,
                     conn,
                     sn: d.sn,
-                    op: wire_op,
-                    len: d.len,
+                    op,
+                    data: d.bytes,
+                    read_len: d.read_len,
                 });
             }
         }
@@ -499,7 +545,8 @@ impl<
                 if s.stream_unacked >= self.config.ack_every {
                     s.stream_unacked = 0;
                     s.ack_due = None;
-                    sink.transmit(conn, &control(d.session, epoch, 0, ack, Body::Ack));
+                    let msg = control(d.session, epoch, 0, ack, Body::Ack);
+                    queue(&mut self.replies, Reply::Frame { conn, msg });
                     self.stats.acks += 1;
                 } else if s.ack_due.is_none() {
                     let due = now + self.config.ack_delay;
@@ -510,13 +557,6 @@ impl<
             RequestOp::Write | RequestOp::Read => {
                 s.stream_unacked = 0;
                 s.ack_due = None;
-                let body = if op == RequestOp::Read {
-                    let data = &mut self.read_buf[..d.len as usize];
-                    pattern::fill(d.session, d.sn, data);
-                    Body::ReadComp { data }
-                } else {
-                    Body::WriteComp
-                };
                 let msg = IoMsg {
                     session: d.session,
                     epoch,
@@ -526,12 +566,124 @@ impl<
                     // request was: the header CRC does not cover it.
                     validate: self.config.validate || (op == RequestOp::Read && d.validate),
                     stream: false,
-                    body,
+                    body: Body::WriteComp,
                 };
-                sink.transmit(conn, &msg);
+                let reply = if op == RequestOp::Read {
+                    let mut request = [0; MAX_READ_REQUEST];
+                    // At most MAX_READ_REQUEST bytes: checked on arrival.
+                    let n = d.bytes.len().min(MAX_READ_REQUEST);
+                    request[..n].copy_from_slice(&d.bytes[..n]);
+                    Reply::ReadComp {
+                        conn,
+                        msg: IoMsg {
+                            body: Body::ReadComp { data: &[] },
+                            ..msg
+                        },
+                        len: d.read_len,
+                        request,
+                        request_len: n as u8,
+                    }
+                } else {
+                    Reply::Frame { conn, msg }
+                };
+                queue(&mut self.replies, reply);
                 self.stats.completions += 1;
             }
         }
+    }
+
+    /// The next frame to send, if any: its connection and length, for the
+    /// transport's transmit buffer. A close queued before it is done first
+    /// (see [`poll_close`](Self::poll_close)). Nothing leaves the queue
+    /// until [`write_transmit`](Self::write_transmit) writes it.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<ServerTransmit> {
+        loop {
+            let (conn, len, reject) = match *self.replies.front()? {
+                Reply::Close { .. } => return None,
+                Reply::Frame { conn, msg } => (
+                    conn,
+                    msg.buffer_len(),
+                    matches!(msg.body, Body::Reject { .. }),
+                ),
+                Reply::ReadComp { conn, len, .. } => (conn, HEADER_LEN + len as usize, false),
+            };
+            // A reject goes out though its connection has left the table:
+            // it says why.
+            if reject || self.conns.contains_key(&conn) {
+                return Some(ServerTransmit { conn, len });
+            }
+            // Its connection ended: the client resends what this answered.
+            self.replies.pop_front();
+            self.stats.replies_discarded += 1;
+        }
+    }
+
+    /// The next connection to close, if a close is next in the queue.
+    #[must_use]
+    pub fn poll_close(&mut self) -> Option<ConnId> {
+        match self.replies.front() {
+            Some(&Reply::Close { conn }) => {
+                self.replies.pop_front();
+                Some(conn)
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes the frame [`poll_transmit`](Self::poll_transmit) offered into
+    /// `out` (the transport's buffer of exactly `t.len()` bytes). A read's
+    /// data is written in place by the application (`sink.respond`).
+    pub fn write_transmit(
+        &mut self,
+        t: ServerTransmit,
+        out: &mut [u8],
+        sink: &mut impl ServerHandler,
+    ) -> usize {
+        let Some(reply) = self.replies.pop_front() else {
+            debug_assert!(false, "write_transmit without a pending reply");
+            return 0;
+        };
+        debug_assert_eq!(reply.conn(), t.conn, "stale ServerTransmit");
+        let written = match reply {
+            Reply::Frame { msg, .. } => msg.emit(out),
+            Reply::ReadComp {
+                msg,
+                len,
+                request,
+                request_len,
+                ..
+            } => msg.emit_with_payload(out, len as usize, |data| {
+                let read = ReadRequest {
+                    session: msg.session,
+                    sn: msg.sn,
+                    len,
+                    request: &request[..usize::from(request_len)],
+                };
+                sink.respond(read, data);
+            }),
+            Reply::Close { .. } => Ok(0),
+        };
+        if written.is_ok() && !matches!(reply, Reply::Close { .. }) {
+            self.stats.frames_sent += 1;
+        }
+        debug_assert_eq!(written, Ok(t.len));
+        written.unwrap_or(0)
+    }
+
+    /// Drops the frame [`poll_transmit`](Self::poll_transmit) offered: the
+    /// transport can never send it on its connection, which is treated as
+    /// ended (the client resends what is not acknowledged).
+    pub fn discard_transmit(&mut self, t: ServerTransmit) {
+        if self.replies.front().is_some_and(|r| r.conn() == t.conn) {
+            self.replies.pop_front();
+            self.stats.replies_discarded += 1;
+        }
+        self.drop_conn(t.conn);
+    }
+
+    fn queue(&mut self, reply: Reply) {
+        queue(&mut self.replies, reply);
     }
 
     fn reject(
@@ -541,7 +693,7 @@ impl<
         epoch: u32,
         reason: RejectReason,
         detail: u64,
-        sink: &mut impl ServerSink,
+        sink: &mut impl ServerHandler,
     ) {
         if let Some(n) = self.stats.rejects.get_mut(usize::from(reason.as_u16())) {
             *n += 1;
@@ -557,8 +709,8 @@ impl<
             _ => (session, epoch),
         };
         let msg = control(session, epoch, 0, 0, Body::Reject { reason, detail });
-        sink.transmit(conn, &msg);
-        sink.close(conn);
+        self.queue(Reply::Frame { conn, msg });
+        self.queue(Reply::Close { conn });
         sink.event(ServerEvent::Rejected {
             conn,
             reason,
@@ -569,7 +721,6 @@ impl<
 
     fn drop_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
-            self.stats.backlog_discarded += c.backlog.len() as u64;
             if let Some(s) = c.session.and_then(|id| self.sessions.get_mut(&id)) {
                 if s.conn == Some(conn) {
                     s.conn = None;
@@ -588,6 +739,13 @@ struct Hello {
     token: u64,
     window: u32,
     replay: bool,
+}
+
+/// Queues a reply. The drivers keep room for every frame they hand in
+/// (see [`ServerCore::can_receive`]).
+fn queue(replies: &mut Deque<Reply, REPLIES>, reply: Reply) {
+    let pushed = replies.push_back(reply);
+    debug_assert!(pushed.is_ok(), "server reply queue overflow");
 }
 
 fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> IoMsg<'static> {

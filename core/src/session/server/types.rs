@@ -4,8 +4,9 @@
 use core::ops::Range;
 use core::time::Duration;
 
-use crate::transport::ConnId;
-use crate::wire::{IoMsg, Op, RejectReason, WireError};
+use crate::conn::ConnId;
+use crate::session::RequestOp;
+use crate::wire::{RejectReason, WireError};
 
 /// Server configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,11 +28,15 @@ pub struct ServerConfig {
     /// Sessions held at most, capped at the table's capacity. Past it an
     /// idle session without open holes is evicted (it leaves a tombstone).
     pub max_sessions: usize,
+    /// The longest read answered (within the wire's 1 MiB and what the
+    /// transport carries); a longer one is rejected as `ReadTooLong`.
+    pub max_read: u32,
 }
 
 impl ServerConfig {
     /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC,
-    /// the tracker's whole window and the whole session table.
+    /// the tracker's whole window and the whole session table, reads up to
+    /// the wire's 1 MiB.
     pub fn new(instance: u64) -> ServerConfig {
         ServerConfig {
             instance,
@@ -40,19 +45,85 @@ impl ServerConfig {
             validate: false,
             window: u32::MAX,
             max_sessions: usize::MAX,
+            max_read: crate::wire::MAX_DATA_LEN,
         }
     }
 }
 
-/// Where the server's output goes: frames to send, connections to close,
-/// events for the application. Implemented by the driver.
-pub trait ServerSink {
-    /// Send `msg` on `conn`.
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>);
-    /// Close `conn` (after the frames already given to `transmit`).
-    fn close(&mut self, conn: ConnId);
-    /// Tell the application.
-    fn event(&mut self, event: ServerEvent);
+/// The server's application: takes delivered messages, answers reads,
+/// hears events. Implemented by the application and passed to the
+/// driver's `poll`.
+pub trait ServerHandler {
+    /// A new message: exactly once per sn per server instance, its bytes
+    /// borrowed from the transport. Returning is taking it: the server
+    /// acknowledges only messages handed over this way.
+    fn deliver(&mut self, msg: Delivery<'_>);
+
+    /// Writes the data a read asked for into `out` (exactly `read.len`
+    /// bytes, the transport's own buffer). Called when the read
+    /// completion goes out, after [`deliver`](Self::deliver) saw the read;
+    /// a read whose completion was lost is answered again, so answers
+    /// should not depend on being asked once.
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]);
+
+    /// Something the reports may want (losses, rejections, sessions).
+    fn event(&mut self, event: ServerEvent) {
+        let _ = event;
+    }
+}
+
+/// A message handed to the server's application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery<'a> {
+    /// The session.
+    pub session: u64,
+    /// The epoch it arrived in.
+    pub epoch: u32,
+    /// The connection that carried it.
+    pub conn: ConnId,
+    /// Its sn.
+    pub sn: u64,
+    /// What it is.
+    pub op: RequestOp,
+    /// A write's payload, or a read's request body.
+    pub data: &'a [u8],
+    /// A read's requested length (0 for writes).
+    pub read_len: u32,
+}
+
+/// A read to answer (see [`ServerHandler::respond`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadRequest<'a> {
+    /// The session.
+    pub session: u64,
+    /// The read's sn.
+    pub sn: u64,
+    /// Bytes asked for: the length of `respond`'s buffer.
+    pub len: u32,
+    /// The read's request body.
+    pub request: &'a [u8],
+}
+
+/// The next frame a server sends, as offered by
+/// [`ServerCore::poll_transmit`](super::ServerCore::poll_transmit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTransmit {
+    /// The connection it goes on.
+    pub conn: ConnId,
+    pub(super) len: usize,
+}
+
+impl ServerTransmit {
+    /// The frame's length in bytes: what to ask the transport for.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always `false`: a frame has a header.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
 }
 
 /// What happened, for the application and the reports.
@@ -71,21 +142,6 @@ pub enum ServerEvent {
         known: bool,
         /// The `Welcome`'s `resume_from`.
         resume_from: u64,
-    },
-    /// A frame reached the application: exactly once per sn per instance.
-    Delivered {
-        /// The session.
-        session: u64,
-        /// The epoch it arrived in.
-        epoch: u32,
-        /// The connection that carried it.
-        conn: ConnId,
-        /// Its sn.
-        sn: u64,
-        /// `Write` or `Read`.
-        op: Op,
-        /// Payload length of a write, requested length of a read.
-        len: u32,
     },
     /// A frame jumped over these sns on a live connection: lost by the
     /// transport unless a replay brings them (then `Recovered`).
@@ -182,10 +238,10 @@ pub struct ServerStats {
     pub lost_live: u64,
     /// Sns lost in flight at a disconnect (replay off).
     pub lost_in_flight: u64,
-    /// Frames held before their connection's handshake.
-    pub backlogged: u64,
-    /// Backlogged frames dropped with their connection before any `Hello`.
-    pub backlog_discarded: u64,
+    /// Frames sent (replies, acks, rejections).
+    pub frames_sent: u64,
+    /// Queued replies dropped because their connection ended first.
+    pub replies_discarded: u64,
     /// Handshakes of sessions this instance knew.
     pub resumed: u64,
     /// Handshakes of sessions new to this instance.
