@@ -330,7 +330,8 @@ mod tests {
     fn seeded_random_reprs_round_trip_both_ways() {
         let mut rng = SplitMix(0x1057_0c0d_e5ee_d5ee);
         let data: std::vec::Vec<u8> = (0..300).map(|_| rng.next() as u8).collect();
-        let mut buf = vec![0u8; HEADER_LEN + data.len()];
+        // A Read carries its request after the length.
+        let mut buf = vec![0u8; HEADER_LEN + READ_BODY_LEN + data.len()];
         for i in 0..20_000 {
             let m = random_msg(&mut rng, &data);
             let n = m.emit(&mut buf).expect("a valid repr emits");

@@ -429,7 +429,7 @@ mod tests {
             assert_eq!(RejectReason::from_u16(reason.as_u16()), Some(reason));
         }
         for v in 0..=u16::MAX {
-            let known = (1..=12).contains(&v);
+            let known = (1..=13).contains(&v);
             assert_eq!(RejectReason::from_u16(v).is_some(), known, "value {v}");
         }
     }

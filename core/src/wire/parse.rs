@@ -411,6 +411,28 @@ mod tests {
     }
 
     #[test]
+    fn read_bytes_after_the_length_are_its_request() {
+        let mut f = fixtures::READ_FRAME.to_vec();
+        f.extend_from_slice(b"key");
+        f[20..24].copy_from_slice(&(READ_BODY_LEN as u32 + 3).to_le_bytes());
+        reseal(&mut f, true);
+        let m = parse(&f).unwrap();
+        assert!(
+            matches!(
+                m.body,
+                Body::Read {
+                    request: b"key",
+                    ..
+                }
+            ),
+            "{m:?}"
+        );
+        let mut again = std::vec![0u8; f.len()];
+        assert_eq!(m.emit(&mut again), Ok(f.len()));
+        assert_eq!(again, f);
+    }
+
+    #[test]
     fn trailing_bytes_give_length_mismatch() {
         let mut f = fixtures::WRITE_FRAME.to_vec();
         f.push(0);
@@ -449,7 +471,14 @@ mod tests {
                 continue;
             }
             let expected = m.body.payload_len() as u32;
-            for len in [expected.wrapping_sub(1), expected + 1, expected + 8] {
+            let lens = if op == Op::Read {
+                // Bytes past the length are the request: only a short
+                // payload is wrong.
+                [0, 1, READ_BODY_LEN as u32 - 1]
+            } else {
+                [expected.wrapping_sub(1), expected + 1, expected + 8]
+            };
+            for len in lens {
                 if len > 64 {
                     continue; // expected was 0
                 }
@@ -528,7 +557,7 @@ mod tests {
 
     #[test]
     fn unassigned_reject_reason_gives_unknown_reject_reason() {
-        for code in [0, 13, u16::MAX] {
+        for code in [0, 14, u16::MAX] {
             let mut f = fixtures::REJECT_FRAME;
             f[48..50].copy_from_slice(&code.to_le_bytes());
             reseal(&mut f, false);

@@ -10,29 +10,25 @@ fn cumulative_ack_releases_the_send_window_and_unblocks_a_full_window() {
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 8);
     assert_eq!(
-        c.submit(RequestOp::Write, 16),
-        Err(SubmitError::Full),
+        c.submit(Message::Write(&payload(8, 16))),
+        Err(SubmitError::WindowFull { outstanding: 8 }),
         "backpressure"
     );
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..5], t(1));
     to_client(&mut c, &mut out, 1, t(1));
     assert_eq!(c.base_sn(), 5);
-    assert_eq!(c.submit(RequestOp::Write, 16), Ok(8));
+    assert_eq!(c.submit(Message::Write(&payload(8, 16))), Ok(8));
 }
 
 #[test]
 fn streamed_writes_are_acked_every_k_frames() {
     let mut cfg = ServerConfig::new(INSTANCE_A);
     cfg.ack_every = 3;
-    let (mut c, mut s, mut out) = (
-        Client::new(config(), t(0)),
-        Server::new(cfg),
-        Out::default(),
-    );
+    let (mut c, mut s, mut out) = (client(config()), Server::new(cfg), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    for _ in 0..7 {
-        c.submit(RequestOp::StreamWrite, 8).unwrap();
+    for sn in 0..7 {
+        c.submit(Message::StreamWrite(&payload(sn, 8))).unwrap();
     }
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
@@ -55,13 +51,14 @@ fn streamed_writes_are_acked_every_k_frames() {
 fn streamed_writes_below_k_are_acked_after_t() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    c.submit(RequestOp::StreamWrite, 8).unwrap();
+    c.submit(Message::StreamWrite(&payload(0, 8))).unwrap();
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     assert!(out.frames.is_empty(), "no completion for a streamed write");
     let due = s.poll_timeout().unwrap();
     assert_eq!(due, t(1) + Duration::from_micros(200));
     s.handle_timeout(due, &mut out);
+    drain(&mut s, &mut out);
     let ack = wire::parse(&out.frames[0].1).unwrap();
     assert_eq!((ack.body, ack.ack), (Body::Ack, 1));
     assert_eq!(s.poll_timeout(), None);
@@ -92,23 +89,33 @@ fn replay_resends_every_unacked_sn_in_ascending_order() {
     to_server(&mut s, &mut out, 1, &frames[..2], t(1));
     to_client(&mut c, &mut out, 1, t(1));
     c.handle_disconnected(t(2), DisconnectReason::PeerClosed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
-    assert_eq!(sns(&client_frames(&mut c, t(60))), vec![2, 3, 4, 5]);
+    let replay = client_frames(&mut c, t(60));
+    assert_eq!(sns(&replay), vec![2, 3, 4, 5]);
+    let bodies = |fs: &[Vec<u8>]| -> Vec<Vec<u8>> {
+        fs.iter()
+            .map(|f| match wire::parse(f).unwrap().body {
+                Body::Write { data } => data.to_vec(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(bodies(&replay), bodies(&frames[2..]), "the same bytes");
 }
 
 #[test]
 fn replay_off_gives_up_in_flight_sns_and_both_sides_classify_them() {
     let mut cfg = config();
     cfg.replay = false;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 5);
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..2], t(1)); // 2, 3, 4 die in flight
     out.take();
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     assert!(events(&mut c).contains(&ClientEvent::NotReplayed { range: 2..5 }));
     assert!(out.events.contains(&ServerEvent::LostInFlight {
@@ -123,7 +130,7 @@ fn replay_off_gives_up_in_flight_sns_and_both_sides_classify_them() {
         "nothing is replayed"
     );
     assert!(c.can_submit());
-    assert_eq!(c.submit(RequestOp::Write, 16), Ok(5));
+    assert_eq!(c.submit(Message::Write(&payload(5, 16))), Ok(5));
     let next = client_frames(&mut c, t(61));
     to_server(&mut s, &mut out, 2, &next, t(61));
     assert_eq!(out.delivered(), vec![0, 1, 5]);
@@ -173,12 +180,13 @@ fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
         t(1),
     );
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     let replay = client_frames(&mut c, t(60));
     assert_eq!(sns(&replay), vec![1, 2, 3]);
     to_server(&mut s, &mut out, 2, &replay, t(60));
     assert_eq!(out.delivered(), vec![0, 2, 1, 3]);
+    out.assert_payloads(16);
     assert_eq!(s.stats().recovered, 1);
     assert_eq!(
         s.stats().duplicates,
@@ -204,7 +212,7 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
         },
     );
     let buf = frame(&hello);
-    s.handle_frame(t(0), 1, &buf, &mut out);
+    serve(&mut s, &mut out, cid(1), &buf, t(0));
     for sn in [SN_MAX - 1, SN_MAX + 1] {
         let data = [0u8; 0];
         let write = IoMsg {
@@ -217,7 +225,7 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
             body: Body::Write { data: &data },
         };
         let buf = frame(&write);
-        s.handle_frame(t(1), 1, &buf, &mut out);
+        serve(&mut s, &mut out, cid(1), &buf, t(1));
     }
     assert_eq!(out.delivered(), vec![SN_MAX - 1]);
     assert_eq!(

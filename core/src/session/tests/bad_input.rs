@@ -13,7 +13,7 @@ fn corrupt_frame_is_rejected_with_its_reason_and_the_connection_reset() {
     frames[0][30] ^= 0x04; // a bit of the sn: the header CRC no longer matches
     to_server(&mut s, &mut out, 1, &frames, t(1));
     assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
-    assert_eq!(out.closed, vec![1]);
+    assert_eq!(out.closed, vec![cid(1)]);
     assert!(matches!(
         s.stats().last_wire_error,
         Some(wire::WireError::HeaderChecksum { .. })
@@ -29,25 +29,45 @@ fn corrupt_frame_is_rejected_with_its_reason_and_the_connection_reset() {
 }
 
 #[test]
-fn payload_that_does_not_match_the_pattern_is_never_delivered() {
+fn a_payload_corrupted_under_its_crc_is_refused_and_never_delivered() {
+    let mut cfg = config();
+    cfg.validate = true;
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 1);
+    let mut frames = client_frames(&mut c, t(1));
+    let last = frames[0].len() - 1;
+    frames[0][last] ^= 1; // a payload byte: the header CRC still matches
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    assert!(out.delivered().is_empty());
+    assert_eq!(
+        out.last_reject(),
+        Some((RejectReason::Malformed, 10)),
+        "wire_error_code of PayloadChecksum"
+    );
+    assert!(matches!(
+        s.stats().last_wire_error,
+        Some(wire::WireError::PayloadChecksum { .. })
+    ));
+}
+
+#[test]
+fn without_a_payload_crc_the_server_delivers_the_bytes_as_they_came() {
+    // The protocol carries the application's bytes and does not judge
+    // them: corruption the header CRC does not cover is for the payload
+    // CRC (`validate`) to catch, or for the application.
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 1);
-    let frames = client_frames(&mut c, t(1));
-    let msg = wire::parse(&frames[0]).unwrap();
-    let mut data = [0u8; 16];
-    if let Body::Write { data: d } = msg.body {
-        data.copy_from_slice(d);
-    }
-    data[3] ^= 1; // corrupt, then re-emit with valid CRCs
-    let bad = IoMsg {
-        body: Body::Write { data: &data },
-        ..msg
-    };
-    let buf = frame(&bad);
-    s.handle_frame(t(1), 1, &buf, &mut out);
-    assert!(out.delivered().is_empty());
-    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+    let mut frames = client_frames(&mut c, t(1));
+    let last = frames[0].len() - 1;
+    frames[0][last] ^= 1;
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    let mut corrupt = payload(0, 16);
+    corrupt[15] ^= 1;
+    assert_eq!(out.delivered(), vec![0]);
+    assert_eq!(out.deliveries[0].hash, workload::hash(&corrupt));
+    assert!(out.rejected().is_empty());
 }
 
 #[test]
@@ -55,7 +75,7 @@ fn client_op_from_the_wrong_direction_is_rejected_as_unexpected() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
     let ack = msg(1, 0, 0, Body::WriteComp);
     let buf = frame(&ack);
-    s.handle_frame(t(0), 3, &buf, &mut out);
+    serve(&mut s, &mut out, cid(3), &buf, t(0));
     assert_eq!(
         out.last_reject(),
         Some((RejectReason::Unexpected, Op::WriteComp as u64))
@@ -77,7 +97,7 @@ fn frame_for_another_session_on_a_bound_connection_is_rejected() {
         body: Body::Write { data: &data },
     };
     let buf = frame(&write);
-    s.handle_frame(t(1), 1, &buf, &mut out);
+    serve(&mut s, &mut out, cid(1), &buf, t(1));
     assert_eq!(out.rejected(), vec![RejectReason::SessionMismatch]);
     assert!(out.delivered().is_empty());
 }
@@ -86,7 +106,13 @@ fn frame_for_another_session_on_a_bound_connection_is_rejected() {
 fn a_rejected_connection_does_not_disturb_other_sessions() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    s.handle_frame(t(1), 9, b"garbage that is not a frame", &mut out);
+    serve(
+        &mut s,
+        &mut out,
+        cid(9),
+        b"garbage that is not a frame",
+        t(1),
+    );
     assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
     submit_writes(&mut c, 2);
     let frames = client_frames(&mut c, t(2));
@@ -97,18 +123,61 @@ fn a_rejected_connection_does_not_disturb_other_sessions() {
 // ---- reads -------------------------------------------------------------------
 
 #[test]
-fn read_is_answered_with_pattern_data_that_the_client_verifies() {
+fn read_is_answered_by_the_application_and_its_data_reaches_the_client_once() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    c.submit(RequestOp::Read, 100).unwrap();
+    let read = Message::Read {
+        len: 100,
+        request: b"key-0",
+    };
+    assert_eq!(c.submit(read), Ok(0));
     let frames = client_frames(&mut c, t(1));
+    assert_eq!(
+        wire::parse(&frames[0]).unwrap().body,
+        Body::Read {
+            len: 100,
+            request: b"key-0"
+        }
+    );
     to_server(&mut s, &mut out, 1, &frames, t(1));
-    let comp = wire::parse(&out.frames[0].1).unwrap();
-    assert!(matches!(comp.body, Body::ReadComp { data } if data.len() == 100));
+    let d = &out.deliveries[0];
+    assert_eq!(
+        (d.op, d.read_len, d.hash),
+        (RequestOp::Read, 100, workload::hash(b"key-0")),
+        "the application sees the request"
+    );
+    let expected = answer_bytes(0, b"key-0", 100);
+    assert_eq!(out.responses, vec![(0, workload::hash(&expected))]);
+    let comp = out.frames[0].1.clone();
+    assert_eq!(
+        wire::parse(&comp).unwrap().body,
+        Body::ReadComp { data: &expected }
+    );
     to_client(&mut c, &mut out, 1, t(1));
+    assert_eq!(out.reads, vec![(0, expected)]);
     assert_eq!(c.stats().completions, 1);
-    assert_eq!(c.stats().read_mismatches, 0);
+    assert_eq!(c.stats().reads_answered, 1);
     assert_eq!(c.base_sn(), 1);
+    // The same completion again: acknowledged already, no data twice.
+    assert_eq!(c.handle_frame(t(2), &comp), None);
+    assert_eq!(c.stats().stray_read_data, 1);
+}
+
+#[test]
+fn read_data_of_another_length_than_asked_is_not_taken() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    let read = Message::Read {
+        len: 10,
+        request: &[],
+    };
+    c.submit(read).unwrap();
+    let _ = client_frames(&mut c, t(1));
+    let short = [7u8; 9];
+    let comp = frame(&msg(1, 0, 0, Body::ReadComp { data: &short }));
+    assert_eq!(c.handle_frame(t(2), &comp), None);
+    assert_eq!(c.stats().stray_read_data, 1);
+    assert_eq!(c.stats().reads_answered, 0);
 }
 
 #[test]
@@ -130,7 +199,7 @@ fn hello_without_a_body_checksum_is_rejected_so_a_flipped_bit_cannot_steer_the_s
         },
     };
     let buf = frame(&hello);
-    s.handle_frame(t(0), 1, &buf, &mut out);
+    serve(&mut s, &mut out, cid(1), &buf, t(0));
     assert_eq!(
         out.last_reject(),
         Some((RejectReason::Malformed, UNCHECKED_BODY))
@@ -144,7 +213,7 @@ fn hello_without_a_body_checksum_is_rejected_so_a_flipped_bit_cannot_steer_the_s
 
 #[test]
 fn welcome_without_a_body_checksum_is_a_protocol_error() {
-    let mut c = Client::new(config(), t(0));
+    let mut c = client(config());
     c.start(t(0));
     assert_eq!(c.poll_action(), Some(Action::Connect));
     c.handle_connected(t(0));
@@ -175,15 +244,53 @@ fn welcome_without_a_body_checksum_is_a_protocol_error() {
 }
 
 #[test]
-fn read_longer_than_the_server_answers_is_rejected_with_its_length() {
+fn read_longer_than_the_server_answers_is_rejected_with_the_limit() {
+    let mut cfg = ServerConfig::new(INSTANCE_A);
+    cfg.max_read = 1000;
+    let (mut c, mut s, mut out) = (client(config()), Server::new(cfg), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    assert_eq!(s.max_read(), 1000);
+    let read = frame(&msg(
+        1,
+        0,
+        0,
+        Body::Read {
+            len: 1001,
+            request: &[],
+        },
+    ));
+    serve(&mut s, &mut out, cid(1), &read, t(1));
+    assert_eq!(out.last_reject(), Some((RejectReason::ReadTooLong, 1000)));
+    assert!(out.delivered().is_empty());
+}
+
+#[test]
+fn read_request_longer_than_the_server_keeps_is_refused_at_submit_and_on_the_wire() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    let len = MAX_READ_LEN as u32 + 1;
-    let read = frame(&msg(1, 0, 0, Body::Read { len }));
-    s.handle_frame(t(1), 1, &read, &mut out);
+    let long = [1u8; MAX_READ_REQUEST + 1];
+    let read = Message::Read {
+        len: 8,
+        request: &long,
+    };
     assert_eq!(
-        out.last_reject(),
-        Some((RejectReason::ReadTooLong, u64::from(len)))
+        c.submit(read),
+        Err(SubmitError::RequestTooLong {
+            len: MAX_READ_REQUEST + 1,
+            max: MAX_READ_REQUEST
+        })
     );
+    assert_eq!(c.next_sn(), 0, "nothing changed");
+    let forged = frame(&msg(
+        1,
+        0,
+        0,
+        Body::Read {
+            len: 8,
+            request: &long,
+        },
+    ));
+    serve(&mut s, &mut out, cid(1), &forged, t(1));
+    assert_eq!(out.rejected(), vec![RejectReason::ReadTooLong]);
     assert!(out.delivered().is_empty());
 }

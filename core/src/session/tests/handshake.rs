@@ -28,7 +28,7 @@ fn handshake_known_session_resumes_at_servers_next_expected_sn() {
     to_server(&mut s, &mut out, 1, &frames[..3], t(1));
     out.take();
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(100));
     let ev = events(&mut c);
     assert!(ev.contains(&ClientEvent::Established {
@@ -54,6 +54,7 @@ fn handshake_known_session_resumes_at_servers_next_expected_sn() {
         vec![0, 1, 2, 3, 4],
         "each sn delivered exactly once"
     );
+    out.assert_payloads(16);
     assert_eq!(s.stats().duplicates, 0);
 }
 
@@ -87,11 +88,12 @@ fn handshake_unknown_session_after_restart_replays_from_base_sn_as_possible_dupl
     assert_eq!(c.stats().replayed, 4);
     to_server(&mut s2, &mut out2, 1, &replay, t(50));
     assert_eq!(out2.delivered(), vec![0, 1, 2, 3]);
+    out2.assert_payloads(16);
 }
 
 #[test]
 fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
-    let mut c = Client::new(config(), t(0));
+    let mut c = client(config());
     c.start(t(0));
     assert_eq!(c.poll_action(), Some(Action::Connect));
     c.handle_connected(t(0));
@@ -133,7 +135,7 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
     submit_writes(&mut c, 2);
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     // A Hello claiming only sn 0 was ever sent, though the server has 0 and 1.
     let hello = msg(
         2,
@@ -148,9 +150,9 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
         },
     );
     let buf = frame(&hello);
-    s.handle_frame(t(2), 2, &buf, &mut out);
+    serve(&mut s, &mut out, cid(2), &buf, t(2));
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
-    assert_eq!(out.closed, vec![2]);
+    assert_eq!(out.closed, vec![cid(2)]);
     assert_eq!(
         out.last_reject(),
         Some((RejectReason::BadHandshake, 2)),
@@ -174,7 +176,7 @@ fn server_rejects_hello_with_next_sn_beyond_sn_max() {
         },
     );
     let buf = frame(&hello);
-    s.handle_frame(t(0), 1, &buf, &mut out);
+    serve(&mut s, &mut out, cid(1), &buf, t(0));
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
     assert_eq!(s.session_count(), 0, "no session was created");
 }

@@ -30,7 +30,7 @@ fn duplicate_after_a_restart_whose_welcomes_were_lost_is_announced() {
     // Eager sends: sn 0 follows the Hello before any Welcome.
     let mut cfg = config();
     cfg.eager = true;
-    let (mut c, mut a, mut out_a) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut a, mut out_a) = (client(cfg), server(INSTANCE_A), Out::default());
     submit_writes(&mut c, 1);
     c.start(t(0));
     assert_eq!(c.poll_action(), Some(Action::Connect));
@@ -66,18 +66,18 @@ fn an_evicted_session_whose_welcome_was_lost_is_never_delivered_twice() {
     to_server(&mut s, &mut out, 1, &client_frames(&mut c, t(1)), t(1));
     out.take(); // delivered, the completions lost
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     // Four other sessions push ours out of the table.
     for id in 10..14u64 {
-        let mut other = Client::new(ClientConfig::new(id, id), t(0));
-        connect(&mut other, &mut s, &mut out, id as ConnId, t(id));
+        let mut other = client(ClientConfig::new(id, id));
+        connect(&mut other, &mut s, &mut out, id as u32, t(id));
     }
     assert!(out
         .events
         .contains(&ServerEvent::Evicted { session: SESSION }));
     out.take();
     for id in 10..14u64 {
-        s.handle_disconnected(id as ConnId);
+        s.handle_disconnected(cid(id as u32));
     }
     handshake_welcome_lost(&mut c, &mut s, &mut out, 20, t(50));
     connect(&mut c, &mut s, &mut out, 21, t(100));
@@ -111,11 +111,16 @@ fn a_delayed_hello_after_bye_never_reopens_the_session() {
     assert_eq!(c.state(), ClientState::Closed);
     assert_eq!(s.session_count(), 0, "Bye closed the session");
     // The epoch-1 Hello finally arrives, with the frames it carried.
-    let data = pattern_bytes(0, 16);
+    let data = payload(0, 16);
     let mut late = delayed;
     late.push(frame(&msg(1, 0, 0, Body::Write { data: &data })));
     to_server(&mut s, &mut out, 1, &late, t(60));
-    assert_eq!(out.rejected(), vec![RejectReason::StaleEpoch]);
+    // The Hello is refused; the data behind it, on a connection that the
+    // refusal left unbound, too.
+    assert_eq!(
+        out.rejected(),
+        vec![RejectReason::StaleEpoch, RejectReason::NotBound]
+    );
     assert_eq!(s.session_count(), 0, "no zombie session");
     assert_eq!(out.delivered(), vec![0, 1]);
 }
@@ -124,25 +129,25 @@ fn a_delayed_hello_after_bye_never_reopens_the_session() {
 fn an_sn_reported_lost_is_never_delivered_after_the_session_was_evicted() {
     let mut cfg = config();
     cfg.replay = false;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let in_flight = client_frames(&mut c, t(1)); // lost with the connection
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(50));
     assert_eq!(s.stats().lost_in_flight, 2, "0 and 1 given up");
     c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
-    s.handle_disconnected(2);
+    s.handle_disconnected(cid(2));
     for id in 10..14u64 {
-        let mut other = Client::new(ClientConfig::new(id, id), t(0));
-        connect(&mut other, &mut s, &mut out, id as ConnId, t(60 + id));
+        let mut other = client(ClientConfig::new(id, id));
+        connect(&mut other, &mut s, &mut out, id as u32, t(60 + id));
     }
     assert!(out
         .events
         .contains(&ServerEvent::Evicted { session: SESSION }));
     for id in 10..14u64 {
-        s.handle_disconnected(id as ConnId);
+        s.handle_disconnected(cid(id as u32));
     }
     // The lost frames' epoch-1 connection comes back to life.
     let hello = msg(
@@ -168,40 +173,40 @@ fn an_sn_reported_lost_is_never_delivered_after_the_session_was_evicted() {
 
 #[test]
 fn a_client_window_larger_than_the_servers_is_clamped_and_loses_nothing() {
-    type Big = ClientSession<256>; // the server tracks 128
-    let (mut c, mut s, mut out) = (Big::new(config(), t(0)), server(INSTANCE_A), Out::default());
+    type Big = ClientSession<256, Vec<u8>>; // the server tracks 128
+    let storage = vec![0u8; 256 * 16];
+    let (mut c, mut s, mut out) = (
+        Big::new(config(), t(0), storage),
+        server(INSTANCE_A),
+        Out::default(),
+    );
     c.start(t(0));
     assert_eq!(c.poll_action(), Some(Action::Connect));
     c.handle_connected(t(0));
-    let mut scratch = [0u8; 4096];
-    let mut buf = [0u8; 4096 + HEADER_LEN];
-    let mut drain = |c: &mut Big, now| {
-        let mut frames = Vec::new();
-        while let Some(len) = c.poll_transmit(now, &mut scratch, &mut buf) {
-            frames.push(buf[..len].to_vec());
-        }
-        frames
-    };
-    let hello = drain(&mut c, t(0));
+    let hello = client_frames(&mut c, t(0));
     to_server(&mut s, &mut out, 1, &hello, t(0));
     for (_, f) in out.take() {
-        c.handle_frame(t(0), &f);
+        assert_eq!(c.handle_frame(t(0), &f), None);
     }
     assert_eq!(c.agreed_window(), 128, "the server's window wins");
-    for _ in 0..200 {
-        c.submit(RequestOp::Write, 16).unwrap();
+    for sn in 0..200 {
+        c.submit(Message::Write(&payload(sn, 16))).unwrap();
     }
-    let frames = drain(&mut c, t(1));
+    let frames = client_frames(&mut c, t(1));
     assert_eq!(frames.len(), 128, "no more outstanding than agreed");
     // Sn 5 is silently dropped on the live connection.
     let (before, after) = frames.split_at(5);
     to_server(&mut s, &mut out, 1, before, t(1));
     to_server(&mut s, &mut out, 1, &after[1..], t(1));
     for (_, f) in out.take() {
-        c.handle_frame(t(1), &f);
+        assert_eq!(c.handle_frame(t(1), &f), None);
     }
     assert_eq!(c.base_sn(), 5, "nothing past the hole is released");
-    assert_eq!(drain(&mut c, t(1)).len(), 5, "room for 5 more, no further");
+    assert_eq!(
+        client_frames(&mut c, t(1)).len(),
+        5,
+        "room for 5 more, no further"
+    );
     assert_eq!(s.stats().lost_live, 0, "no hole slid out of the tracker");
     assert!(out.delivered().iter().all(|&sn| sn != 5));
 }
@@ -221,25 +226,14 @@ fn a_server_clamps_a_hello_offering_more_than_it_tracks() {
             replay: true,
         },
     );
-    s.handle_frame(t(0), 1, &frame(&hello), &mut out);
+    serve(&mut s, &mut out, cid(1), &frame(&hello), t(0));
     let welcome = wire::parse(&out.frames[0].1).unwrap();
     assert!(matches!(welcome.body, Body::Welcome { window: 128, .. }));
     // A frame past the agreed window is refused, never tracked.
-    let far = msg(1, 128, 0, Body::Write { data: &[] });
-    let far = IoMsg {
-        body: Body::Write {
-            data: &pattern_bytes(128, 16),
-        },
-        ..far
-    };
-    s.handle_frame(t(1), 1, &frame(&far), &mut out);
+    let data = payload(128, 16);
+    let far = msg(1, 128, 0, Body::Write { data: &data });
+    serve(&mut s, &mut out, cid(1), &frame(&far), t(1));
     assert_eq!(out.last_reject(), Some((RejectReason::TooFar, 128)));
-}
-
-fn pattern_bytes(sn: u64, len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    crate::session::pattern::fill(SESSION, sn, &mut v);
-    v
 }
 
 // ---- 5. trailing drops --------------------------------------------------------
@@ -267,7 +261,7 @@ fn a_dropped_last_frame_is_found_by_the_probe_as_a_live_loss() {
     // The replay after the timeout fills it.
     to_client(&mut c, &mut out, 1, due);
     c.handle_timeout(t(10) + c.config().reply_timeout);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(3000));
     to_server(
         &mut s,
@@ -288,7 +282,7 @@ fn a_dropped_last_frame_is_found_by_the_probe_as_a_live_loss() {
 fn a_flood_of_acks_and_reconnects_drops_no_event() {
     let mut cfg = config();
     cfg.max_retries = u32::MAX;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     let mut conn = 0;
     let mut now = 0;
     // 200 connection cycles of 8 acked writes each; events never drained.
@@ -315,11 +309,11 @@ fn a_flood_of_acks_and_reconnects_drops_no_event() {
         c.handle_connected(t(now));
         exchange(&mut c, &mut s, &mut out, conn, t(now));
         for _ in 0..8 {
-            c.submit(RequestOp::Write, 16).unwrap();
+            submit_writes(&mut c, 1);
             exchange(&mut c, &mut s, &mut out, conn, t(now));
         }
         c.handle_disconnected(t(now + 1), DisconnectReason::PeerFailed);
-        s.handle_disconnected(conn);
+        s.handle_disconnected(cid(conn));
     }
     assert!(matches!(c.state(), ClientState::Backoff { .. }));
     let stalled = c.stats().connects;
@@ -367,7 +361,7 @@ fn a_second_client_with_the_same_session_id_is_refused_and_fails_clearly() {
     let before = s.session(SESSION).unwrap();
     let mut cfg = config();
     cfg.token = TOKEN ^ 1; // same id, another client
-    let mut twin = Client::new(cfg, t(0));
+    let mut twin = client(cfg);
     twin.start(t(2));
     assert_eq!(twin.poll_action(), Some(Action::Connect));
     twin.handle_connected(t(2));
@@ -406,7 +400,7 @@ fn a_stray_hello_cannot_take_a_session_over_or_lock_its_owner_out() {
                 replay: true,
             },
         );
-        s.handle_frame(t(1), 9, &frame(&stray), &mut out);
+        serve(&mut s, &mut out, cid(9), &frame(&stray), t(1));
         assert_eq!(
             out.last_reject(),
             Some((RejectReason::SessionOwned, SESSION))
@@ -417,7 +411,11 @@ fn a_stray_hello_cannot_take_a_session_over_or_lock_its_owner_out() {
     owner.handle_disconnected(t(2), DisconnectReason::PeerFailed);
     connect(&mut owner, &mut s, &mut out, 2, t(50));
     assert_eq!(s.session(SESSION).unwrap().epoch, 2);
-    assert_eq!(out.closed.last(), Some(&1), "the old connection was closed");
+    assert_eq!(
+        out.closed.last(),
+        Some(&cid(1)),
+        "the old connection was closed"
+    );
 }
 
 #[test]
@@ -456,22 +454,46 @@ fn frames_sent_after_the_last_probe_get_a_final_probe_before_the_timeout() {
 }
 
 #[test]
-fn a_frame_refused_for_its_payload_still_reveals_the_drop_before_it() {
+fn a_frame_after_a_drop_reveals_it_whatever_its_payload_holds() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let frames = client_frames(&mut c, t(1));
-    // Sn 0 is dropped; sn 1 arrives with a payload the CRCs do not cover
-    // corrupted, so it is refused, but its header is sound.
+    // Sn 0 is dropped; sn 1 arrives with a payload byte that no CRC
+    // covers corrupted. Its header is sound, so it proves the drop before
+    // it; the protocol does not judge its bytes and hands them over as
+    // they came.
     let mut corrupt = frames[1].clone();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0x40;
     to_server(&mut s, &mut out, 1, &[corrupt], t(1));
-    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
     assert!(out.events.contains(&ServerEvent::LiveLoss {
         session: SESSION,
         epoch: 1,
         missing: 0..1
     }));
-    assert_eq!(out.delivered(), Vec::<u64>::new());
+    assert_eq!(out.delivered(), vec![1]);
+    assert_ne!(out.deliveries[0].hash, workload::hash(&payload(1, 16)));
+}
+
+#[test]
+fn a_frame_refused_for_its_payload_crc_is_never_delivered_and_replayed_intact() {
+    let mut cfg = config();
+    cfg.validate = true;
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 2);
+    let frames = client_frames(&mut c, t(1));
+    let mut corrupt = frames[1].clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x40;
+    to_server(&mut s, &mut out, 1, &[frames[0].clone(), corrupt], t(1));
+    assert_eq!(out.rejected(), vec![RejectReason::Malformed]);
+    assert_eq!(out.delivered(), vec![0]);
+    to_client(&mut c, &mut out, 1, t(1));
+    s.handle_disconnected(cid(1));
+    connect(&mut c, &mut s, &mut out, 2, t(50));
+    exchange(&mut c, &mut s, &mut out, 2, t(50));
+    assert_eq!(out.delivered(), vec![0, 1]);
+    out.assert_payloads(16);
 }

@@ -9,7 +9,7 @@ pub(super) fn handshake_welcome_lost(
     c: &mut Client,
     s: &mut Server,
     out: &mut Out,
-    conn: ConnId,
+    conn: u32,
     now: Instant,
 ) {
     while !matches!(c.state(), ClientState::Connecting { .. }) {
@@ -22,21 +22,21 @@ pub(super) fn handshake_welcome_lost(
     to_server(s, out, conn, &hello, now);
     out.take(); // the Welcome is lost with the connection
     c.handle_disconnected(now, DisconnectReason::PeerFailed);
-    s.handle_disconnected(conn);
+    s.handle_disconnected(cid(conn));
 }
 
 #[test]
 fn a_lost_welcome_after_a_give_up_does_not_turn_given_up_sns_into_acks() {
     let mut cfg = config();
     cfg.replay = false;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 3);
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..1], t(1));
     out.take(); // sn 0 delivered, its completion lost
     c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
-    s.handle_disconnected(1);
+    s.handle_disconnected(cid(1));
     // The server gives up 1 and 2 here, but this Welcome is lost.
     handshake_welcome_lost(&mut c, &mut s, &mut out, 2, t(50));
     assert_eq!(s.stats().lost_in_flight, 2);
@@ -72,7 +72,7 @@ fn a_lost_first_welcome_of_a_restarted_server_is_still_seen_as_a_restart() {
 fn a_lost_welcome_of_a_restarted_server_without_replay_names_the_skipped_sns() {
     let mut cfg = config();
     cfg.replay = false;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let _lost = client_frames(&mut c, t(1)); // never arrive
@@ -122,7 +122,7 @@ fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
 fn a_new_instance_that_got_eager_frames_before_its_welcome_was_lost_is_believed() {
     let mut cfg = config();
     cfg.eager = true;
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let frames = client_frames(&mut c, t(1));
@@ -143,7 +143,7 @@ fn a_new_instance_that_got_eager_frames_before_its_welcome_was_lost_is_believed(
     to_server(&mut s2, &mut out2, 1, &first[..3], t(50)); // sn 4 and the Welcome are lost
     out2.take();
     c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
-    s2.handle_disconnected(1);
+    s2.handle_disconnected(cid(1));
     connect(&mut c, &mut s2, &mut out2, 2, t(100));
     let ev = events(&mut c);
     assert!(ev.contains(&ClientEvent::ServerRestarted {

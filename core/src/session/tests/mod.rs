@@ -1,6 +1,11 @@
 //! One test per protocol rule of DESIGN.md, driving a `ClientSession` and a
 //! `ServerCore` against each other frame by frame, with virtual time. This
 //! file holds the harness; each submodule one group of rules.
+//!
+//! The client's frames come out of `poll_transmit` / `write_transmit` into
+//! buffers of exactly the offered length; the server's replies are drained
+//! from its queue (`poll_close`, `poll_transmit`, `write_transmit`) into
+//! [`Out`], whose [`ServerHandler`] records what the application was given.
 
 use core::ops::Range;
 use core::time::Duration;
@@ -8,12 +13,18 @@ use std::vec;
 use std::vec::Vec;
 
 use super::*;
+use crate::conn::{ConnId, DisconnectReason};
 use crate::time::Instant;
-use crate::transport::{ConnId, DisconnectReason};
-use crate::wire::{self, Body, IoMsg, Op, RejectReason, HEADER_LEN, SN_MAX};
+use crate::wire::{self, Body, IoMsg, Op, RejectReason, SN_MAX};
+use crate::workload;
 
-pub(super) type Server = ServerCore<4, 4, 4, 3>; // window of 128 sns, backlog of 4
-pub(super) type Client = ClientSession<8>;
+/// Room for 4 sessions and 4 connections, a window of 128 sns, 256
+/// tombstones.
+pub(super) type Server = ServerCore<4, 4, 3>;
+/// Bytes of payload storage of a test client: a full window of the
+/// largest test message, and then some.
+pub(super) const STORAGE: usize = 4096;
+pub(super) type Client = ClientSession<8, [u8; STORAGE]>;
 
 pub(super) const SESSION: u64 = 0x5E55_1011;
 pub(super) const TOKEN: u64 = 0x70CE_0001;
@@ -24,40 +35,99 @@ pub(super) fn t(ms: u64) -> Instant {
     Instant::from_millis(ms)
 }
 
-/// Collects everything a server emits.
+/// The handle of connection `slot` (generation 0).
+pub(super) const fn cid(slot: u32) -> ConnId {
+    ConnId::new(slot, 0)
+}
+
+/// A message the server handed to its application, with a hash of its
+/// bytes (a write's payload, a read's request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Delivered {
+    pub(super) session: u64,
+    pub(super) epoch: u32,
+    pub(super) conn: ConnId,
+    pub(super) sn: u64,
+    pub(super) op: RequestOp,
+    pub(super) hash: u64,
+    pub(super) len: usize,
+    pub(super) read_len: u32,
+}
+
+/// Everything a server emits and hands its application, and the read
+/// data the client took.
 #[derive(Default)]
 pub(super) struct Out {
     pub(super) frames: Vec<(ConnId, Vec<u8>)>,
     pub(super) closed: Vec<ConnId>,
     pub(super) events: Vec<ServerEvent>,
+    pub(super) deliveries: Vec<Delivered>,
+    /// Reads the application answered: sn and the hash of its answer.
+    pub(super) responses: Vec<(u64, u64)>,
+    /// Read data the client returned from `handle_frame`: sn and bytes.
+    pub(super) reads: Vec<(u64, Vec<u8>)>,
 }
 
-impl ServerSink for Out {
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>) {
-        let mut buf = vec![0u8; msg.buffer_len()];
-        msg.emit(&mut buf).unwrap();
-        self.frames.push((conn, buf));
+impl ServerHandler for Out {
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        self.deliveries.push(Delivered {
+            session: msg.session,
+            epoch: msg.epoch,
+            conn: msg.conn,
+            sn: msg.sn,
+            op: msg.op,
+            hash: workload::hash(msg.data),
+            len: msg.data.len(),
+            read_len: msg.read_len,
+        });
     }
-    fn close(&mut self, conn: ConnId) {
-        self.closed.push(conn);
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        assert_eq!(
+            out.len(),
+            read.len as usize,
+            "respond's buffer is the read's length"
+        );
+        answer(read.session, read.sn, read.request, out);
+        self.responses.push((read.sn, workload::hash(out)));
     }
     fn event(&mut self, event: ServerEvent) {
         self.events.push(event);
     }
 }
 
+/// What the test server's application answers a read: the workload
+/// pattern of its sn, salted with its request, so the answer depends on
+/// both.
+pub(super) fn answer(session: u64, sn: u64, request: &[u8], out: &mut [u8]) {
+    workload::fill(session ^ workload::hash(request), sn, out);
+}
+
+/// The bytes of the answer to a read of `len` bytes.
+pub(super) fn answer_bytes(sn: u64, request: &[u8], len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    answer(SESSION, sn, request, &mut v);
+    v
+}
+
 impl Out {
     pub(super) fn take(&mut self) -> Vec<(ConnId, Vec<u8>)> {
         core::mem::take(&mut self.frames)
     }
+    /// The sns handed to the application, in order.
     pub(super) fn delivered(&self) -> Vec<u64> {
-        self.events
-            .iter()
-            .filter_map(|e| match e {
-                ServerEvent::Delivered { sn, .. } => Some(*sn),
-                _ => None,
-            })
-            .collect()
+        self.deliveries.iter().map(|d| d.sn).collect()
+    }
+    /// Asserts that every delivery carried the bytes [`payload`] gives its
+    /// sn at length `len`: the client's own bytes, replays included.
+    pub(super) fn assert_payloads(&self, len: usize) {
+        for d in &self.deliveries {
+            assert_eq!(
+                (d.len, d.hash),
+                (len, workload::hash(&payload(d.sn, len))),
+                "sn {} delivered with other bytes than submitted",
+                d.sn
+            );
+        }
     }
     /// Reason and detail of the last `Reject` frame sent.
     pub(super) fn last_reject(&self) -> Option<(RejectReason, u64)> {
@@ -91,13 +161,22 @@ pub(super) fn server(instance: u64) -> Server {
     ServerCore::new(ServerConfig::new(instance))
 }
 
-/// A client (eager sends off), a server of instance A, and its sink.
+/// A client of `config` with empty storage.
+pub(super) fn client(config: ClientConfig) -> Client {
+    Client::new(config, t(0), [0; STORAGE])
+}
+
+/// A client (eager sends off), a server of instance A, and its handler.
 pub(super) fn setup() -> (Client, Server, Out) {
-    (
-        Client::new(config(), t(0)),
-        server(INSTANCE_A),
-        Out::default(),
-    )
+    (client(config()), server(INSTANCE_A), Out::default())
+}
+
+/// The bytes the tests write as sn `sn` of `SESSION`: the workload
+/// pattern, so that every sn carries its own bytes.
+pub(super) fn payload(sn: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    workload::fill(SESSION, sn, &mut v);
+    v
 }
 
 /// A frame of `SESSION`; control bodies are checksummed as the peers send
@@ -121,47 +200,89 @@ pub(super) fn frame(msg: &IoMsg<'_>) -> Vec<u8> {
     buf
 }
 
-/// Every frame the client wants to send now.
-pub(super) fn client_frames(c: &mut Client, now: Instant) -> Vec<Vec<u8>> {
-    let mut scratch = [0u8; 4096];
-    let mut out = [0u8; 4096 + HEADER_LEN];
+/// Every frame the client wants to send now, each written into a buffer
+/// of exactly the length `poll_transmit` offered.
+pub(super) fn client_frames<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>>(
+    c: &mut ClientSession<N, S>,
+    now: Instant,
+) -> Vec<Vec<u8>> {
     let mut frames = Vec::new();
-    while let Some(len) = c.poll_transmit(now, &mut scratch, &mut out) {
-        frames.push(out[..len].to_vec());
+    while let Some(tx) = c.poll_transmit(now) {
+        assert_eq!(c.poll_transmit(now), Some(tx), "poll_transmit only peeks");
+        let mut buf = vec![0u8; tx.len()];
+        assert_eq!(c.write_transmit(now, tx, &mut buf), tx.len());
+        frames.push(buf);
+        assert!(frames.len() <= 2 * N + 4, "poll_transmit never ends");
     }
     frames
+}
+
+/// Every reply and close the server has queued, in order, into `out`.
+pub(super) fn drain<const A: usize, const B: usize, const C: usize, const D: usize>(
+    s: &mut ServerCore<A, B, C, D>,
+    out: &mut Out,
+) {
+    loop {
+        if let Some(conn) = s.poll_close() {
+            out.closed.push(conn);
+            continue;
+        }
+        let Some(tx) = s.poll_transmit() else {
+            break;
+        };
+        let mut buf = vec![0u8; tx.len()];
+        assert_eq!(s.write_transmit(tx, &mut buf, out), tx.len());
+        out.frames.push((tx.conn, buf));
+    }
+    assert_eq!(s.pending_replies(), 0, "drained");
+}
+
+/// One frame to the server on `conn`, and its replies drained.
+pub(super) fn serve<const A: usize, const B: usize, const C: usize, const D: usize>(
+    s: &mut ServerCore<A, B, C, D>,
+    out: &mut Out,
+    conn: ConnId,
+    frame: &[u8],
+    now: Instant,
+) {
+    s.handle_frame(now, conn, frame, out);
+    drain(s, out);
 }
 
 pub(super) fn to_server(
     s: &mut Server,
     out: &mut Out,
-    conn: ConnId,
+    conn: u32,
     frames: &[Vec<u8>],
     now: Instant,
 ) {
     for f in frames {
-        s.handle_frame(now, conn, f, out);
+        serve(s, out, cid(conn), f, now);
     }
 }
 
-pub(super) fn to_client(c: &mut Client, out: &mut Out, conn: ConnId, now: Instant) {
+/// The server's frames on `conn` to the client (the others are dropped);
+/// read data it returns goes to `out.reads`.
+pub(super) fn to_client(c: &mut Client, out: &mut Out, conn: u32, now: Instant) {
     for (to, f) in out.take() {
-        if to == conn {
-            c.handle_frame(now, &f);
+        if to == cid(conn) {
+            if let Some(read) = c.handle_frame(now, &f) {
+                out.reads.push((read.sn, read.data.to_vec()));
+            }
         }
     }
 }
 
 /// Every frame the client wants to send now goes to `s` on `conn`, and
 /// every answer on `conn` back to the client.
-pub(super) fn exchange(c: &mut Client, s: &mut Server, out: &mut Out, conn: ConnId, now: Instant) {
+pub(super) fn exchange(c: &mut Client, s: &mut Server, out: &mut Out, conn: u32, now: Instant) {
     let frames = client_frames(c, now);
     to_server(s, out, conn, &frames, now);
     to_client(c, out, conn, now);
 }
 
 /// Client connects as `conn` and completes the handshake with `s`.
-pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: ConnId, now: Instant) {
+pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: u32, now: Instant) {
     if c.state() == ClientState::Idle {
         c.start(now);
     } else {
@@ -183,9 +304,14 @@ pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: ConnI
     );
 }
 
+/// Submits `n` writes of 16 bytes, each its sn's [`payload`].
 pub(super) fn submit_writes(c: &mut Client, n: usize) -> Vec<u64> {
     (0..n)
-        .map(|_| c.submit(RequestOp::Write, 16).unwrap())
+        .map(|_| {
+            let sn = c.next_sn();
+            assert_eq!(c.submit(Message::Write(&payload(sn, 16))), Ok(sn));
+            sn
+        })
         .collect()
 }
 
@@ -193,15 +319,18 @@ pub(super) fn sns(frames: &[Vec<u8>]) -> Vec<u64> {
     frames.iter().map(|f| wire::parse(f).unwrap().sn).collect()
 }
 
-pub(super) fn events(c: &mut Client) -> Vec<ClientEvent> {
+pub(super) fn events<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>>(
+    c: &mut ClientSession<N, S>,
+) -> Vec<ClientEvent> {
     core::iter::from_fn(|| c.poll_event()).collect()
 }
 
 mod acks_replay;
 mod bad_input;
-mod epochs_backlog;
+mod epochs_not_bound;
 mod handshake;
 mod loss_guarantees;
 mod lost_welcome;
+mod payloads;
 mod session_table;
 mod timers;

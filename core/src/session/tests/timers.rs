@@ -8,7 +8,7 @@ use super::*;
 fn connect_timeouts_back_off_exponentially_until_retries_are_exceeded() {
     let mut cfg = config();
     cfg.max_retries = 2;
-    let mut c = Client::new(cfg.clone(), t(0));
+    let mut c = client(cfg.clone());
     c.start(t(0));
     let mut backoffs = Vec::new();
     let mut now = t(0);
@@ -38,12 +38,12 @@ fn connect_timeouts_back_off_exponentially_until_retries_are_exceeded() {
     );
     assert_eq!(c.stats().connects, 3);
     assert_eq!(c.epoch(), 3, "every attempt has its own epoch");
-    assert_eq!(c.submit(RequestOp::Write, 1), Err(SubmitError::Closed));
+    assert_eq!(c.submit(Message::Write(&[0])), Err(SubmitError::Closed));
 }
 
 #[test]
 fn handshake_without_welcome_times_out_and_closes_the_connection() {
-    let mut c = Client::new(config(), t(0));
+    let mut c = client(config());
     c.start(t(0));
     assert_eq!(c.poll_action(), Some(Action::Connect));
     c.handle_connected(t(1));
@@ -88,7 +88,7 @@ fn established_connection_without_ack_progress_times_out() {
 fn run_limit_fails_the_client_with_timeout() {
     let mut cfg = config();
     cfg.run_limit = Some(Duration::from_secs(3));
-    let (mut c, mut s, mut out) = (Client::new(cfg, t(0)), server(INSTANCE_A), Out::default());
+    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
     connect(&mut c, &mut s, &mut out, 1, t(0));
     assert_eq!(c.poll_timeout(), Some(t(3000)));
     c.handle_timeout(t(3000));
@@ -107,7 +107,7 @@ fn graceful_close_waits_for_acks_then_says_bye_and_the_server_forgets_the_sessio
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     c.close(t(1));
-    assert_eq!(c.submit(RequestOp::Write, 1), Err(SubmitError::Closed));
+    assert_eq!(c.submit(Message::Write(&[0])), Err(SubmitError::Closed));
     let frames = client_frames(&mut c, t(1));
     assert_eq!(frames.len(), 2, "no Bye while sns are unacknowledged");
     to_server(&mut s, &mut out, 1, &frames, t(1));
@@ -140,7 +140,7 @@ fn data_frame_of_a_newer_epoch_than_its_connections_hello_is_rejected() {
     let data = [0u8; 0];
     let write = msg(2, 0, 0, Body::Write { data: &data });
     let buf = frame(&write);
-    s.handle_frame(t(1), 1, &buf, &mut out);
+    serve(&mut s, &mut out, cid(1), &buf, t(1));
     assert_eq!(out.rejected(), vec![RejectReason::Unexpected]);
     assert!(out.delivered().is_empty());
 }
