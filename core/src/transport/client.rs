@@ -237,8 +237,11 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
                     self.conn = None;
                     self.transport.close(now, conn);
                     match e {
-                        SendError::TooLarge { len, max } => {
-                            self.session.handle_transport_refused(now, len, max);
+                        SendError::TooLarge { len, .. } => {
+                            // What it claimed, which submit trusted: the
+                            // error's own limit is what it really carries.
+                            let max_frame = self.transport.capabilities().max_frame;
+                            self.session.handle_transport_refused(now, len, max_frame);
                         }
                         _ => self
                             .session

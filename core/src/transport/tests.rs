@@ -1,200 +1,801 @@
-//! The drivers over a tiny in-test transport: two queues per connection.
+//! The drivers over an in-memory transport pair: a queue of events per
+//! direction, a buffer lent per frame, and knobs for what backends do
+//! differently or wrong (capabilities, `WouldBlock`, `TooLarge`, lost
+//! frames, reused connection slots).
 
 use core::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
+use std::vec;
 use std::vec::Vec;
 
 use super::*;
 use crate::session::{
-    ClientConfig, ClientEvent, ClientSession, RequestOp, ServerConfig, ServerEvent,
+    ClientConfig, ClientEvent, ClientSession, ClientState, Delivery, DisconnectCause, FailReason,
+    Message, MessageLimits, ReadData, ReadRequest, ServerConfig, ServerEvent, ServerHandler,
+    SubmitError,
 };
-use crate::wire::{RejectReason, HEADER_LEN};
+use crate::wire::{self, Body, IoMsg, MAX_DATA_LEN, MAX_FRAME_LEN};
+use crate::workload;
 
-/// What travels: events for the client side and for the server side.
+/// What travels: events with their frames, for each side.
 #[derive(Default)]
 struct Net {
-    to_client: VecDeque<(TransportEvent, Vec<u8>)>,
-    to_server: VecDeque<(TransportEvent, Vec<u8>)>,
-    next_conn: ConnId,
-    server_up: bool,
+    to_client: VecDeque<Event<Vec<u8>>>,
+    to_server: VecDeque<Event<Vec<u8>>>,
+    /// Connections opened so far: the generation of the next one. The
+    /// client always reuses slot 0.
+    generation: u32,
 }
 
-struct ClientEnd(Rc<RefCell<Net>>);
-struct ServerEnd(Rc<RefCell<Net>>);
-
-fn pop(q: &mut VecDeque<(TransportEvent, Vec<u8>)>, buf: &mut [u8]) -> Option<TransportEvent> {
-    let (event, bytes) = q.pop_front()?;
-    let n = bytes.len().min(buf.len());
-    buf[..n].copy_from_slice(&bytes[..n]);
-    Some(event)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Client,
+    Server,
 }
 
-impl Transport for ClientEnd {
-    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
-        let mut net = self.0.borrow_mut();
-        net.next_conn += 1;
-        let conn = net.next_conn;
-        if net.server_up {
-            net.to_client
-                .push_back((TransportEvent::Connected { conn }, Vec::new()));
-            net.to_server
-                .push_back((TransportEvent::Accepted { conn }, Vec::new()));
-        } else {
-            let reason = DisconnectReason::ConnectFailed;
-            net.to_client
-                .push_back((TransportEvent::Disconnected { conn, reason }, Vec::new()));
+/// What an end does differently from a perfect backend.
+struct Knobs {
+    caps: Capabilities,
+    /// Refuse frames longer than this with `TooLarge`.
+    refuse_above: Option<usize>,
+    /// Refuse frames of this length with `WouldBlock`, this many times.
+    block: Option<(usize, u32)>,
+    /// Frames sent are lost.
+    mute: bool,
+}
+
+impl Default for Knobs {
+    fn default() -> Knobs {
+        Knobs {
+            caps: Capabilities {
+                max_frame: MAX_FRAME_LEN,
+                in_order: true,
+            },
+            refuse_above: None,
+            block: None,
+            mute: false,
         }
+    }
+}
+
+/// One end of the pair.
+struct End {
+    net: Rc<RefCell<Net>>,
+    side: Side,
+    knobs: Knobs,
+    /// Every frame this end sent, in order.
+    sent: Vec<Vec<u8>>,
+    /// Every `WouldBlock` it answered.
+    blocked: u32,
+    /// The frame lent by the last `Received`.
+    rx: Vec<u8>,
+}
+
+impl End {
+    fn new(net: &Rc<RefCell<Net>>, side: Side) -> End {
+        End {
+            net: net.clone(),
+            side,
+            knobs: Knobs::default(),
+            sent: Vec::new(),
+            blocked: 0,
+            rx: Vec::new(),
+        }
+    }
+    /// The data frames (`Write`, `Read`) this end sent: their sns.
+    fn data_sns(&self) -> Vec<u64> {
+        self.sent
+            .iter()
+            .filter_map(|f| wire::parse(f).ok())
+            .filter(|m| matches!(m.body, Body::Write { .. } | Body::Read { .. }))
+            .map(|m| m.sn)
+            .collect()
+    }
+}
+
+/// A lent transmit buffer: the frame is emitted straight into it.
+struct Tx<'a> {
+    end: &'a mut End,
+    conn: ConnId,
+    len: usize,
+}
+
+impl TxToken for Tx<'_> {
+    fn consume<R>(self, emit: impl FnOnce(&mut [u8]) -> R) -> R {
+        let mut buf = vec![0u8; self.len];
+        let r = emit(&mut buf);
+        self.end.sent.push(buf.clone());
+        if !self.end.knobs.mute {
+            let mut net = self.end.net.borrow_mut();
+            let q = match self.end.side {
+                Side::Client => &mut net.to_server,
+                Side::Server => &mut net.to_client,
+            };
+            q.push_back(Event::Received {
+                conn: self.conn,
+                frame: buf,
+            });
+        }
+        r
+    }
+}
+
+/// A received frame, lent from the end's receive buffer.
+struct Rx<'a>(&'a [u8]);
+
+impl RxToken for Rx<'_> {
+    fn consume<R>(self, read: impl FnOnce(&[u8]) -> R) -> R {
+        read(self.0)
+    }
+}
+
+impl Transport for End {
+    type TxToken<'a> = Tx<'a>;
+    type RxToken<'a> = Rx<'a>;
+
+    fn capabilities(&self) -> Capabilities {
+        self.knobs.caps
+    }
+
+    fn transmit(&mut self, _now: Instant, conn: ConnId, len: usize) -> Result<Tx<'_>, SendError> {
+        if let Some(max) = self.knobs.refuse_above.filter(|&max| len > max) {
+            return Err(SendError::TooLarge { len, max });
+        }
+        if let Some((n, times)) = &mut self.knobs.block {
+            if *n == len && *times > 0 {
+                *times -= 1;
+                self.blocked += 1;
+                return Err(SendError::WouldBlock);
+            }
+        }
+        Ok(Tx {
+            end: self,
+            conn,
+            len,
+        })
+    }
+
+    fn poll(&mut self, _now: Instant) -> Option<Event<Rx<'_>>> {
+        let event = {
+            let mut net = self.net.borrow_mut();
+            match self.side {
+                Side::Client => net.to_client.pop_front(),
+                Side::Server => net.to_server.pop_front(),
+            }
+        }?;
+        Some(match event {
+            Event::Received { conn, frame } => {
+                self.rx = frame;
+                Event::Received {
+                    conn,
+                    frame: Rx(&self.rx),
+                }
+            }
+            Event::Connected { conn } => Event::Connected { conn },
+            Event::Accepted { conn } => Event::Accepted { conn },
+            Event::Disconnected { conn, reason } => Event::Disconnected { conn, reason },
+        })
+    }
+
+    fn close(&mut self, _now: Instant, conn: ConnId) {
+        let mut guard = self.net.borrow_mut();
+        let net = &mut *guard;
+        let (mine, peer) = match self.side {
+            Side::Client => (&mut net.to_client, &mut net.to_server),
+            Side::Server => (&mut net.to_server, &mut net.to_client),
+        };
+        // Nothing more is reported for it here; the peer hears of it after
+        // the frames already on their way.
+        mine.retain(|e| conn_of(e) != conn);
+        let reason = DisconnectReason::PeerClosed;
+        peer.push_back(Event::Disconnected { conn, reason });
+    }
+}
+
+fn conn_of(e: &Event<Vec<u8>>) -> ConnId {
+    match *e {
+        Event::Connected { conn }
+        | Event::Accepted { conn }
+        | Event::Received { conn, .. }
+        | Event::Disconnected { conn, .. } => conn,
+    }
+}
+
+impl Connector for End {
+    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
+        let mut net = self.net.borrow_mut();
+        let conn = ConnId::new(0, net.generation);
+        net.generation += 1;
+        net.to_client.push_back(Event::Connected { conn });
+        net.to_server.push_back(Event::Accepted { conn });
         Ok(conn)
     }
-    fn send(&mut self, _now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let mut net = self.0.borrow_mut();
-        let len = frame.len();
-        net.to_server
-            .push_back((TransportEvent::Received { conn, len }, frame.to_vec()));
-        Ok(())
+}
+
+impl Listener for End {}
+
+/// The server's application: records what it is given (a hash of the
+/// bytes per sn, and how often) and answers reads with bytes that depend
+/// on its instance, the sn and the request.
+#[derive(Default)]
+struct App {
+    instance: u64,
+    /// Per sn: the hash of its bytes and how often it was delivered.
+    delivered: BTreeMap<u64, (u64, u32)>,
+    /// Every delivery: sn and the hash of its bytes.
+    log: Vec<(u64, u64)>,
+    /// Per read sn: the hash of the last answer written.
+    answered: BTreeMap<u64, u64>,
+    events: Vec<ServerEvent>,
+}
+
+impl App {
+    fn new(instance: u64) -> App {
+        App {
+            instance,
+            ..App::default()
+        }
     }
-    fn close(&mut self, _now: Instant, _conn: ConnId) {}
-    fn poll(&mut self, _now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        pop(&mut self.0.borrow_mut().to_client, buf)
+    fn hashes(&self) -> BTreeMap<u64, u64> {
+        self.delivered
+            .iter()
+            .map(|(&sn, &(h, _))| (sn, h))
+            .collect()
+    }
+    fn each_once(&self) -> bool {
+        self.delivered.values().all(|&(_, n)| n == 1)
     }
 }
 
-impl Transport for ServerEnd {
-    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
-        Err(DisconnectReason::ConnectFailed)
+fn answer(instance: u64, sn: u64, request: &[u8], out: &mut [u8]) {
+    workload::fill(instance ^ workload::hash(request), sn, out);
+}
+
+impl ServerHandler for App {
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        let hash = workload::hash(msg.data);
+        let e = self.delivered.entry(msg.sn).or_insert((0, 0));
+        *e = (hash, e.1 + 1);
+        self.log.push((msg.sn, hash));
     }
-    fn send(&mut self, _now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let len = frame.len();
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        answer(self.instance, read.sn, read.request, out);
+        self.answered.insert(read.sn, workload::hash(out));
+    }
+    fn event(&mut self, event: ServerEvent) {
+        self.events.push(event);
+    }
+}
+
+/// What the client's application sees, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Seen {
+    Event(ClientEvent),
+    Read { sn: u64, hash: u64 },
+}
+
+#[derive(Default)]
+struct Log(Vec<Seen>);
+
+impl ClientHandler for Log {
+    fn event(&mut self, event: ClientEvent) {
+        self.0.push(Seen::Event(event));
+    }
+    fn read_data(&mut self, data: ReadData<'_>) {
+        let hash = workload::hash(data.data);
+        self.0.push(Seen::Read { sn: data.sn, hash });
+    }
+}
+
+impl Log {
+    fn reads(&self) -> Vec<(u64, u64)> {
         self.0
-            .borrow_mut()
-            .to_client
-            .push_back((TransportEvent::Received { conn, len }, frame.to_vec()));
-        Ok(())
+            .iter()
+            .filter_map(|s| match *s {
+                Seen::Read { sn, hash } => Some((sn, hash)),
+                _ => None,
+            })
+            .collect()
     }
-    fn close(&mut self, _now: Instant, _conn: ConnId) {}
-    fn poll(&mut self, _now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        pop(&mut self.0.borrow_mut().to_server, buf)
-    }
-}
-
-type TestServer = Server<ServerEnd, 4, 8, 8, 1024>;
-type TestClient = Client<ClientEnd, 32, 1024>;
-
-fn pair(instance: u64) -> (Rc<RefCell<Net>>, TestClient, TestServer) {
-    let net = Rc::new(RefCell::new(Net {
-        server_up: true,
-        ..Net::default()
-    }));
-    let mut cfg = ClientConfig::new(77, 0x70CE);
-    cfg.max_payload = 512;
-    let session = ClientSession::new(cfg, Instant::ZERO);
-    let client = Client::new(ClientEnd(net.clone()), session).unwrap();
-    let server = Server::new(ServerEnd(net.clone()), ServerConfig::new(instance));
-    (net, client, server)
-}
-
-#[test]
-fn driver_refuses_an_mtu_below_the_largest_frame() {
-    let net = Rc::new(RefCell::new(Net::default()));
-    let session = ClientSession::<4>::new(ClientConfig::new(1, 0x70CE), Instant::ZERO); // 4 KiB payloads
-    let err = Client::<ClientEnd, 4, 1024>::new(ClientEnd(net), session).err();
-    assert_eq!(
-        err,
-        Some(DriverError::MtuTooSmall {
-            need: 4096 + HEADER_LEN,
-            mtu: 1024
+    fn events(&self) -> impl Iterator<Item = &ClientEvent> {
+        self.0.iter().filter_map(|s| match s {
+            Seen::Event(e) => Some(e),
+            Seen::Read { .. } => None,
         })
-    );
+    }
+}
+
+type TestClient = Client<End, 16, Vec<u8>>;
+type TestServer = Server<End, 4, 8, 8>;
+
+const SESSION: u64 = 77;
+
+fn ms(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// The bytes the tests write as sn `sn`: the workload pattern.
+fn payload(sn: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    workload::fill(SESSION, sn, &mut v);
+    v
+}
+
+fn session<const N: usize>() -> ClientSession<N, [u8; 64]> {
+    ClientSession::new(ClientConfig::new(1, 2), Instant::ZERO, [0; 64])
+}
+
+/// A client and a server over one in-memory pair, their applications,
+/// and virtual time in milliseconds.
+struct Pair {
+    net: Rc<RefCell<Net>>,
+    client: TestClient,
+    server: TestServer,
+    log: Log,
+    app: App,
+    now: u64,
+}
+
+impl Pair {
+    /// A client whose end has `knobs` and `storage` bytes of payload
+    /// storage, and a server of instance 1.
+    fn with(knobs: Knobs, storage: usize) -> Pair {
+        let net = Rc::new(RefCell::new(Net::default()));
+        let mut end = End::new(&net, Side::Client);
+        end.knobs = knobs;
+        let mut cfg = ClientConfig::new(SESSION, 0x70CE);
+        cfg.backoff.jitter_per_mille = 0;
+        let session = ClientSession::new(cfg, Instant::ZERO, vec![0; storage]);
+        let client = Client::new(end, session).unwrap();
+        let end = End::new(&net, Side::Server);
+        let server = Server::new(end, ServerConfig::new(1)).unwrap();
+        Pair {
+            net,
+            client,
+            server,
+            log: Log::default(),
+            app: App::new(1),
+            now: 0,
+        }
+    }
+
+    fn new() -> Pair {
+        Pair::with(Knobs::default(), 1 << 16)
+    }
+
+    fn poll(&mut self) {
+        self.client.poll(ms(self.now), &mut self.log);
+        self.server.poll(ms(self.now), &mut self.app);
+    }
+
+    /// Polls both every millisecond until `done` holds; `false` when
+    /// `limit` milliseconds passed first.
+    fn until(&mut self, limit: u64, done: impl Fn(&Pair) -> bool) -> bool {
+        for _ in 0..limit {
+            self.poll();
+            if done(self) {
+                return true;
+            }
+            self.now += 1;
+        }
+        false
+    }
+
+    fn established(&self) -> bool {
+        matches!(
+            self.client.session().state(),
+            ClientState::Established { .. }
+        )
+    }
+
+    fn base_sn(&self) -> u64 {
+        self.client.session().base_sn()
+    }
+
+    /// Starts the client and completes its handshake.
+    fn connect(&mut self) {
+        self.client.start(ms(self.now));
+        assert!(self.until(100, Pair::established), "no handshake");
+    }
+
+    /// Runs until every sn below `upto` is acknowledged.
+    fn acked(&mut self, upto: u64) {
+        let done = self.until(1000, |p| p.base_sn() == upto);
+        assert!(done, "acked up to {}, not {upto}", self.base_sn());
+    }
+
+    /// The connection the client opened last.
+    fn last_conn(&self) -> ConnId {
+        let generation = self.net.borrow().generation - 1;
+        ConnId::new(0, generation)
+    }
+
+    /// Queues `event` for the client.
+    fn to_client(&self, event: Event<Vec<u8>>) {
+        self.net.borrow_mut().to_client.push_back(event);
+    }
+
+    /// Kills the server: everything on the wire dies with it, the client
+    /// sees its connection fail, and instance `instance` listens. Returns
+    /// the dead instance's application.
+    fn restart(&mut self, instance: u64) -> App {
+        let conn = self.last_conn();
+        {
+            let mut n = self.net.borrow_mut();
+            n.to_server.clear();
+            n.to_client.clear();
+        }
+        let reason = DisconnectReason::PeerFailed;
+        self.to_client(Event::Disconnected { conn, reason });
+        let end = End::new(&self.net, Side::Server);
+        self.server = Server::new(end, ServerConfig::new(instance)).unwrap();
+        core::mem::replace(&mut self.app, App::new(instance))
+    }
 }
 
 #[test]
 fn drivers_deliver_every_write_across_a_server_restart() {
-    let (net, mut client, mut server) = pair(1);
-    let mut delivered: Vec<u64> = Vec::new();
-    let mut client_events = Vec::new();
-    let mut now = Instant::ZERO;
-    client.start(now);
-    let mut submitted = 0u64;
-    for step in 0..2000u64 {
-        now = Instant::from_micros(step * 100);
-        while submitted < 300 && client.submit(RequestOp::Write, 64).is_ok() {
-            submitted += 1;
-        }
-        client.poll(now, &mut |e| client_events.push(e));
-        server.poll(now, &mut |e| {
-            if let ServerEvent::Delivered { sn, .. } = e {
-                delivered.push(sn);
+    let mut p = Pair::new();
+    let mut submitted = BTreeMap::new();
+    let mut delivered: Vec<(u64, u64)> = Vec::new();
+    p.client.start(ms(0));
+    for step in 0..200u64 {
+        p.now = step;
+        while p.client.session().next_sn() < 300 {
+            let sn = p.client.session().next_sn();
+            let bytes = payload(sn, 64);
+            if p.client.submit(Message::Write(&bytes)).is_err() {
+                break;
             }
-        });
-        if step == 40 {
-            // Kill the server: queued frames die with it, both ends see the break.
-            let mut n = net.borrow_mut();
-            n.to_server.clear();
-            n.to_client.clear();
-            let conn = n.next_conn;
-            let reason = DisconnectReason::PeerFailed;
-            n.to_client
-                .push_back((TransportEvent::Disconnected { conn, reason }, Vec::new()));
-            drop(n);
-            server = Server::new(ServerEnd(net.clone()), ServerConfig::new(2));
+            submitted.insert(sn, workload::hash(&bytes));
+        }
+        p.poll();
+        if step == 4 {
+            delivered.append(&mut p.restart(2).log);
         }
     }
+    delivered.append(&mut p.app.log);
     let mut unique = delivered.clone();
     unique.sort_unstable();
     unique.dedup();
-    assert_eq!(unique, (0..300).collect::<Vec<u64>>(), "every sn delivered");
-    assert_eq!(client.session().base_sn(), 300, "and acknowledged");
+    let expected: Vec<(u64, u64)> = submitted.into_iter().collect();
+    assert_eq!(expected.len(), 300);
+    assert_eq!(unique, expected, "every sn delivered, with its own bytes");
+    assert_eq!(p.base_sn(), 300, "and acknowledged");
     let dups = (delivered.len() - unique.len()) as u64;
+    let announced = p.client.session().stats().possible_duplicates;
+    assert!(dups > 0, "the restart came with sns unacknowledged");
     assert!(
-        dups <= client.session().stats().possible_duplicates,
-        "{dups} duplicates, only {} announced",
-        client.session().stats().possible_duplicates
+        dups <= announced,
+        "{dups} duplicates, {announced} announced"
     );
-    assert!(client_events
-        .iter()
+    assert!(p
+        .log
+        .events()
         .any(|e| matches!(e, ClientEvent::ServerRestarted { instance: 2, .. })));
 }
 
 #[test]
-fn oversized_frame_is_rejected_and_the_server_keeps_serving() {
-    let (net, mut client, mut server) = pair(1);
-    let now = Instant::ZERO;
-    client.start(now);
-    client.submit(RequestOp::Write, 8).unwrap();
-    let mut delivered = 0;
-    let mut rejected = Vec::new();
-    for _ in 0..5 {
-        client.poll(now, &mut |_| {});
-        server.poll(now, &mut |e| match e {
-            ServerEvent::Delivered { .. } => delivered += 1,
-            ServerEvent::Rejected { reason, .. } => rejected.push(reason),
-            _ => {}
-        });
-    }
-    // A stranger's 4 KiB frame into a 1 KiB server buffer.
+fn a_strangers_malformed_frame_is_rejected_and_the_server_keeps_serving() {
+    let mut p = Pair::new();
+    p.connect();
+    p.client.submit(Message::Write(&payload(0, 8))).unwrap();
+    p.acked(1);
     {
-        let mut n = net.borrow_mut();
-        n.to_server
-            .push_back((TransportEvent::Accepted { conn: 99 }, Vec::new()));
-        let big = std::vec![0x55u8; 4096];
-        n.to_server.push_back((
-            TransportEvent::Received {
-                conn: 99,
-                len: big.len(),
-            },
-            big,
-        ));
+        let mut n = p.net.borrow_mut();
+        let conn = ConnId::new(99, 0);
+        n.to_server.push_back(Event::Accepted { conn });
+        let frame = vec![0x55u8; 4096];
+        n.to_server.push_back(Event::Received { conn, frame });
     }
-    client.submit(RequestOp::Write, 8).unwrap();
-    for _ in 0..5 {
-        client.poll(now, &mut |_| {});
-        server.poll(now, &mut |e| match e {
-            ServerEvent::Delivered { .. } => delivered += 1,
-            ServerEvent::Rejected { reason, .. } => rejected.push(reason),
-            _ => {}
-        });
+    p.client.submit(Message::Write(&payload(1, 8))).unwrap();
+    p.acked(2);
+    let rejected: Vec<_> = p
+        .app
+        .events
+        .iter()
+        .filter_map(|e| match *e {
+            ServerEvent::Rejected { conn, reason, .. } => Some((conn.slot(), reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected, vec![(99, wire::RejectReason::Malformed)]);
+    assert_eq!(
+        p.app.delivered.len(),
+        2,
+        "the client's session is unaffected"
+    );
+    assert!(p.app.each_once());
+}
+
+// ---- capabilities ------------------------------------------------------------
+
+#[test]
+fn drivers_refuse_a_transport_without_in_order_delivery() {
+    let net = Rc::new(RefCell::new(Net::default()));
+    let unordered = |side| {
+        let mut end = End::new(&net, side);
+        end.knobs.caps.in_order = false;
+        end
+    };
+    let client = Client::new(unordered(Side::Client), session::<4>());
+    assert_eq!(client.err(), Some(DriverError::Unordered));
+    let server = Server::<End, 4, 8, 8>::new(unordered(Side::Server), ServerConfig::new(1));
+    assert_eq!(server.err(), Some(DriverError::Unordered));
+}
+
+#[test]
+fn drivers_refuse_a_transport_whose_frames_cannot_hold_a_hello() {
+    let net = Rc::new(RefCell::new(Net::default()));
+    let small = |side, max_frame| {
+        let mut end = End::new(&net, side);
+        end.knobs.caps.max_frame = max_frame;
+        end
+    };
+    let too_small = DriverError::FrameTooSmall {
+        max_frame: MIN_FRAME - 1,
+        need: MIN_FRAME,
+    };
+    let client = Client::new(small(Side::Client, MIN_FRAME - 1), session::<4>());
+    assert_eq!(client.err(), Some(too_small));
+    let end = small(Side::Server, MIN_FRAME - 1);
+    let server = Server::<End, 4, 8, 8>::new(end, ServerConfig::new(1));
+    assert_eq!(server.err(), Some(too_small));
+    // At the least it takes: a Hello fits.
+    assert!(wire::HEADER_LEN + wire::HELLO_BODY_LEN <= MIN_FRAME);
+    let client = Client::new(small(Side::Client, MIN_FRAME), session::<4>());
+    assert!(client.is_ok());
+}
+
+#[test]
+fn replacing_the_transport_with_one_that_cannot_carry_the_protocol_changes_nothing() {
+    let mut p = Pair::new();
+    let mut end = End::new(&p.net, Side::Client);
+    end.knobs.caps.in_order = false;
+    let refused = p.client.replace_transport(ms(0), end).err();
+    assert_eq!(refused, Some(DriverError::Unordered));
+    let limit = p.client.session().limits().transport;
+    assert_eq!(limit, MAX_DATA_LEN as usize);
+}
+
+#[test]
+fn a_message_over_the_transports_max_frame_is_refused_at_submit() {
+    let mut knobs = Knobs::default();
+    knobs.caps.max_frame = 200;
+    let mut p = Pair::with(knobs, 4096);
+    p.connect();
+    let limits = MessageLimits {
+        configured: MAX_DATA_LEN as usize,
+        transport: 200 - wire::HEADER_LEN,
+        storage: 4096,
+    };
+    assert_eq!(
+        p.client.submit(Message::Write(&payload(0, 1000))),
+        Err(SubmitError::TooLong { len: 1000, limits })
+    );
+    p.until(100, |_| false);
+    assert_eq!(p.client.session().stats().connects, 1, "no reconnect");
+    assert_eq!(
+        p.client.transport().data_sns(),
+        Vec::<u64>::new(),
+        "no frame"
+    );
+    assert_eq!(p.client.session().next_sn(), 0);
+    // The most the transport carries goes through.
+    let at_limit = payload(0, limits.transport);
+    assert_eq!(p.client.submit(Message::Write(&at_limit)), Ok(0));
+    p.acked(1);
+    let hashes = BTreeMap::from([(0, workload::hash(&at_limit))]);
+    assert_eq!(p.app.hashes(), hashes);
+    assert_eq!(p.client.send_errors(), 0);
+}
+
+// ---- the application's bytes, end to end ---------------------------------------
+
+/// What one end-to-end run submits: writes of every size class, a read
+/// with a request body and a streamed write. Returns the hash of each
+/// sn's bytes (a read's: its request).
+fn submit_all(client: &mut TestClient) -> BTreeMap<u64, u64> {
+    let mut hashes = BTreeMap::new();
+    for len in [0, 1, 100, 4096, MAX_DATA_LEN as usize] {
+        let sn = client.session().next_sn();
+        let bytes = payload(sn, len);
+        assert_eq!(client.submit(Message::Write(&bytes)), Ok(sn), "len {len}");
+        hashes.insert(sn, workload::hash(&bytes));
     }
-    assert_eq!(rejected, std::vec![RejectReason::Malformed]);
-    assert_eq!(delivered, 2, "the client's session is unaffected");
+    let read = Message::Read {
+        len: 3000,
+        request: b"key-5",
+    };
+    assert_eq!(client.submit(read), Ok(5));
+    hashes.insert(5, workload::hash(b"key-5"));
+    let bytes = payload(6, 777);
+    assert_eq!(client.submit(Message::StreamWrite(&bytes)), Ok(6));
+    hashes.insert(6, workload::hash(&bytes));
+    hashes
+}
+
+#[test]
+fn the_applications_bytes_arrive_once_per_sn_reads_are_answered_and_replay_resends_them() {
+    let mut p = Pair::with(Knobs::default(), 3 << 20);
+    p.connect();
+    // Instance 1 gets everything, but its answers are lost; then it dies.
+    p.server.transport_mut().knobs.mute = true;
+    let submitted = submit_all(&mut p.client);
+    assert!(p.until(100, |p| p.app.delivered.len() == 7));
+    assert_eq!(p.app.hashes(), submitted, "exactly the bytes submitted");
+    assert!(p.app.each_once());
+    assert!(p.app.answered.contains_key(&5), "answered, then lost");
+    assert!(p.log.reads().is_empty());
+    assert_eq!(p.base_sn(), 0, "nothing acknowledged");
+    // Instance 2: the client replays every message from its storage.
+    p.restart(2);
+    p.acked(7);
+    assert_eq!(
+        p.app.hashes(),
+        submitted,
+        "the replay resends the same bytes"
+    );
+    assert!(p.app.each_once());
+    assert_eq!(p.client.session().stats().replayed, 7);
+    // The read: the client got instance 2's answer, exactly once.
+    let mut expected = vec![0u8; 3000];
+    answer(2, 5, b"key-5", &mut expected);
+    assert_eq!(p.app.answered.get(&5), Some(&workload::hash(&expected)));
+    assert_eq!(p.log.reads(), vec![(5, workload::hash(&expected))]);
+    assert_eq!(p.client.session().stats().reads_answered, 1);
+}
+
+// ---- regressions -----------------------------------------------------------------
+
+#[test]
+fn a_reply_the_server_transport_cannot_take_yet_is_delayed_not_dropped() {
+    let mut p = Pair::new();
+    p.connect();
+    // The read's completion is refused five times; a write follows it.
+    let read_comp_len = wire::HEADER_LEN + 333;
+    p.server.transport_mut().knobs.block = Some((read_comp_len, 5));
+    let read = Message::Read {
+        len: 333,
+        request: b"k",
+    };
+    assert_eq!(p.client.submit(read), Ok(0));
+    assert_eq!(p.client.submit(Message::Write(&payload(1, 16))), Ok(1));
+    p.poll();
+    assert_eq!(p.app.delivered.len(), 2, "both delivered");
+    let pending = p.server.core().pending_replies();
+    assert_eq!(pending, 2, "both completions wait, in order");
+    p.poll();
+    assert!(p.log.reads().is_empty(), "no data yet");
+    assert_eq!(p.base_sn(), 0, "and no ack");
+    p.acked(2);
+    assert_eq!(p.server.transport().blocked, 5, "refused again and again");
+    let mut expected = vec![0u8; 333];
+    answer(1, 0, b"k", &mut expected);
+    assert_eq!(p.log.reads(), vec![(0, workload::hash(&expected))]);
+    // Acknowledged only together with its data: no Acked past sn 0
+    // before the read's data reached the handler.
+    let log = &p.log.0;
+    let first_ack = log
+        .iter()
+        .position(|s| matches!(s, Seen::Event(ClientEvent::Acked { upto }) if *upto > 0));
+    let data = log.iter().position(|s| matches!(s, Seen::Read { .. }));
+    assert!(data.is_some() && first_ack > data, "{log:?}");
+    assert_eq!(p.server.send_errors(), 0);
+    assert_eq!(p.server.core().stats().replies_discarded, 0);
+    let connects = p.client.session().stats().connects;
+    assert_eq!(connects, 1, "not recovered by a replay");
+}
+
+#[test]
+fn a_reply_the_server_transport_can_never_send_closes_its_connection() {
+    let mut p = Pair::new();
+    p.connect();
+    // The read's completion is larger than the server's transport sends.
+    p.server.transport_mut().knobs.refuse_above = Some(1000);
+    let read = Message::Read {
+        len: 2000,
+        request: &[],
+    };
+    p.client.submit(read).unwrap();
+    assert!(p.until(100, |p| p.server.send_errors() == 1));
+    assert_eq!(p.server.core().stats().replies_discarded, 1);
+    assert_eq!(p.server.core().conn_count(), 0, "its connection was closed");
+    assert!(p.log.reads().is_empty(), "the data was never sent");
+    assert_eq!(p.base_sn(), 0, "so the read is unacknowledged");
+}
+
+#[test]
+fn a_frame_the_transport_refuses_as_too_large_fails_the_client_without_a_gap() {
+    let mut knobs = Knobs::default();
+    knobs.caps.max_frame = 4096;
+    knobs.refuse_above = Some(200);
+    let mut p = Pair::with(knobs, 1 << 16);
+    for (sn, len) in [(0, 100), (1, 1000), (2, 100)] {
+        assert_eq!(p.client.submit(Message::Write(&payload(sn, len))), Ok(sn));
+    }
+    p.client.start(ms(0));
+    assert!(p.until(100, |p| p.client.session().is_terminal()));
+    let refused = FailReason::TransportRefused {
+        len: wire::HEADER_LEN + 1000,
+        max_frame: 4096,
+    };
+    assert_eq!(p.client.session().state(), ClientState::Failed(refused));
+    assert!(p.log.events().any(|e| *e == ClientEvent::Failed(refused)));
+    // Polled on, it stays failed: no reconnect loop.
+    p.until(5000, |_| false);
+    let stats = p.client.session().stats();
+    assert_eq!(
+        (stats.connects, p.client.send_errors()),
+        (1, 1),
+        "{stats:?}"
+    );
+    // Nothing was skipped: sn 2 never went out, the server saw no gap.
+    assert_eq!(p.client.transport().data_sns(), vec![0]);
+    assert_eq!(p.app.hashes().into_keys().collect::<Vec<u64>>(), vec![0]);
+    assert_eq!(p.server.core().stats().live_gap_sns, 0);
+    let live = |e: &ServerEvent| matches!(e, ServerEvent::LiveLoss { .. });
+    assert!(!p.app.events.iter().any(live));
+}
+
+// ---- connection handles --------------------------------------------------------
+
+#[test]
+fn events_of_an_older_generation_of_a_reused_slot_are_ignored_by_the_client() {
+    let mut p = Pair::new();
+    p.connect();
+    let old = p.last_conn();
+    // The connection fails; the client reconnects on the same slot.
+    let reason = DisconnectReason::PeerFailed;
+    p.to_client(Event::Disconnected { conn: old, reason });
+    let gone = Event::Disconnected { conn: old, reason };
+    p.net.borrow_mut().to_server.push_back(gone);
+    assert!(p.until(1000, |p| p.established() && p.client.session().epoch() == 2));
+    let new = p.last_conn();
+    assert_eq!(
+        (new.slot(), new.generation()),
+        (old.slot(), old.generation() + 1)
+    );
+    // A Bye of the session's current epoch, and a disconnect, both on the
+    // old generation: neither may end the new connection.
+    let bye = IoMsg {
+        session: SESSION,
+        epoch: 2,
+        sn: 0,
+        ack: 0,
+        validate: false,
+        stream: false,
+        body: Body::Bye,
+    };
+    let mut frame = vec![0u8; bye.buffer_len()];
+    bye.emit(&mut frame).unwrap();
+    let before = *p.client.session().stats();
+    let f = frame.clone();
+    p.to_client(Event::Received {
+        conn: old,
+        frame: f,
+    });
+    p.to_client(Event::Disconnected { conn: old, reason });
+    assert!(
+        p.client.poll(ms(p.now), &mut p.log),
+        "the events were taken"
+    );
+    assert!(p.established(), "{:?}", p.client.session().state());
+    assert_eq!(
+        *p.client.session().stats(),
+        before,
+        "nothing reached the session"
+    );
+    // The connection still carries messages.
+    p.client.submit(Message::Write(&payload(0, 32))).unwrap();
+    p.acked(1);
+    // The same Bye on the current generation does end it.
+    p.to_client(Event::Received { conn: new, frame });
+    p.client.poll(ms(p.now), &mut p.log);
+    let ended = ClientEvent::Disconnected {
+        epoch: 2,
+        cause: DisconnectCause::ServerBye,
+    };
+    assert!(p.log.events().any(|e| *e == ended));
 }
