@@ -134,6 +134,9 @@ pub struct FaultCounts {
     pub delayed: u64,
     /// Connections broken by the injector.
     pub disconnects: u64,
+    /// Held (delayed or reordered) frames whose connection ended before
+    /// they could go: lost in flight.
+    pub held_lost: u64,
 }
 
 /// Decides, frame by frame, which fault (if any) applies.
@@ -218,6 +221,11 @@ impl FaultInjector {
             }
         }
         fault
+    }
+
+    /// Counts a held frame lost with its connection.
+    pub fn count_held_lost(&mut self) {
+        self.counts.held_lost += 1;
     }
 
     /// A seeded choice in `0..bound`, for the corruption's bit position.

@@ -6,12 +6,15 @@
 //!   [`ServerPort`] implement the core's `Transport` trait over it. There
 //!   are no threads, no real time and no OS randomness: the same seed gives
 //!   the same run, bit for bit.
-//! * [`FaultInjector`] sits on the network's send path and, by rate or by
-//!   schedule, drops (resetting the connection), silently drops (the
-//!   connection stays up: the transport bug the field report suspected),
-//!   duplicates, reorders, corrupts, delays and disconnects. Server
-//!   crash-restarts are run by the simulation: all server state is gone
-//!   and a new instance listens again after a delay.
+//!   The network moves opaque frames: it never looks inside one.
+//! * [`Faulty`] wraps any `Transport` (the loopback ports, or UCX's) and,
+//!   by rate or by schedule, drops (ending the connection), silently
+//!   drops (the connection stays up: the transport bug the field report
+//!   suspected), duplicates, reorders, corrupts, delays and disconnects
+//!   the frames that side sends; [`Faults`] is the seeded decision engine
+//!   its wrappers share. Server crash-restarts are run by the
+//!   simulation: all server state is gone and a new instance listens
+//!   again after a delay.
 //! * [`sim`] runs a [`sim::Scenario`] and returns a [`sim::Report`] whose
 //!   protocol-side counts are checked against a ground truth kept apart
 //!   from the protocol.
@@ -19,15 +22,19 @@
 //!   shrinks a failing scenario to a small one-line reproduction.
 
 mod fault;
+mod faulty;
 mod network;
 pub mod sim;
 pub mod sweep;
+#[cfg(test)]
+mod testkit;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 
 pub use fault::{Direction, FaultConfig, FaultCounts, FaultInjector, FrameFault, ScheduledFault};
+pub use faulty::{DropTap, Faults, Faulty, FaultyTx};
 pub use network::{
     ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, NetworkCounts, ServerPort, Tap,
     TapFn, TapKind,

@@ -6,11 +6,12 @@ use core::time::Duration;
 use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 
-use iomsg_core::transport::{ConnId, DisconnectReason, SendError, Transport, TransportEvent};
-use iomsg_core::wire::Op;
+use iomsg_core::transport::{
+    Capabilities, ConnId, Connector, DisconnectReason, Event, Listener, RxToken, SendError,
+    Transport, TxToken,
+};
+use iomsg_core::wire::MAX_FRAME_LEN;
 use iomsg_core::Instant;
-
-use crate::fault::{FaultConfig, FaultCounts, FaultInjector, FrameFault};
 
 /// A server address on the loopback network.
 pub type Addr = u16;
@@ -23,19 +24,20 @@ type EpId = usize;
 /// even when its slot now belongs to another.
 pub type EndpointId = u64;
 
-/// What the network did with a frame sent towards a server endpoint, as
-/// reported to the [tap](Network::set_tap).
+/// What happened to a frame sent towards a server endpoint, as a
+/// [tap](Network::set_tap) reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TapKind {
     /// Handed to the server endpoint's `poll`: really received.
     Received,
-    /// Lost by a `SilentDrop` fault while its connection stayed open.
+    /// Lost by a `SilentDrop` fault while its connection stayed open (the
+    /// fault injector's report: the network never saw it).
     SilentlyDropped,
 }
 
 /// One frame the network carried (or silently lost) towards a server
 /// endpoint. The network does not look inside it: the frame is passed as
-/// raw bytes, exactly as received (after faults such as corruption).
+/// raw bytes, exactly as received (after any fault a wrapper injected).
 #[derive(Clone, Copy, Debug)]
 pub struct Tap<'a> {
     /// What happened to it.
@@ -60,20 +62,18 @@ pub enum ConnStatus {
     Open,
     /// Closed by one end: what was sent before still arrives.
     Closing,
-    /// Broken by the network after the frames already sent (a `Disconnect`
-    /// fault): they still arrive, then both ends hear `PeerFailed`.
-    Breaking,
     /// Broken: nothing more arrives.
     Reset,
 }
 
-/// What the network itself threw away (faults are in [`FaultCounts`]).
+/// What the network itself threw away (faults are counted by
+/// [`Faults`](crate::Faults)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetworkCounts {
     /// Frames handed to an endpoint's `poll`.
     pub received: u64,
     /// Frames lost because their connection broke, or its receiving end
-    /// had closed it, before they arrived (faults are counted apart).
+    /// had closed it, before they arrived.
     pub discarded: u64,
     /// Events (frames, notices) waiting for or addressed to an endpoint
     /// that no longer exists (a crashed server, a client's rebuilt-away
@@ -89,20 +89,14 @@ pub struct NetworkConfig {
     /// How long an endpoint takes to notice that its peer crashed or that
     /// the connection reset (UCX's error callback delay, TCP's RST).
     pub detect_delay: Duration,
-    /// Seed of the fault injector.
-    pub seed: u64,
-    /// What to inject.
-    pub faults: FaultConfig,
 }
 
 impl Default for NetworkConfig {
-    /// 5 µs latency, 50 µs failure detection, no faults.
+    /// 5 µs latency, 50 µs failure detection.
     fn default() -> Self {
         NetworkConfig {
             latency: Duration::from_micros(5),
             detect_delay: Duration::from_micros(50),
-            seed: 0,
-            faults: FaultConfig::default(),
         }
     }
 }
@@ -181,11 +175,6 @@ struct Conn {
     /// The connection ended before the server saw `Accepted`: the server
     /// hears of it right after the `Accepted`.
     server_notice: Option<DisconnectReason>,
-    /// The network broke it (a `Disconnect` fault), not one of its ends.
-    broken: bool,
-    /// A reordered frame waiting for `left` later frames, per direction
-    /// (`[to_server, to_client]`).
-    held: [Option<(Vec<u8>, u8)>; 2],
     /// Latest delivery time queued per direction: a later event of the same
     /// connection never arrives before it (a delayed frame delays the rest).
     last_at: [Instant; 2],
@@ -198,9 +187,8 @@ struct Inner {
     free_endpoints: Vec<EpId>,
     listeners: HashMap<Addr, EpId>,
     conns: HashMap<ConnId, Conn>,
-    next_conn: ConnId,
+    next_conn: u64,
     pool: Vec<Vec<u8>>,
-    faults: FaultInjector,
     seq: u64,
     next_uid: EndpointId,
     tap: Option<TapFn>,
@@ -230,7 +218,6 @@ impl core::fmt::Display for AddrInUse {
 impl Network {
     /// A network with no endpoints.
     pub fn new(config: NetworkConfig) -> Network {
-        let faults = FaultInjector::new(config.faults.clone(), config.seed);
         Network {
             inner: Rc::new(RefCell::new(Inner {
                 config,
@@ -241,7 +228,6 @@ impl Network {
                 conns: HashMap::new(),
                 next_conn: 0,
                 pool: Vec::new(),
-                faults,
                 seq: 0,
                 next_uid: 0,
                 tap: None,
@@ -309,19 +295,6 @@ impl Network {
         ids.len()
     }
 
-    /// Replaces the fault configuration (counts and schedule position carry
-    /// on); `FaultConfig::default()` turns injection off.
-    pub fn set_faults(&self, faults: FaultConfig) {
-        let mut inner = self.inner.borrow_mut();
-        inner.config.faults = faults.clone();
-        inner.faults.set_config(faults);
-    }
-
-    /// What the fault injector did.
-    pub fn fault_counts(&self) -> FaultCounts {
-        self.inner.borrow().faults.counts()
-    }
-
     /// Connections the network still tracks (open, or not yet released by
     /// both ends).
     pub fn connections(&self) -> usize {
@@ -340,14 +313,19 @@ impl Network {
     pub fn conn_status(&self, conn: ConnId) -> Option<ConnStatus> {
         self.inner.borrow().conns.get(&conn).map(|c| match c.state {
             ConnState::Open => ConnStatus::Open,
-            ConnState::Closing { .. } if c.broken => ConnStatus::Breaking,
             ConnState::Closing { .. } => ConnStatus::Closing,
             ConnState::Reset => ConnStatus::Reset,
         })
     }
 
-    /// Frames of `conn` on their way to its server: queued for delivery or
-    /// held back by a reorder fault.
+    /// The client and server endpoints of `conn`, while the network
+    /// tracks it.
+    pub fn conn_endpoints(&self, conn: ConnId) -> Option<(EndpointId, EndpointId)> {
+        let inner = self.inner.borrow();
+        inner.conns.get(&conn).map(|c| (c.client_uid, c.server_uid))
+    }
+
+    /// Frames of `conn` on their way to its server.
     pub fn frames_to_server(&self, conn: ConnId) -> usize {
         let inner = self.inner.borrow();
         let Some(c) = inner.conns.get(&conn) else {
@@ -359,7 +337,7 @@ impl Network {
                 .filter(|Reverse(p)| p.conn == conn && matches!(p.kind, Kind::Frame(_)))
                 .count()
         });
-        queued + usize::from(c.held[0].is_some())
+        queued
     }
 
     /// What the network threw away.
@@ -483,47 +461,12 @@ impl Inner {
             return;
         };
         c.state = ConnState::Reset;
-        let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
         let tell_client = !c.client_done;
-        for (b, _) in held.into_iter().flatten() {
-            self.discard(Kind::Frame(b));
-        }
         if tell_client {
             self.push_with(id, false, at, Kind::Disconnected(reason), false);
         }
         self.tell_server(id, at, reason, false);
         self.maybe_forget(id);
-    }
-
-    /// Breaks a connection after the frames already sent on it (a
-    /// `Disconnect` fault): they still arrive, then both ends hear
-    /// `PeerFailed`. Frames sent afterwards are lost.
-    fn break_after_sent(&mut self, id: ConnId) {
-        let at = self.now + self.config.detect_delay;
-        let now = self.now;
-        let Some(c) = self.conns.get_mut(&id) else {
-            return;
-        };
-        if c.state != ConnState::Open {
-            return;
-        }
-        c.state = ConnState::Closing { at: now };
-        c.broken = true;
-        let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
-        let tell_client = !c.client_done;
-        // A reordered frame still held was sent before the break: it
-        // arrives, late, before the notice.
-        let frame_at = now + self.config.latency;
-        for (dir, h) in held.into_iter().enumerate() {
-            if let Some((b, _)) = h {
-                self.push(id, dir == 0, frame_at, Kind::Frame(b));
-            }
-        }
-        let reason = DisconnectReason::PeerFailed;
-        if tell_client {
-            self.push(id, false, at, Kind::Disconnected(reason));
-        }
-        self.tell_server(id, at, reason, true);
     }
 
     fn maybe_forget(&mut self, id: ConnId) {
@@ -532,17 +475,14 @@ impl Inner {
             .get(&id)
             .is_some_and(|c| c.client_done && (c.server_done || !c.server_announced));
         if done {
-            if let Some(c) = self.conns.remove(&id) {
-                for (b, _) in c.held.into_iter().flatten() {
-                    self.discard(Kind::Frame(b));
-                }
-            }
+            self.conns.remove(&id);
         }
     }
 
     fn connect(&mut self, client: EpId, client_uid: EndpointId, addr: Addr) -> ConnId {
-        self.next_conn = self.next_conn.wrapping_add(1);
-        let id = self.next_conn;
+        self.next_conn += 1;
+        // Never reused: the generation is the counter's high half.
+        let id = ConnId::new(self.next_conn as u32, (self.next_conn >> 32) as u32);
         let latency = self.config.latency;
         let server = self.listeners.get(&addr).copied();
         let conn = Conn {
@@ -559,8 +499,6 @@ impl Inner {
             server_done: server.is_none(),
             server_announced: false,
             server_notice: None,
-            broken: false,
-            held: [None, None],
             last_at: [Instant::ZERO; 2],
         };
         self.conns.insert(id, conn);
@@ -575,6 +513,26 @@ impl Inner {
             }
         }
         id
+    }
+
+    /// Whether `uid` may send on `id` now.
+    fn may_send(&self, uid: EndpointId, id: ConnId) -> Result<(), SendError> {
+        let Some(c) = self.conns.get(&id) else {
+            return Err(SendError::NotConnected);
+        };
+        let to_server = c.client_uid == uid;
+        if !to_server && c.server_uid != uid {
+            return Err(SendError::NotConnected);
+        }
+        let done = if to_server {
+            c.client_done
+        } else {
+            c.server_done
+        };
+        if done {
+            return Err(SendError::NotConnected);
+        }
+        Ok(())
     }
 
     fn send(&mut self, uid: EndpointId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
@@ -599,80 +557,10 @@ impl Inner {
             self.counts.discarded += 1;
             return Ok(());
         }
-        let (client_uid, server_uid) = (c.client_uid, c.server_uid);
-        let data = matches!(frame.get(5).copied(), Some(op) if op == Op::Write as u8 || op == Op::Read as u8);
-        let fault = self.faults.next(to_server, data);
         let at = self.now + self.config.latency;
-        match fault {
-            None => self.enqueue(id, to_server, at, frame),
-            Some(FrameFault::Drop) => self.reset(id, DisconnectReason::PeerFailed),
-            Some(FrameFault::SilentDrop) => {
-                if let (true, Some(tap)) = (to_server, self.tap.as_mut()) {
-                    tap(&Tap {
-                        kind: TapKind::SilentlyDropped,
-                        conn: id,
-                        client: client_uid,
-                        server: server_uid,
-                        frame,
-                    });
-                }
-            }
-            Some(FrameFault::Duplicate) => {
-                self.enqueue(id, to_server, at, frame);
-                self.enqueue(id, to_server, at, frame);
-            }
-            Some(FrameFault::Reorder) => {
-                let depth = self.config.faults.reorder_depth.max(1);
-                let b = self.buffer(frame);
-                let dir = usize::from(!to_server);
-                let slot = self.conns.get_mut(&id).map(|c| &mut c.held[dir]);
-                match slot {
-                    Some(slot @ None) => *slot = Some((b, depth)),
-                    _ => self.push(id, to_server, at, Kind::Frame(b)),
-                }
-            }
-            Some(FrameFault::Corrupt) => {
-                let mut b = self.buffer(frame);
-                let bit = self.faults.below(b.len() as u64 * 8);
-                if let Some(byte) = b.get_mut((bit / 8) as usize) {
-                    *byte ^= 1 << (bit % 8);
-                }
-                self.push(id, to_server, at, Kind::Frame(b));
-            }
-            Some(FrameFault::Delay) => {
-                let at = at + self.config.faults.delay;
-                self.enqueue(id, to_server, at, frame);
-            }
-            Some(FrameFault::Disconnect) => {
-                self.enqueue(id, to_server, at, frame);
-                self.break_after_sent(id);
-            }
-        }
-        Ok(())
-    }
-
-    /// Queues a frame, then a held (reordered) frame whose wait is over.
-    fn enqueue(&mut self, id: ConnId, to_server: bool, at: Instant, frame: &[u8]) {
         let b = self.buffer(frame);
         self.push(id, to_server, at, Kind::Frame(b));
-        let dir = usize::from(!to_server);
-        let released = match self.conns.get_mut(&id).map(|c| &mut c.held[dir]) {
-            Some(slot @ Some(_)) => {
-                let left = slot.as_ref().map_or(0, |(_, l)| *l);
-                if left <= 1 {
-                    slot.take().map(|(b, _)| b)
-                } else {
-                    if let Some((_, l)) = slot.as_mut() {
-                        *l -= 1;
-                    }
-                    None
-                }
-            }
-            _ => None,
-        };
-        if let Some(b) = released {
-            self.push(id, to_server, at, Kind::Frame(b));
-        }
+        Ok(())
     }
 
     fn close(&mut self, uid: EndpointId, id: ConnId) {
@@ -692,15 +580,7 @@ impl Inner {
         }
         if c.state == ConnState::Open {
             c.state = ConnState::Closing { at: now };
-            // A reordered frame still held was sent before the close: it
-            // arrives, late, before the close.
-            let held: [Option<(Vec<u8>, u8)>; 2] = [c.held[0].take(), c.held[1].take()];
             let tell_client = !by_client && !c.client_done;
-            for (dir, h) in held.into_iter().enumerate() {
-                if let Some((b, _)) = h {
-                    self.push(id, dir == 0, at, Kind::Frame(b));
-                }
-            }
             let reason = DisconnectReason::PeerClosed;
             if by_client {
                 self.tell_server(id, at, reason, true);
@@ -742,7 +622,7 @@ impl Inner {
         self.free_endpoints.push(ep);
     }
 
-    fn poll(&mut self, ep: EpId, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
+    fn poll(&mut self, ep: EpId, now: Instant) -> Option<Event<Vec<u8>>> {
         self.advance(now);
         loop {
             let front = self.endpoints.get(ep)?.inbox.peek()?;
@@ -786,20 +666,16 @@ impl Inner {
                             frame: &b,
                         });
                     }
-                    let n = b.len().min(buf.len());
-                    buf[..n].copy_from_slice(&b[..n]);
-                    let len = b.len();
-                    self.recycle(Kind::Frame(b));
-                    return Some(TransportEvent::Received { conn, len });
+                    return Some(Event::Received { conn, frame: b });
                 }
-                Kind::Connected => return Some(TransportEvent::Connected { conn }),
+                Kind::Connected => return Some(Event::Connected { conn }),
                 Kind::Accepted => {
                     c.server_announced = true;
                     if let Some(reason) = c.server_notice.take() {
                         // It ended before this end knew of it.
                         self.push(conn, true, now, Kind::Disconnected(reason));
                     }
-                    return Some(TransportEvent::Accepted { conn });
+                    return Some(Event::Accepted { conn });
                 }
                 Kind::Disconnected(reason) => {
                     if p.to_server {
@@ -808,7 +684,7 @@ impl Inner {
                         c.client_done = true;
                     }
                     self.maybe_forget(conn);
-                    return Some(TransportEvent::Disconnected { conn, reason });
+                    return Some(Event::Disconnected { conn, reason });
                 }
             }
         }
@@ -833,6 +709,21 @@ pub struct ServerPort {
 }
 
 impl ServerPort {
+    /// Sends a frame built elsewhere (a copy into a lent buffer).
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::transmit`].
+    pub fn send_frame(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        frame: &[u8],
+    ) -> Result<(), SendError> {
+        let token = self.transmit(now, conn, frame.len())?;
+        token.consume(|buf| buf.copy_from_slice(frame));
+        Ok(())
+    }
     /// The address it listens on.
     pub fn addr(&self) -> Addr {
         self.addr
@@ -844,6 +735,22 @@ impl ServerPort {
 }
 
 impl ClientPort {
+    /// Sends a frame built elsewhere (a copy into a lent buffer): for
+    /// peers that speak raw frames, such as the simulation's stray peer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::transmit`].
+    pub fn send_frame(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        frame: &[u8],
+    ) -> Result<(), SendError> {
+        let token = self.transmit(now, conn, frame.len())?;
+        token.consume(|buf| buf.copy_from_slice(frame));
+        Ok(())
+    }
     /// The server address it connects to.
     pub fn server(&self) -> Addr {
         self.server
@@ -878,38 +785,148 @@ impl Network {
     }
 }
 
+/// A loopback transmit buffer: the frame goes onto the network when the
+/// driver has written it.
+pub struct LoopTx<'a> {
+    net: &'a Network,
+    uid: EndpointId,
+    conn: ConnId,
+    buf: Vec<u8>,
+}
+
+impl TxToken for LoopTx<'_> {
+    fn consume<R>(mut self, emit: impl FnOnce(&mut [u8]) -> R) -> R {
+        let r = emit(&mut self.buf);
+        let mut inner = self.net.inner.borrow_mut();
+        // Checked when the buffer was lent; nothing ran in between.
+        let _ = inner.send(self.uid, self.conn, &self.buf);
+        inner.recycle(Kind::Frame(core::mem::take(&mut self.buf)));
+        r
+    }
+}
+
+/// A received loopback frame; its buffer goes back to the network's pool.
+pub struct LoopRx<'a> {
+    net: &'a Network,
+    frame: Vec<u8>,
+}
+
+impl RxToken for LoopRx<'_> {
+    fn consume<R>(self, read: impl FnOnce(&[u8]) -> R) -> R {
+        read(&self.frame)
+    }
+}
+
+impl Drop for LoopRx<'_> {
+    fn drop(&mut self) {
+        let frame = core::mem::take(&mut self.frame);
+        self.net.inner.borrow_mut().recycle(Kind::Frame(frame));
+    }
+}
+
+impl Network {
+    fn lend(
+        &self,
+        now: Instant,
+        uid: EndpointId,
+        conn: ConnId,
+        len: usize,
+    ) -> Result<LoopTx<'_>, SendError> {
+        if len > MAX_FRAME_LEN {
+            return Err(SendError::TooLarge {
+                len,
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let buf = self.at(now, |n| {
+            n.may_send(uid, conn)?;
+            let mut b = n.pool.pop().unwrap_or_default();
+            b.clear();
+            b.resize(len, 0);
+            Ok(b)
+        })?;
+        Ok(LoopTx {
+            net: self,
+            uid,
+            conn,
+            buf,
+        })
+    }
+
+    fn poll_endpoint(&self, now: Instant, ep: EpId) -> Option<Event<LoopRx<'_>>> {
+        let event = self.at(now, |n| n.poll(ep, now))?;
+        Some(match event {
+            Event::Received { conn, frame } => Event::Received {
+                conn,
+                frame: LoopRx { net: self, frame },
+            },
+            Event::Connected { conn } => Event::Connected { conn },
+            Event::Accepted { conn } => Event::Accepted { conn },
+            Event::Disconnected { conn, reason } => Event::Disconnected { conn, reason },
+        })
+    }
+}
+
+/// What the loopback network carries: any frame the wire allows, in order
+/// per connection (its faults break that on purpose).
+const CAPABILITIES: Capabilities = Capabilities {
+    max_frame: MAX_FRAME_LEN,
+    in_order: true,
+};
+
 impl Transport for ClientPort {
+    type TxToken<'a> = LoopTx<'a>;
+    type RxToken<'a> = LoopRx<'a>;
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+    fn transmit(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        len: usize,
+    ) -> Result<LoopTx<'_>, SendError> {
+        self.net.lend(now, self.uid, conn, len)
+    }
+    fn close(&mut self, now: Instant, conn: ConnId) {
+        self.net.at(now, |n| n.close(self.uid, conn));
+    }
+    fn poll(&mut self, now: Instant) -> Option<Event<LoopRx<'_>>> {
+        self.net.poll_endpoint(now, self.ep)
+    }
+}
+
+impl Connector for ClientPort {
     fn connect(&mut self, now: Instant) -> Result<ConnId, DisconnectReason> {
         Ok(self
             .net
             .at(now, |n| n.connect(self.ep, self.uid, self.server)))
     }
-    fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        self.net.at(now, |n| n.send(self.uid, conn, frame))
-    }
-    fn close(&mut self, now: Instant, conn: ConnId) {
-        self.net.at(now, |n| n.close(self.uid, conn));
-    }
-    fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        self.net.at(now, |n| n.poll(self.ep, now, buf))
-    }
 }
 
 impl Transport for ServerPort {
-    /// A server port does not open connections.
-    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
-        Err(DisconnectReason::ConnectFailed)
+    type TxToken<'a> = LoopTx<'a>;
+    type RxToken<'a> = LoopRx<'a>;
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
     }
-    fn send(&mut self, now: Instant, conn: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        self.net.at(now, |n| n.send(self.uid, conn, frame))
+    fn transmit(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        len: usize,
+    ) -> Result<LoopTx<'_>, SendError> {
+        self.net.lend(now, self.uid, conn, len)
     }
     fn close(&mut self, now: Instant, conn: ConnId) {
         self.net.at(now, |n| n.close(self.uid, conn));
     }
-    fn poll(&mut self, now: Instant, buf: &mut [u8]) -> Option<TransportEvent> {
-        self.net.at(now, |n| n.poll(self.ep, now, buf))
+    fn poll(&mut self, now: Instant) -> Option<Event<LoopRx<'_>>> {
+        self.net.poll_endpoint(now, self.ep)
     }
 }
+
+impl Listener for ServerPort {}
 
 #[cfg(test)]
 mod tests;

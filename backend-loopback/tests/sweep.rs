@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use iomsg_core::session::{ClientEvent, DisconnectCause, ServerEvent};
+use iomsg_core::transport::ConnId;
 use iomsg_core::wire::Op;
+use iomsg_core::workload;
 use iomsg_loopback::sim::truth::{ClientSpec, FrameInfo, Owner, Truth};
 use iomsg_loopback::sim::{
     CrashPlan, Invariant, KillEvent, KillOn, Scenario, StrayPeer, Verdict, Workload,
@@ -28,7 +30,7 @@ fn spec(session: u64, replay: bool) -> ClientSpec {
 fn truth(n: u64, replay: bool) -> Truth {
     let mut t = Truth::new(&[spec(S, replay)]);
     for sn in 0..n {
-        t.submitted(0, sn);
+        t.submitted(0, sn, sn);
     }
     t
 }
@@ -66,14 +68,27 @@ fn hello(t: &mut Truth, conn: u32, epoch: u32, base_sn: u64, next_sn: u64, repla
         op: Op::Hello,
         hello: Some((base_sn, next_sn, replay)),
     };
-    t.carried(Owner::Client(0), conn, 1, Some(&f));
-    t.conn_bound(0, S, conn);
+    t.carried(Owner::Client(0), ConnId::new(conn, 0), 1, Some(&f));
+    t.conn_bound(0, S, ConnId::new(conn, 0));
 }
 
 /// Client 0's sn carried on `conn` and delivered by instance `gen`.
 fn carry_and_deliver(t: &mut Truth, conn: u32, gen: u32, sn: u64, epoch: u32) {
-    t.carried(Owner::Client(0), conn, gen, Some(&data(sn, epoch)));
-    t.delivered(gen, 0, Owner::Client(0), Some(conn), S, sn);
+    t.carried(
+        Owner::Client(0),
+        ConnId::new(conn, 0),
+        gen,
+        Some(&data(sn, epoch)),
+    );
+    t.delivered(
+        gen,
+        0,
+        Owner::Client(0),
+        Some(ConnId::new(conn, 0)),
+        S,
+        sn,
+        sn,
+    );
 }
 
 fn acked(t: &mut Truth, upto: u64) {
@@ -168,11 +183,11 @@ fn acked_undelivered_fails_when_a_client_releases_what_no_instance_delivered() {
 #[test]
 fn acked_from_others_frames_fails_when_a_shared_session_steals_the_ack() {
     let mut t = Truth::new(&[spec(S, true), spec(S, true)]);
-    t.submitted(0, 0);
-    t.submitted(1, 0);
+    t.submitted(0, 0, 0);
+    t.submitted(1, 0, 0);
     // Client 1's sn 0 is delivered; client 0's never is, yet it is acked.
-    t.carried(Owner::Client(1), 7, 1, Some(&data(0, 1)));
-    t.delivered(1, 0, Owner::Client(1), Some(7), S, 0);
+    t.carried(Owner::Client(1), ConnId::new(7, 0), 1, Some(&data(0, 1)));
+    t.delivered(1, 0, Owner::Client(1), Some(ConnId::new(7, 0)), S, 0, 0);
     acked(&mut t, 1);
     let v = verdict(&t);
     only(&v, Invariant::AckedFromOthersFrames);
@@ -187,8 +202,8 @@ fn delivered_twice_by_one_instance_fails() {
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
     // Also when the first delivery came from another peer's frame.
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Stray, Some(9), S, 0);
-    t.delivered(1, 0, Owner::Client(0), Some(1), S, 0);
+    t.delivered(1, 0, Owner::Stray, Some(ConnId::new(9, 0)), S, 0, 0);
+    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 0, 0);
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
 }
 
@@ -292,7 +307,7 @@ fn live_loss_undetected_fails_for_a_jump_and_for_a_trailing_drop() {
     let mut t = truth(2, true);
     established(&mut t, 1);
     carry_and_deliver(&mut t, 1, 1, 0, 1);
-    t.silently_dropped(Owner::Client(0), 1, 1, Some(&data(1, 1)));
+    t.silently_dropped(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(1, 1)));
     t.client_event(
         0,
         &ClientEvent::Disconnected {
@@ -307,7 +322,7 @@ fn live_loss_undetected_fails_for_a_jump_and_for_a_trailing_drop() {
     // flight at a disconnect, not a live loss.
     let mut t = truth(2, true);
     established(&mut t, 1);
-    t.silently_dropped(Owner::Client(0), 1, 1, Some(&data(1, 1)));
+    t.silently_dropped(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(1, 1)));
     t.reply_timeout(0, 1, |_| false);
     carry_and_deliver(&mut t, 2, 1, 0, 2);
     carry_and_deliver(&mut t, 2, 1, 1, 2);
@@ -328,13 +343,36 @@ fn live_reclassified_fails_when_a_live_loss_is_later_called_in_flight() {
 }
 
 #[test]
-fn read_mismatch_fails() {
+fn read_mismatch_fails_where_a_crc_would_have_caught_corruption() {
     let mut t = truth(1, true);
     carry_and_deliver(&mut t, 1, 1, 0, 1);
-    t.client_event(0, &ClientEvent::ReadMismatch { sn: 0, count: 1 });
+    t.read_answered(0, 0, workload::Check::Corrupt { len: 8 });
     let v = verdict(&t);
     only(&v, Invariant::ReadMismatch);
-    assert_eq!(v.read_mismatches, 1);
+    assert_eq!(v.corrupt, 0);
+}
+
+#[test]
+fn corrupt_data_is_counted_not_failed_where_no_crc_covered_it() {
+    let mut t = truth(2, true);
+    t.set_undetectable_corruption(true);
+    carry_and_deliver(&mut t, 1, 1, 0, 1);
+    // sn 1's bytes differ from what the client submitted.
+    t.carried(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(1, 1)));
+    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 1, 99);
+    t.read_answered(0, 0, workload::Check::Corrupt { len: 8 });
+    let v = verdict(&t);
+    assert_eq!(v.corrupt, 2);
+    none_of(&v, Invariant::PayloadMismatch);
+    none_of(&v, Invariant::ReadMismatch);
+}
+
+#[test]
+fn payload_mismatch_fails_where_a_crc_would_have_caught_corruption() {
+    let mut t = truth(1, true);
+    t.carried(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(0, 1)));
+    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 0, 12345);
+    only(&verdict(&t), Invariant::PayloadMismatch);
 }
 
 #[test]
@@ -353,7 +391,7 @@ fn client_events_lost_fails_for_dropped_events_and_unexplained_releases() {
 #[test]
 fn untraced_delivery_fails_when_no_received_frame_carried_it() {
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Unknown, None, S, 0);
+    t.delivered(1, 0, Owner::Unknown, None, S, 0, 0);
     only(&verdict(&t), Invariant::UntracedDelivery);
 }
 
@@ -374,6 +412,7 @@ fn every_invariant_has_a_failing_test_above() {
         "live-reclassified",
         "live-loss-undetected",
         "read-mismatch",
+        "payload-mismatch",
         "client-events-lost",
         "untraced-delivery",
     ];

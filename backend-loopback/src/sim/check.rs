@@ -46,8 +46,12 @@ pub enum Invariant {
     /// its reply timeout while it was up) and no server ever reported the
     /// sn as a live loss.
     LiveLossUndetected,
-    /// A read's data failed validation at the client.
+    /// A read's data is not what the server's application wrote, though a
+    /// CRC would have caught any corruption on the way.
     ReadMismatch,
+    /// A delivered message's bytes differ from what its client submitted,
+    /// though a CRC would have caught any corruption on the way.
+    PayloadMismatch,
     /// A client dropped events, or released sns that no event explains.
     ClientEventsLost,
     /// A server delivered an sn that no frame it received carried.
@@ -56,7 +60,7 @@ pub enum Invariant {
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 15] = [
+    pub const ALL: [Invariant; 16] = [
         Invariant::Pending,
         Invariant::NotFinished,
         Invariant::LostWithReplay,
@@ -70,6 +74,7 @@ impl Invariant {
         Invariant::LiveReclassified,
         Invariant::LiveLossUndetected,
         Invariant::ReadMismatch,
+        Invariant::PayloadMismatch,
         Invariant::ClientEventsLost,
         Invariant::UntracedDelivery,
     ];
@@ -90,6 +95,7 @@ impl Invariant {
             Invariant::LiveReclassified => "live-reclassified",
             Invariant::LiveLossUndetected => "live-loss-undetected",
             Invariant::ReadMismatch => "read-mismatch",
+            Invariant::PayloadMismatch => "payload-mismatch",
             Invariant::ClientEventsLost => "client-events-lost",
             Invariant::UntracedDelivery => "untraced-delivery",
         }

@@ -6,24 +6,44 @@ use core::time::Duration;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use iomsg_core::rng::{mix64, SplitMix64};
 use iomsg_core::session::{
-    mix64, ClientEvent, ClientSession, DisconnectCause, RequestOp, ServerEvent, SplitMix64,
-    SubmitError,
+    ClientEvent, ClientSession, DisconnectCause, ReadData, RequestOp, ServerEvent, SubmitError,
 };
-use iomsg_core::transport::{Client, ConnId};
-use iomsg_core::Instant;
+use iomsg_core::transport::{Client, ClientHandler, ConnId};
+use iomsg_core::{workload, Instant};
 
 use super::report::Report;
 use super::scenario::{
-    configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT, MTU,
+    configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT,
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
 use super::truth::{ClientSpec, FrameInfo, Owner, Truth};
 use crate::fault::FaultConfig;
+use crate::faulty::{Faults, Faulty};
 use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
 
-type SimClient = Client<ClientPort, CLIENT_WINDOW_MAX, MTU>;
+/// Bytes of a read's request in the workload: the read's sn.
+const READ_REQUEST_LEN: usize = 8;
+
+type SimClient = Client<Faulty<ClientPort>, CLIENT_WINDOW_MAX, Box<[u8]>>;
+
+/// A client's application in the simulation: events and read data go to
+/// two closures.
+struct SimApp<E, R> {
+    event: E,
+    read: R,
+}
+
+impl<E: FnMut(ClientEvent), R: FnMut(ReadData<'_>)> ClientHandler for SimApp<E, R> {
+    fn event(&mut self, event: ClientEvent) {
+        (self.event)(event);
+    }
+    fn read_data(&mut self, data: ReadData<'_>) {
+        (self.read)(data);
+    }
+}
 
 /// FxHash (rustc's): the recorder hashes a key per frame, SipHash is too
 /// slow for the million-kill storm.
@@ -67,70 +87,20 @@ enum EpOwner {
     Server { slot: usize, generation: u32 },
 }
 
-/// What one server instance received, to attribute its deliveries.
+/// Who owns the connections one server instance received frames on.
 #[derive(Default)]
 struct RxIndex {
-    /// The connection of the last data frame with each `(session, sn)`
-    /// not yet delivered.
-    last_conn: FxMap<(u64, u64), ConnId>,
-    /// Earlier connections that carried the same `(session, sn)` (a
-    /// duplicate, a shared session id), oldest first. Rarely used.
-    earlier: FxMap<(u64, u64), Vec<ConnId>>,
-    /// The connection of the frame the server is handling: the last one
-    /// its endpoint received.
-    current: Option<ConnId>,
     /// The owner of each connection.
     owners: FxMap<ConnId, Owner>,
     last_owned: Option<ConnId>,
 }
 
 impl RxIndex {
-    fn note(&mut self, conn: ConnId, owner: Owner, frame: Option<&FrameInfo>) {
+    fn note(&mut self, conn: ConnId, owner: Owner) {
         if self.last_owned != Some(conn) {
             self.owners.insert(conn, owner);
             self.last_owned = Some(conn);
         }
-        self.current = Some(conn);
-        if let Some(f) = frame.filter(|f| f.is_data()) {
-            let key = (f.session, f.sn);
-            if let Some(old) = self.last_conn.insert(key, conn) {
-                self.earlier.entry(key).or_default().push(old);
-            }
-        }
-    }
-
-    /// Takes the connection that carried the delivered `(session, sn)`:
-    /// the connection of the frame being handled when it carried that sn
-    /// (today's core delivers only while handling a frame, or on a
-    /// `Hello` the backlog of that same connection), else the last one
-    /// that carried it.
-    fn take(&mut self, session: u64, sn: u64) -> Option<ConnId> {
-        let key = (session, sn);
-        let last = self.last_conn.get(&key).copied()?;
-        let earlier = self.earlier.get_mut(&key);
-        let chosen = match (self.current, earlier) {
-            (Some(cur), Some(list)) if cur != last => match list.iter().rposition(|&c| c == cur) {
-                Some(k) => {
-                    list.remove(k);
-                    return Some(cur);
-                }
-                None => last,
-            },
-            _ => last,
-        };
-        // `last` is taken: the latest earlier one (if any) becomes last.
-        match self.earlier.get_mut(&key).and_then(Vec::pop) {
-            Some(prev) => {
-                self.last_conn.insert(key, prev);
-                if self.earlier.get(&key).is_some_and(Vec::is_empty) {
-                    self.earlier.remove(&key);
-                }
-            }
-            None => {
-                self.last_conn.remove(&key);
-            }
-        }
-        Some(chosen)
     }
 
     fn owner(&self, conn: Option<ConnId>) -> Owner {
@@ -139,24 +109,8 @@ impl RxIndex {
     }
 
     fn clear(&mut self) {
-        self.last_conn.clear();
-        self.earlier.clear();
         self.owners.clear();
-        self.current = None;
         self.last_owned = None;
-    }
-}
-
-/// The connection whose frame a server delivered.
-///
-/// Today's `ServerEvent::Delivered` does not name it, so it is found from
-/// what the server endpoint received ([`RxIndex::take`]). When the core
-/// adds `conn` to `Delivered`, this becomes
-/// `ServerEvent::Delivered { conn, .. } => Some(*conn)`.
-fn delivery_conn(e: &ServerEvent, rx: &mut RxIndex) -> Option<ConnId> {
-    match e {
-        ServerEvent::Delivered { session, sn, .. } => rx.take(*session, *sn),
-        _ => None,
     }
 }
 
@@ -211,7 +165,7 @@ impl Recorder {
                         self.client_endpoints.insert(r.client);
                     }
                     if let Some(rx) = self.rx.get_mut(slot) {
-                        rx.note(r.conn, owner, r.frame.as_ref());
+                        rx.note(r.conn, owner);
                     }
                     self.truth
                         .carried(owner, r.conn, generation, r.frame.as_ref());
@@ -276,9 +230,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     let net = Network::new(NetworkConfig {
         latency: s.latency,
         detect_delay: s.detect_delay,
-        seed: mix64(s.seed ^ 0xFA17),
-        faults: s.faults.clone(),
     });
+    // One decision engine for every wrapper: one schedule, one count.
+    let faults = Faults::new(s.faults.clone(), mix64(s.seed ^ 0xFA17));
     let specs: Vec<ClientSpec> = (0..s.clients)
         .map(|i| ClientSpec {
             session: s.session_of(i),
@@ -297,6 +251,21 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             frame: FrameInfo::parse(t.frame),
         });
     })));
+    // A silently dropped frame never reaches the network: the wrapper that
+    // dropped it reports it, and the network names the connection's ends.
+    let drop_log = log.clone();
+    let drop_net = net.clone();
+    faults.set_drop_tap(Some(Box::new(move |conn, frame: &[u8]| {
+        if let Some((client, server)) = drop_net.conn_endpoints(conn) {
+            drop_log.borrow_mut().push(TapRecord {
+                kind: TapKind::SilentlyDropped,
+                conn,
+                client,
+                server,
+                frame: FrameInfo::parse(frame),
+            });
+        }
+    })));
     let mut rec = Recorder {
         log,
         spare: Vec::new(),
@@ -305,6 +274,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         truth: Truth::new(&specs),
         client_endpoints: std::collections::HashSet::new(),
     };
+    let corrupting = s.faults.corrupt_ppm > 0
+        || s.faults
+            .schedule
+            .iter()
+            .any(|f| f.fault == crate::fault::FrameFault::Corrupt);
+    rec.truth
+        .set_undetectable_corruption(corrupting && !s.workload.validate);
     let mut report = Report::new(s);
     let mut now = Instant::ZERO;
     let fault_end = Instant::ZERO + s.duration;
@@ -327,7 +303,12 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         let (cfg, _) = configs(s, i, 0);
         let port = net.client(spec.server);
         rec.register(port.endpoint(), EpOwner::Client(i));
-        let driver = Client::new(port, ClientSession::new(cfg, now))
+        let port = Faulty::new(port, faults.clone(), true);
+        // Room for a full window of the largest messages, plus what a
+        // message that would wrap leaves unused.
+        let size = (s.workload.size as usize).max(READ_REQUEST_LEN);
+        let storage = vec![0u8; (s.client_window + 1) * size].into_boxed_slice();
+        let driver = Client::new(port, ClientSession::new(cfg, now, storage))
             .map_err(|_| ScenarioError::Size(s.workload.size))?;
         clients.push(ClientSlot {
             driver: Box::new(driver),
@@ -362,7 +343,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         if faults_on && now >= fault_end {
             faults_on = false;
             triggers.armed = false;
-            net.set_faults(FaultConfig::default());
+            faults.set_config(FaultConfig::default());
             if let Some(st) = stray.as_mut() {
                 st.stop(now);
             }
@@ -388,6 +369,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 };
                 let instance = mix64(rng.next_u64());
                 let (_, cfg) = configs(s, 0, instance);
+                let port = Faulty::new(port, faults.clone(), false);
                 let d = server::build(port, cfg, s.server_window, s.server_sessions);
                 generations += 1;
                 sl.generation = generations;
@@ -449,13 +431,30 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                     } else {
                         RequestOp::Write
                     };
-                    match c.driver.submit(op, w.size) {
+                    // The workload's bytes: a write's payload, or a read's
+                    // request (its sn), written straight into the window.
+                    let session = c.driver.session();
+                    let (id, next) = (session.session(), session.next_sn());
+                    let (bytes, read_len) = match op {
+                        RequestOp::Read => (READ_REQUEST_LEN, Some(w.size)),
+                        _ => (w.size as usize, None),
+                    };
+                    let mut hash = 0;
+                    let submitted = c.driver.submit_with(op, bytes, read_len, |buf| {
+                        if op == RequestOp::Read {
+                            buf.copy_from_slice(&next.to_le_bytes());
+                        } else {
+                            workload::fill(id, next, buf);
+                        }
+                        hash = workload::hash(buf);
+                    });
+                    match submitted {
                         Ok(sn) => {
                             submitted_any = true;
-                            rec.truth.submitted(i, sn);
+                            rec.truth.submitted(i, sn, hash);
                             c.next_submit = now + w.interval;
                         }
-                        Err(SubmitError::Full) => {
+                        Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => {
                             report.backpressure += 1;
                             break;
                         }
@@ -481,7 +480,19 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                     let latency = &mut report.reconnect_latency;
                     let rec = &mut rec;
                     let net = &net;
-                    progress |= c.driver.poll(now, &mut |e| {
+                    let id = c.driver.session().session();
+                    // What the fault wrapper holds for the current
+                    // connection: in flight, though not in the network.
+                    let held: Vec<(ConnId, usize)> = c
+                        .driver
+                        .connection()
+                        .map(|conn| (conn, c.driver.transport().held(conn)))
+                        .into_iter()
+                        .collect();
+                    let mut reads: Vec<(u64, workload::Check)> = Vec::new();
+                    let read =
+                        |d: ReadData<'_>| reads.push((d.sn, workload::check(id, d.sn, d.data)));
+                    let event = |e: ClientEvent| {
                         rec.drain();
                         match &e {
                             ClientEvent::Disconnected { epoch, cause } => {
@@ -496,6 +507,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                             net.conn_status(conn),
                                             Some(ConnStatus::Open | ConnStatus::Closing)
                                         ) && net.frames_to_server(conn) == 0
+                                            && !held.iter().any(|&(h, n)| h == conn && n > 0)
                                     });
                                 }
                             }
@@ -508,8 +520,12 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             _ => {}
                         }
                         rec.truth.client_event(i, &e);
-                    });
+                    };
+                    progress |= c.driver.poll(now, &mut SimApp { event, read });
                     rec.drain();
+                    for (sn, check) in reads {
+                        rec.truth.read_answered(i, sn, check);
+                    }
                     if lost_connection {
                         // What the client cannot know was delivered: what a
                         // broken connection can have lost.
@@ -521,6 +537,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                         // so late events of its connections go nowhere.
                         let fresh = net.client(c.addr);
                         rec.register(fresh.endpoint(), EpOwner::Client(i));
+                        let fresh = Faulty::new(fresh, faults.clone(), true);
                         drop(c.driver.replace_transport(now, fresh));
                         report.transport_rebuilds += 1;
                     }
@@ -541,15 +558,26 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                         rec.drain();
                         let trigger = match n {
                             Notice::Accepted => Some(KillEvent::Accept),
+                            Notice::Delivered {
+                                session,
+                                sn,
+                                conn,
+                                hash,
+                            } => {
+                                let owner = rec.rx[k].owner(Some(conn));
+                                rec.truth.delivered(
+                                    generation,
+                                    addr,
+                                    owner,
+                                    Some(conn),
+                                    session,
+                                    sn,
+                                    hash,
+                                );
+                                Some(KillEvent::Delivered)
+                            }
                             Notice::Event(e) => {
                                 match e {
-                                    ServerEvent::Delivered { session, sn, .. } => {
-                                        let conn = delivery_conn(e, &mut rec.rx[k]);
-                                        let owner = rec.rx[k].owner(conn);
-                                        rec.truth.delivered(
-                                            generation, addr, owner, conn, *session, *sn,
-                                        );
-                                    }
                                     ServerEvent::LiveLoss {
                                         session, missing, ..
                                     } => {
@@ -563,7 +591,6 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     _ => rec.truth.server_event(addr, e),
                                 }
                                 match e {
-                                    ServerEvent::Delivered { .. } => Some(KillEvent::Delivered),
                                     ServerEvent::LiveLoss { .. } => Some(KillEvent::LiveLoss),
                                     ServerEvent::SessionOpened { .. } => {
                                         Some(KillEvent::SessionOpened)
@@ -607,7 +634,20 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         }
         let clients_done = clients.iter().all(|c| c.driver.session().is_terminal());
         let stray_done = stray.as_ref().is_none_or(Stray::is_done);
-        let net_next = net.next_event();
+        // Frames the fault wrappers hold back are in flight too.
+        let held_next = clients
+            .iter()
+            .filter_map(|c| c.driver.transport().next_release())
+            .chain(
+                servers
+                    .iter()
+                    .filter_map(|sl| sl.driver.as_ref()?.next_release()),
+            )
+            .min();
+        let net_next = match (net.next_event(), held_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if !faults_on && clients_done && stray_done && net_next.is_none() {
             break;
         }
@@ -640,13 +680,26 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             consider(Some(fault_end));
         }
         let Some(next) = next else {
+            let stuck: Vec<String> = clients
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.driver.session().is_terminal())
+                .map(|(i, c)| {
+                    let session = c.driver.session();
+                    format!(
+                        "client {i} {:?} sns {}..{} sent {}",
+                        session.state(),
+                        session.base_sn(),
+                        session.next_sn(),
+                        session.sent_sn()
+                    )
+                })
+                .collect();
             rec.truth.not_finished(format!(
-                "nothing left to happen at {now}, yet {} of {} clients are not done",
-                clients
-                    .iter()
-                    .filter(|c| !c.driver.session().is_terminal())
-                    .count(),
-                clients.len()
+                "nothing left to happen at {now}, yet {} of {} clients are not done: {}",
+                stuck.len(),
+                clients.len(),
+                stuck.join("; ")
             ));
             break;
         };
@@ -704,9 +757,10 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     report.client_endpoints = rec.client_endpoints.len() as u64;
     report.virtual_time = now - Instant::ZERO;
     report.steps = steps;
-    report.faults = net.fault_counts();
+    report.faults = faults.counts();
     report.network = net.counts();
     net.set_tap(None);
+    faults.set_drop_tap(None);
     report.absorb_verdict(rec.truth.verdict());
     Ok(report)
 }
@@ -714,41 +768,17 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iomsg_core::wire::Op;
-
-    fn write(sn: u64) -> FrameInfo {
-        FrameInfo {
-            session: 7,
-            epoch: 1,
-            sn,
-            op: Op::Write,
-            hello: None,
-        }
-    }
-
     #[test]
-    fn a_delivery_goes_to_the_connection_being_handled_when_it_carried_the_sn() {
+    fn a_connection_keeps_the_owner_first_noted_until_cleared() {
         let mut rx = RxIndex::default();
-        let (a, b) = (Owner::Client(0), Owner::Client(1));
-        rx.note(1, a, Some(&write(0))); // A's sn 0 waits in a backlog
-        rx.note(2, b, Some(&write(0))); // B's sn 0
-        rx.note(1, a, None); // A's Hello: its backlog is delivered now
-        assert_eq!(rx.take(7, 0), Some(1), "the connection being handled");
-        assert_eq!(rx.owner(Some(1)), a);
-        assert_eq!(rx.take(7, 0), Some(2), "then the other one");
-        assert_eq!(rx.take(7, 0), None, "nothing carried it a third time");
-    }
-
-    #[test]
-    fn otherwise_a_delivery_goes_to_the_last_connection_that_carried_the_sn() {
-        let mut rx = RxIndex::default();
-        rx.note(1, Owner::Client(0), Some(&write(5)));
-        rx.note(2, Owner::Client(0), Some(&write(5)));
-        rx.note(3, Owner::Client(0), Some(&write(6)));
-        assert_eq!(rx.take(7, 5), Some(2));
-        assert_eq!(rx.take(7, 5), Some(1));
-        assert_eq!(rx.take(7, 6), Some(3));
-        assert!(rx.last_conn.is_empty() && rx.earlier.is_empty());
-        assert_eq!(rx.owner(Some(99)), Owner::Unknown);
+        let (a, b) = (ConnId::new(1, 0), ConnId::new(2, 0));
+        rx.note(a, Owner::Client(0));
+        rx.note(b, Owner::Stray);
+        assert_eq!(rx.owner(Some(a)), Owner::Client(0));
+        assert_eq!(rx.owner(Some(b)), Owner::Stray);
+        assert_eq!(rx.owner(Some(ConnId::new(99, 0))), Owner::Unknown);
+        assert_eq!(rx.owner(None), Owner::Unknown);
+        rx.clear();
+        assert_eq!(rx.owner(Some(a)), Owner::Unknown);
     }
 }

@@ -133,8 +133,8 @@ pub struct Report {
     pub duplicates_discarded: u64,
     /// Stale-epoch frames the servers discarded.
     pub stale_discarded: u64,
-    /// Frames servers held before their connection's handshake.
-    pub backlogged: u64,
+    /// Replies the servers dropped because their connection ended first.
+    pub replies_discarded: u64,
     /// Rejections by reason.
     pub rejected: BTreeMap<String, u64>,
     /// Live losses as reported, with when (the first
@@ -190,8 +190,10 @@ pub struct Report {
     pub reconnects: u64,
     /// Clients that gave up.
     pub failed_clients: u64,
-    /// Read completions whose data failed validation.
-    pub read_mismatches: u64,
+    /// Payloads the workload's checker found corrupt (writes delivered,
+    /// reads answered) where payload CRCs were off and corruption faults
+    /// on: reported, not a violation.
+    pub corrupt: u64,
     /// Client events the sessions dropped.
     pub events_dropped: u64,
     /// What the fault injector did.
@@ -227,7 +229,7 @@ impl Report {
             reconnect_latency: Latency::default(),
             duplicates_discarded: 0,
             stale_discarded: 0,
-            backlogged: 0,
+            replies_discarded: 0,
             rejected: BTreeMap::new(),
             live_losses: Vec::new(),
             live_losses_total: 0,
@@ -253,7 +255,7 @@ impl Report {
             lost_ranges: 0,
             reconnects: 0,
             failed_clients: 0,
-            read_mismatches: 0,
+            corrupt: 0,
             events_dropped: 0,
             faults: FaultCounts::default(),
             network: NetworkCounts::default(),
@@ -304,7 +306,7 @@ impl Report {
     pub(crate) fn absorb_server(&mut self, s: &ServerStats) {
         self.duplicates_discarded += s.duplicates;
         self.stale_discarded += s.stale;
-        self.backlogged += s.backlogged;
+        self.replies_discarded += s.replies_discarded;
         for reason in RejectReason::ALL {
             let n = s.rejects(reason);
             if n > 0 {
@@ -313,7 +315,10 @@ impl Report {
         }
     }
 
-    pub(crate) fn absorb_client<const N: usize>(&mut self, c: &ClientSession<N>) {
+    pub(crate) fn absorb_client<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>>(
+        &mut self,
+        c: &ClientSession<N, S>,
+    ) {
         let s = c.stats();
         self.sent += s.sent;
         self.replayed += s.replayed;
@@ -343,7 +348,7 @@ impl Report {
         self.lost_ranges = v.lost_ranges;
         self.reconnects = v.reconnects;
         self.failed_clients = v.failed_clients;
-        self.read_mismatches = v.read_mismatches;
+        self.corrupt = v.corrupt;
         self.events_dropped = v.events_dropped;
         self.violations = v.findings.counts;
         self.discrepancies = v.findings.listed;
@@ -402,12 +407,16 @@ impl fmt::Display for Report {
             &self.unacked_at_disconnects,
         )?;
         row(f, "clients failed", &self.failed_clients)?;
-        row(f, "read data mismatches", &self.read_mismatches)?;
+        row(f, "corrupt payloads (checker, no CRC)", &self.corrupt)?;
         row(f, "events dropped", &self.events_dropped)?;
         writeln!(f, " servers' counts:")?;
         row(f, "duplicates discarded", &self.duplicates_discarded)?;
         row(f, "stale frames discarded", &self.stale_discarded)?;
-        row(f, "frames held before handshake", &self.backlogged)?;
+        row(
+            f,
+            "replies dropped with their connection",
+            &self.replies_discarded,
+        )?;
         for (reason, n) in &self.rejected {
             row(f, &format!("rejected: {reason}"), n)?;
         }
@@ -449,6 +458,11 @@ impl fmt::Display for Report {
             f,
             "faults: corrupt/delay/disconnect",
             &format_args!("{}/{}/{}", fc.corrupted, fc.delayed, fc.disconnects),
+        )?;
+        row(
+            f,
+            "faults: held frames lost with their connection",
+            &fc.held_lost,
         )?;
         row(
             f,

@@ -7,21 +7,30 @@
 
 use core::ops::Range;
 
-use iomsg_core::session::{ServerConfig, ServerCore, ServerEvent, ServerSink, ServerStats};
-use iomsg_core::transport::{ConnId, Transport, TransportEvent};
-use iomsg_core::wire::IoMsg;
-use iomsg_core::Instant;
+use iomsg_core::session::{
+    Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats,
+};
+use iomsg_core::transport::{ConnId, Event, RxToken, SendError, Transport, TxToken};
+use iomsg_core::{workload, Instant};
 
-use super::scenario::MTU;
+use crate::faulty::Faulty;
 use crate::network::{EndpointId, ServerPort};
-
-/// Early frames held per connection before its `Hello`.
-const BACKLOG: usize = 16;
 
 /// What the driver tells its caller.
 pub(crate) enum Notice<'a> {
     /// The transport accepted a connection.
     Accepted,
+    /// The application took a message (the sim's ground truth).
+    Delivered {
+        /// The session.
+        session: u64,
+        /// Its sn.
+        sn: u64,
+        /// The connection that carried it.
+        conn: ConnId,
+        /// [`workload::hash`] of its bytes (a read's: of its request).
+        hash: u64,
+    },
     /// The core's event.
     Event(&'a ServerEvent),
 }
@@ -40,84 +49,119 @@ pub(crate) trait SimServer {
     fn holes(&self, session: u64) -> Vec<Range<u64>>;
     /// The endpoint it listens on.
     fn endpoint(&self) -> EndpointId;
+    /// When its fault wrapper releases the next delayed frame.
+    fn next_release(&self) -> Option<Instant>;
 }
 
 struct Driver<const S: usize, const C: usize, const W: usize> {
-    transport: ServerPort,
-    core: ServerCore<S, C, BACKLOG, W>,
-    rx: [u8; MTU],
-    tx: [u8; MTU],
+    transport: Faulty<ServerPort>,
+    core: ServerCore<S, C, W>,
 }
 
-struct Sink<'a, F: FnMut(Notice<'_>) -> bool + ?Sized> {
-    transport: &'a mut ServerPort,
-    tx: &'a mut [u8],
-    now: Instant,
+/// The simulated application: reports what it takes, answers reads with
+/// the workload's pattern.
+struct App<'a, F: FnMut(Notice<'_>) -> bool + ?Sized> {
     on: &'a mut F,
     stop: bool,
 }
 
-impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerSink for Sink<'_, F> {
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>) {
-        // A reply that cannot be sent is not data loss: the client's reply
-        // timer expires and the handshake resumes the session.
-        if let Ok(len) = msg.emit(self.tx) {
-            let _ = self.transport.send(self.now, conn, &self.tx[..len]);
-        }
+impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerHandler for App<'_, F> {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        self.stop |= (self.on)(Notice::Delivered {
+            session: d.session,
+            sn: d.sn,
+            conn: d.conn,
+            hash: workload::hash(d.data),
+        });
     }
-    fn close(&mut self, conn: ConnId) {
-        self.transport.close(self.now, conn);
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
     }
     fn event(&mut self, event: ServerEvent) {
         self.stop |= (self.on)(Notice::Event(&event));
     }
 }
 
+impl<const S: usize, const C: usize, const W: usize> Driver<S, C, W> {
+    /// Sends what the core has queued, as the core's driver does.
+    fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
+        let mut progress = false;
+        loop {
+            if let Some(conn) = self.core.poll_close() {
+                self.transport.close(now, conn);
+                progress = true;
+                continue;
+            }
+            let Some(t) = self.core.poll_transmit() else {
+                return progress;
+            };
+            let e = match self.transport.transmit(now, t.conn, t.len()) {
+                Ok(token) => {
+                    let core = &mut self.core;
+                    token.consume(|buf| core.write_transmit(t, buf, app));
+                    progress = true;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            if e == SendError::WouldBlock {
+                return progress;
+            }
+            self.core.discard_transmit(t);
+            self.transport.close(now, t.conn);
+            progress = true;
+        }
+    }
+}
+
 impl<const S: usize, const C: usize, const W: usize> SimServer for Driver<S, C, W> {
     fn poll(&mut self, now: Instant, on: &mut dyn FnMut(Notice<'_>) -> bool) -> (bool, bool) {
-        let Driver {
-            transport,
-            core,
-            rx,
-            tx,
-        } = self;
+        let mut app = App { on, stop: false };
         let mut progress = false;
-        while let Some(event) = transport.poll(now, rx) {
-            progress = true;
-            let mut sink = Sink {
-                transport,
-                tx,
-                now,
-                on,
-                stop: false,
-            };
-            match event {
-                TransportEvent::Accepted { conn } => {
-                    sink.stop |= (sink.on)(Notice::Accepted);
-                    core.handle_accepted(conn, &mut sink);
+        loop {
+            let mut round = false;
+            while self.core.can_receive() {
+                let core = &mut self.core;
+                match self.transport.poll(now) {
+                    None => break,
+                    Some(Event::Accepted { conn }) => {
+                        app.stop |= (app.on)(Notice::Accepted);
+                        core.handle_accepted(conn, &mut app);
+                    }
+                    Some(Event::Received { conn, frame }) => {
+                        frame.consume(|bytes| core.handle_frame(now, conn, bytes, &mut app));
+                    }
+                    Some(Event::Disconnected { conn, .. }) => core.handle_disconnected(conn),
+                    Some(Event::Connected { .. }) => {}
                 }
-                TransportEvent::Received { conn, len } => {
-                    core.handle_frame(now, conn, &rx[..len.min(MTU)], &mut sink);
+                round = true;
+                if !app.stop && self.core.close_pending() {
+                    // As the core's driver: a rejected connection is
+                    // closed before anything more it carried is taken.
+                    self.transmit(now, &mut app);
                 }
-                TransportEvent::Disconnected { conn, .. } => core.handle_disconnected(conn),
-                TransportEvent::Connected { .. } => {}
+                if app.stop {
+                    // Killed right after this event: what it queued dies
+                    // with the instance.
+                    return (true, true);
+                }
             }
-            if sink.stop {
+            if self.core.poll_timeout().is_some_and(|t| t <= now) {
+                self.core.handle_timeout(now, &mut app);
+                round = true;
+                if app.stop {
+                    return (true, true);
+                }
+            }
+            round |= self.transmit(now, &mut app);
+            if app.stop {
                 return (true, true);
             }
+            if !round {
+                return (progress, false);
+            }
+            progress = true;
         }
-        if core.poll_timeout().is_some_and(|t| t <= now) {
-            let mut sink = Sink {
-                transport,
-                tx,
-                now,
-                on,
-                stop: false,
-            };
-            core.handle_timeout(now, &mut sink);
-            return (true, sink.stop);
-        }
-        (progress, false)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -133,20 +177,21 @@ impl<const S: usize, const C: usize, const W: usize> SimServer for Driver<S, C, 
     }
 
     fn endpoint(&self) -> EndpointId {
-        self.transport.endpoint()
+        self.transport.inner().endpoint()
+    }
+
+    fn next_release(&self) -> Option<Instant> {
+        self.transport.next_release()
     }
 }
 
 fn boxed<const S: usize, const C: usize, const W: usize>(
-    transport: ServerPort,
+    transport: Faulty<ServerPort>,
     config: ServerConfig,
 ) -> Box<dyn SimServer> {
-    Box::new(Driver::<S, C, W> {
-        transport,
-        core: ServerCore::new(config),
-        rx: [0; MTU],
-        tx: [0; MTU],
-    })
+    let mut core = ServerCore::new(config);
+    core.set_transport_limit(transport.capabilities().max_payload());
+    Box::new(Driver::<S, C, W> { transport, core })
 }
 
 /// A server with a receive window of `window` sns per session and a table
@@ -158,7 +203,7 @@ fn boxed<const S: usize, const C: usize, const W: usize>(
 /// [`SERVER_SESSIONS`](super::SERVER_SESSIONS) exist; `Scenario::validate`
 /// refuses others, and this falls back to the defaults for them.
 pub(crate) fn build(
-    transport: ServerPort,
+    transport: Faulty<ServerPort>,
     config: ServerConfig,
     window: u64,
     sessions: usize,

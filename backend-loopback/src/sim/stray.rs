@@ -4,12 +4,11 @@
 use core::time::Duration;
 
 use iomsg_core::rng::mix64;
-use iomsg_core::workload as pattern;
-use iomsg_core::transport::{ConnId, Transport, TransportEvent};
+use iomsg_core::transport::{ConnId, Connector, Event, RxToken, Transport};
 use iomsg_core::wire::{self, Body, IoMsg};
-use iomsg_core::Instant;
+use iomsg_core::{workload, Instant};
 
-use super::scenario::{StrayPeer, MTU};
+use super::scenario::StrayPeer;
 use crate::network::ClientPort;
 
 /// Builds one of the stray peer's frames with today's wire API. This is
@@ -58,7 +57,6 @@ pub(crate) struct Stray {
     conn: Option<ConnId>,
     epoch: u32,
     deadline: Instant,
-    rx: Vec<u8>,
     /// Writes it sent.
     pub(crate) writes_sent: u32,
 }
@@ -73,7 +71,6 @@ impl Stray {
             conn: None,
             epoch: 0,
             deadline: Instant::ZERO,
-            rx: vec![0; MTU],
             writes_sent: 0,
         }
     }
@@ -121,10 +118,30 @@ impl Stray {
             return false;
         };
         let mut progress = false;
-        while let Some(e) = port.poll(now, &mut self.rx) {
+        loop {
+            // The Welcome's resume_from, read where the port holds it.
+            let e = match port.poll(now) {
+                None => break,
+                Some(Event::Received { conn, frame }) => {
+                    let welcome = frame.consume(|bytes| match wire::parse(bytes) {
+                        Ok(IoMsg {
+                            body: Body::Welcome { resume_from, .. },
+                            ..
+                        }) => Some(resume_from),
+                        _ => None,
+                    });
+                    Event::Received {
+                        conn,
+                        frame: welcome,
+                    }
+                }
+                Some(Event::Connected { conn }) => Event::Connected { conn },
+                Some(Event::Accepted { conn }) => Event::Accepted { conn },
+                Some(Event::Disconnected { conn, reason }) => Event::Disconnected { conn, reason },
+            };
             progress = true;
             match e {
-                TransportEvent::Connected { conn } if Some(conn) == self.conn => {
+                Event::Connected { conn } if Some(conn) == self.conn => {
                     self.epoch = victim_epoch.saturating_add(1);
                     let next_sn = victim_next_sn.saturating_add(self.spec.ahead);
                     // It does not know the owner's token.
@@ -136,40 +153,36 @@ impl Stray {
                         replay: true,
                     };
                     let frame = stray_frame(self.session, self.epoch, 0, hello);
-                    let _ = port.send(now, conn, &frame);
+                    let _ = port.send_frame(now, conn, &frame);
                     self.state = State::Hello;
                 }
-                TransportEvent::Received { conn, len } if Some(conn) == self.conn => {
-                    let welcome = match wire::parse(&self.rx[..len.min(MTU)]) {
-                        Ok(m) => match m.body {
-                            Body::Welcome { resume_from, .. } => Some(resume_from),
-                            _ => None,
-                        },
-                        Err(_) => None,
-                    };
+                Event::Received {
+                    conn,
+                    frame: welcome,
+                } if Some(conn) == self.conn => {
                     if let (Some(from), State::Hello) = (welcome, self.state) {
                         let mut data = [0u8; 64];
                         for sn in from..from.saturating_add(u64::from(self.spec.writes)) {
-                            pattern::fill(self.session, sn, &mut data);
+                            workload::fill(self.session, sn, &mut data);
                             let frame = stray_frame(
                                 self.session,
                                 self.epoch,
                                 sn,
                                 Body::Write { data: &data },
                             );
-                            let _ = port.send(now, conn, &frame);
+                            let _ = port.send_frame(now, conn, &frame);
                             self.writes_sent += 1;
                         }
                         if self.spec.bye {
                             let frame = stray_frame(self.session, self.epoch, 0, Body::Bye);
-                            let _ = port.send(now, conn, &frame);
+                            let _ = port.send_frame(now, conn, &frame);
                         }
                     }
                     port.close(now, conn);
                     self.conn = None;
                     self.state = State::Done;
                 }
-                TransportEvent::Disconnected { conn, .. } if Some(conn) == self.conn => {
+                Event::Disconnected { conn, .. } if Some(conn) == self.conn => {
                     self.conn = None;
                     self.state = State::Done;
                 }

@@ -28,6 +28,7 @@ use std::collections::{HashMap, HashSet};
 use iomsg_core::session::{ClientEvent, ServerEvent};
 use iomsg_core::transport::ConnId;
 use iomsg_core::wire::{self, Op};
+use iomsg_core::workload;
 
 use super::check::{Findings, Invariant};
 
@@ -125,6 +126,9 @@ pub struct ClientSpec {
     pub replay: bool,
 }
 
+/// What the sim's workload checker found, apart from the protocol.
+const CORRUPT_FOUND: &str = "bytes differ from what the client submitted";
+
 /// A connection of a client that carried data, as far as the network saw.
 #[derive(Clone, Debug)]
 struct ConnTrack {
@@ -170,7 +174,12 @@ struct ClientTruth {
     established: Option<u32>,
     handshakes: u64,
     failed: bool,
-    read_mismatches: u64,
+    /// Payloads the workload's checker found corrupt (writes delivered,
+    /// reads answered) where no CRC could catch it.
+    corrupt: u64,
+    /// What the client submitted for each sn: [`workload::hash`] of the
+    /// write's payload or the read's request.
+    hashes: Vec<u64>,
     given_up: u64,
     /// Recent connections whose frames were delivered.
     conns: Vec<ConnTrack>,
@@ -204,6 +213,7 @@ impl ClientTruth {
             self.deliveries.resize(n, 0);
             self.last_gen.resize(n, 0);
             self.flags.resize(n, 0);
+            self.hashes.resize(n, 0);
         }
         i
     }
@@ -253,6 +263,7 @@ pub struct Truth {
     unparsable: u64,
     carried_frames: u64,
     deliveries_by_stray: u64,
+    undetectable_corruption: bool,
 }
 
 impl Truth {
@@ -277,7 +288,8 @@ impl Truth {
                     established: None,
                     handshakes: 0,
                     failed: false,
-                    read_mismatches: 0,
+                    corrupt: 0,
+                    hashes: Vec::new(),
                     given_up: 0,
                     conns: Vec::new(),
                     drops: Vec::new(),
@@ -293,6 +305,7 @@ impl Truth {
             unparsable: 0,
             carried_frames: 0,
             deliveries_by_stray: 0,
+            undetectable_corruption: false,
         }
     }
 
@@ -302,11 +315,39 @@ impl Truth {
         &self.findings
     }
 
-    /// Client `client`'s `submit` returned `sn`.
-    pub fn submitted(&mut self, client: usize, sn: u64) {
+    /// Client `client`'s `submit` returned `sn` for bytes of hash `hash`.
+    pub fn submitted(&mut self, client: usize, sn: u64, hash: u64) {
         let c = &mut self.clients[client];
-        c.grow(sn);
+        let idx = c.grow(sn);
+        c.hashes[idx] = hash;
         c.submitted = c.submitted.max(sn + 1);
+    }
+
+    /// Frames may be corrupted where no CRC covers them (payload CRCs off
+    /// and corruption faults on): the checker's findings are then
+    /// reported, not violations.
+    pub fn set_undetectable_corruption(&mut self, possible: bool) {
+        self.undetectable_corruption = possible;
+    }
+
+    /// Client `client` got the data of its read `sn`; the workload's
+    /// checker judged it.
+    pub fn read_answered(&mut self, client: usize, sn: u64, check: workload::Check) {
+        if check == workload::Check::Intact {
+            return;
+        }
+        let session = self.clients[client].spec.session;
+        if self.undetectable_corruption {
+            self.clients[client].corrupt += 1;
+        } else {
+            self.findings.add(
+                Invariant::ReadMismatch,
+                Some(client),
+                session,
+                Some(sn),
+                || "the read's data is not what the server's application wrote".into(),
+            );
+        }
     }
 
     /// The network handed a frame to a server endpoint whose instance is
@@ -490,6 +531,7 @@ impl Truth {
         conn: Option<ConnId>,
         session: u64,
         sn: u64,
+        hash: u64,
     ) {
         let i = match owner {
             Owner::Client(i) if self.clients[i].spec.session == session => i,
@@ -560,6 +602,19 @@ impl Truth {
                 );
             }
             c.flags[idx] &= !ANNOUNCED;
+        }
+        if c.hashes[idx] != hash {
+            if self.undetectable_corruption {
+                c.corrupt += 1;
+            } else {
+                findings.add(
+                    Invariant::PayloadMismatch,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || format!("instance {generation} delivered it, but its {CORRUPT_FOUND}"),
+                );
+            }
         }
         if flags & GIVEN_UP != 0 && !c.spec.replay {
             findings.add(
@@ -698,16 +753,6 @@ impl Truth {
                     }
                     c.flags[sn as usize] |= GIVEN_UP;
                 }
-            }
-            ClientEvent::ReadMismatch { sn, count } => {
-                self.clients[client].read_mismatches += count;
-                self.findings.add(
-                    Invariant::ReadMismatch,
-                    Some(client),
-                    session,
-                    Some(*sn),
-                    || "the read's data failed validation".into(),
-                );
             }
             ClientEvent::Failed(_) => self.clients[client].failed = true,
             ClientEvent::Disconnected { .. } => self.clients[client].seen[2] += 1,

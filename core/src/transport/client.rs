@@ -3,7 +3,9 @@
 use crate::conn::{ConnId, DisconnectReason};
 use crate::session::{Action, ClientEvent, ClientSession, Message, ReadData, SubmitError};
 use crate::time::Instant;
-use crate::transport::{check, Connector, DriverError, Event, Readiness, RxToken, SendError, TxToken};
+use crate::transport::{
+    check, Connector, DriverError, Event, Readiness, RxToken, SendError, TxToken,
+};
 
 /// The client's application: hears events and takes read data. Any
 /// `FnMut(ClientEvent)` is one that ignores read data.
@@ -61,6 +63,10 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
     /// The transport, mutably (for fault injection and inspection).
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
+    }
+    /// The current connection, if one is open or opening.
+    pub fn connection(&self) -> Option<ConnId> {
+        self.conn
     }
     /// Frames the transport refused with an error other than `WouldBlock`.
     pub fn send_errors(&self) -> u64 {

@@ -2,7 +2,9 @@
 
 use crate::session::{ServerConfig, ServerCore, ServerHandler};
 use crate::time::Instant;
-use crate::transport::{check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken};
+use crate::transport::{
+    check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken,
+};
 
 /// Runs a [`ServerCore`] over a [`Listener`]: accepts, hands messages to
 /// the application, answers, acks.
@@ -79,20 +81,23 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
             let mut progress = false;
             // Take frames only while their replies have room; send first.
             while self.core.can_receive() {
-                let Some(event) = self.transport.poll(now) else {
-                    break;
-                };
-                progress = true;
                 let core = &mut self.core;
-                match event {
-                    Event::Accepted { conn } => {
+                match self.transport.poll(now) {
+                    None => break,
+                    Some(Event::Accepted { conn }) => {
                         core.handle_accepted(conn, app);
                     }
-                    Event::Received { conn, frame } => {
+                    Some(Event::Received { conn, frame }) => {
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, app));
                     }
-                    Event::Disconnected { conn, .. } => core.handle_disconnected(conn),
-                    Event::Connected { .. } => {}
+                    Some(Event::Disconnected { conn, .. }) => core.handle_disconnected(conn),
+                    Some(Event::Connected { .. }) => {}
+                }
+                progress = true;
+                if self.core.close_pending() {
+                    // A rejected connection: say why and close it before
+                    // the transport hands over anything more it carried.
+                    self.transmit(now, app);
                 }
             }
             if self.core.poll_timeout().is_some_and(|t| t <= now) {

@@ -27,7 +27,7 @@ impl Truth {
         v.handshakes += c.handshakes;
         v.reconnects += c.handshakes.saturating_sub(1);
         v.given_up += c.given_up;
-        v.read_mismatches += c.read_mismatches;
+        v.corrupt += c.corrupt;
         let dropped: u64 = c
             .counted
             .iter()
@@ -247,8 +247,9 @@ pub struct Verdict {
     pub handshakes: u64,
     /// Handshakes after each client's first.
     pub reconnects: u64,
-    /// Read completions that failed validation.
-    pub read_mismatches: u64,
+    /// Payloads the workload's checker found corrupt where no CRC covered
+    /// them.
+    pub corrupt: u64,
     /// Client events dropped.
     pub events_dropped: u64,
     /// Clients that failed.

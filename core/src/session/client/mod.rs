@@ -11,9 +11,9 @@ use types::Frame;
 
 use heapless::Deque;
 
-use crate::rng::SplitMix64;
 use super::server::{MAX_READ_REQUEST, MIN_WINDOW};
 use crate::conn::DisconnectReason;
+use crate::rng::SplitMix64;
 use crate::seq::{PayloadRing, SendWindow, WindowError};
 use crate::time::Instant;
 use crate::wire::{Body, IoMsg, RejectReason, HEADER_LEN, MAX_DATA_LEN};
@@ -262,6 +262,10 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 limits,
             });
         }
+        if bytes > limits.storage {
+            // A read's request that the storage can never hold.
+            return Err(SubmitError::TooLong { len: bytes, limits });
+        }
         if self.window.is_full() {
             return Err(SubmitError::WindowFull {
                 outstanding: self.window.len(),
@@ -270,7 +274,10 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         if self.window.next() > crate::wire::SN_MAX {
             return Err(SubmitError::Exhausted);
         }
-        let (pos, buf) = self.payloads.alloc(bytes).map_err(SubmitError::BufferFull)?;
+        let (pos, buf) = self
+            .payloads
+            .alloc(bytes)
+            .map_err(SubmitError::BufferFull)?;
         fill(buf);
         let entry = Entry {
             op,

@@ -11,12 +11,8 @@ use crate::conn::ConnId;
 use crate::time::Instant;
 use crate::wire::{Body, Op, RejectReason, SN_MAX};
 
-impl<
-        const SESSIONS: usize,
-        const CONNS: usize,
-        const WORDS: usize,
-        const TOMBS: usize,
-    > ServerCore<SESSIONS, CONNS, WORDS, TOMBS>
+impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS: usize>
+    ServerCore<SESSIONS, CONNS, WORDS, TOMBS>
 {
     pub(super) fn handle_hello(
         &mut self,
@@ -237,8 +233,7 @@ impl<
             });
             self.bury(id, &s, now, sink);
         }
-        self.drop_conn(conn);
-        self.queue(Reply::Close { conn });
+        self.retire_conn(conn);
         sink.event(ServerEvent::Closed { session: id });
     }
 

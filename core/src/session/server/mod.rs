@@ -24,7 +24,7 @@ use crate::wire::{self, Body, IoMsg, RejectReason, WireError, HEADER_LEN, MAX_DA
 pub const MAX_READ_REQUEST: usize = 32;
 
 /// Replies the server queues at most (see [`ServerCore::can_receive`]).
-pub const REPLIES: usize = 256;
+pub const REPLIES: usize = 64;
 
 /// Replies one received frame queues at most: a `Hello` that supersedes an
 /// older connection queues a `Reject` and a close for it and a `Welcome`.
@@ -50,7 +50,9 @@ enum Reply {
 impl Reply {
     fn conn(&self) -> ConnId {
         match *self {
-            Reply::Frame { conn, .. } | Reply::ReadComp { conn, .. } | Reply::Close { conn } => conn,
+            Reply::Frame { conn, .. } | Reply::ReadComp { conn, .. } | Reply::Close { conn } => {
+                conn
+            }
         }
     }
 }
@@ -125,6 +127,9 @@ struct Conn {
     session: Option<u64>,
     /// The epoch of the `Hello` that bound it.
     epoch: u32,
+    /// Rejected or closed by the server: its close is queued. Nothing it
+    /// carries from now on is processed.
+    closing: bool,
 }
 
 /// The server's sessions and connections: at most `SESSIONS` sessions and
@@ -319,6 +324,12 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     ) {
         self.stats.frames += 1;
         if !self.conns.contains_key(&conn) && !self.handle_accepted(conn, sink) {
+            return;
+        }
+        if self.conns.get(&conn).is_some_and(|c| c.closing) {
+            // Sent before the peer heard of the rejection: the client
+            // sends again whatever is not acknowledged.
+            self.stats.after_close += 1;
             return;
         }
         let msg = match wire::parse(frame) {
@@ -625,10 +636,20 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         match self.replies.front() {
             Some(&Reply::Close { conn }) => {
                 self.replies.pop_front();
+                self.drop_conn(conn);
                 Some(conn)
             }
             _ => None,
         }
+    }
+
+    /// Whether a connection close waits in the reply queue: a driver sends
+    /// what precedes it and closes it before taking more frames, so that a
+    /// rejected connection carries nothing further.
+    pub fn close_pending(&self) -> bool {
+        self.replies
+            .iter()
+            .any(|r| matches!(r, Reply::Close { .. }))
     }
 
     /// Writes the frame [`poll_transmit`](Self::poll_transmit) offered into
@@ -710,13 +731,32 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         };
         let msg = control(session, epoch, 0, 0, Body::Reject { reason, detail });
         self.queue(Reply::Frame { conn, msg });
-        self.queue(Reply::Close { conn });
+        self.retire_conn(conn);
         sink.event(ServerEvent::Rejected {
             conn,
             reason,
             detail,
         });
-        self.drop_conn(conn);
+    }
+
+    /// Unbinds `conn` and queues its close (after the replies queued
+    /// before); it carries nothing more to the core.
+    fn retire_conn(&mut self, conn: ConnId) {
+        let closing = self.conns.get(&conn).map(|c| c.closing);
+        if closing == Some(true) {
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.closing = true;
+            let session = c.session.take();
+            if let Some(s) = session.and_then(|id| self.sessions.get_mut(&id)) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                    s.ack_due = None;
+                }
+            }
+        }
+        self.queue(Reply::Close { conn });
     }
 
     fn drop_conn(&mut self, conn: ConnId) {

@@ -242,6 +242,9 @@ pub struct ServerStats {
     pub frames_sent: u64,
     /// Queued replies dropped because their connection ended first.
     pub replies_discarded: u64,
+    /// Frames of a rejected or closed connection that arrived before its
+    /// close took effect (not processed).
+    pub after_close: u64,
     /// Handshakes of sessions this instance knew.
     pub resumed: u64,
     /// Handshakes of sessions new to this instance.
