@@ -27,15 +27,20 @@
 //!    was either acknowledged or given up, exactly once), `epoch ==
 //!    connects`, `established, disconnects <= connects`, `rejects +
 //!    protocol_errors <= disconnects`, `server_restarts <= established`,
-//!    `read_mismatches <= completions`; `Closed` and `Failed` are final; no
+//!    `reads_answered + stray_read_data <= completions`; `submit` refuses a
+//!    message only as `WindowFull` or `Closed` when `can_submit()` says so
+//!    (its storage holds a full window of the largest message, so never
+//!    `BufferFull`); `poll_transmit` only peeks and `write_transmit` writes
+//!    exactly the length offered; `Closed` and `Failed` are final; no
 //!    event is dropped (the drained `Connecting`, `Established`,
 //!    `Disconnected`, `ServerRestarted`, `NotReplayed` and `Failed` events
 //!    match the counters and the state);
 //! 3. server bounds: `session_count <= max_sessions`, `conn_count <= 4`,
 //!    `tomb_count <= 256`, `window()` within `[64, 128]` and every record's
 //!    window within `[1, window()]`, `cumulative <= top`; `stats.delivered`
-//!    and `stats.tombs_forgotten` equal the `Delivered` and `Forgotten`
-//!    events of this instance;
+//!    and `stats.tombs_forgotten` equal the deliveries and `Forgotten`
+//!    events of this instance; its replies, drained after every call, are
+//!    written at exactly the length offered and parse;
 //! 4. a server instance delivers each `(session, sn)` at most once, ever: a
 //!    session closed with `Bye` or evicted leaves a tombstone, and only a
 //!    `Forgotten` one (the tombstone table overflowed) may start over;
@@ -44,9 +49,10 @@
 //!    the server (when the two clients share a session id, a delivery
 //!    belongs to the client whose connection carried it);
 //! 6. a client frame with one byte flipped in its header (CRC-covered) or in
-//!    a `Write` payload (CRC- or pattern-checked) is never delivered; a
-//!    server frame with one byte flipped in its header never moves the
-//!    client's window;
+//!    a checksummed payload (`validate`, and every `Read`) is never
+//!    delivered (a flip in an unchecked `Write` payload is delivered as it
+//!    arrived: property 14); a server frame with one byte flipped in its
+//!    header never moves the client's window;
 //! 7. a client acknowledges only its own delivered sns: `acked` is at most
 //!    the number of its sns below `base_sn` that some server instance
 //!    delivered from its own frames (unless a raw, forged or flipped frame
@@ -71,27 +77,41 @@
 //!     `Probe`) names only sns the client sent (unless a forged or
 //!     misrouted frame of its session reached the server); a `Probe` that
 //!     the server answers leaves every sn below its own arrived or an open
-//!     hole (`top >= sn`).
+//!     hole (`top >= sn`);
+//! 13. a read's data reaches the client at most once, as long as asked, and
+//!     only for a read it submitted; for a client that took no frame the
+//!     servers did not send as it is, it is exactly what the server's
+//!     application answered to the client's own request;
+//! 14. the server's application is handed exactly the bytes of the frame
+//!     that carried a message (a write's payload, a read's request and
+//!     length), and a client's own unaltered frame carries exactly the
+//!     bytes it submitted for that sn, on its first transmission and on
+//!     every replay.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::vec;
 use std::vec::Vec;
 
 use core::time::Duration;
 
-use super::session_checks::{Drained, Out};
+use super::session_checks::{drain, Drained, Out};
 use super::session_script::{emit, forge_to_client, forge_to_server, Claim, Cursor, Flip};
+use crate::conn::{ConnId, DisconnectReason};
 use crate::session::{
-    Action, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, RequestOp,
-    ServerConfig, ServerCore, MIN_WINDOW,
+    Action, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, RequestOp,
+    ServerConfig, ServerCore, SubmitError, MAX_READ_REQUEST, MIN_WINDOW,
 };
 use crate::time::Instant;
-use crate::transport::{ConnId, DisconnectReason};
-use crate::wire::{self, Op, HEADER_LEN};
+use crate::wire::{self, HEADER_LEN};
+use crate::workload;
 
-/// 4 sessions, 4 connections, a backlog of 4, a window of 128 sns and 256
-/// tombstones.
-pub(super) type Server = ServerCore<SESSION_TABLE, CONNS, 4, 3>;
-pub(super) type Client = ClientSession<8>;
+/// 4 sessions, 4 connections, a window of 128 sns and 256 tombstones.
+pub(super) type Server = ServerCore<SESSION_TABLE, CONNS, 3>;
+pub(super) type Client = ClientSession<WINDOW, [u8; STORAGE]>;
+
+/// A client's payload storage: a full window of the largest message, and
+/// one more for the bytes skipped where a message would wrap.
+pub(super) const STORAGE: usize = (WINDOW + 1) * MAX_LEN as usize;
 
 /// Capacity of the client send window.
 pub(super) const WINDOW: usize = 8;
@@ -106,9 +126,9 @@ pub(super) const TOMBS: usize = 256;
 const SESSIONS: [u64; 2] = [0x5E55_0000_0000_0A01, 0x5E55_0000_0000_0B02];
 /// Client `i`'s token is `SESSIONS[i]` xor this.
 const TOKEN_SALT: u64 = 0x70CE_0000_0000_0000;
-/// Client `i` connects with ids `1 + i * CONN_IDS ..= (i + 1) * CONN_IDS`.
+/// Client `i` connects with slots `1 + i * CONN_IDS ..= (i + 1) * CONN_IDS`.
 const CONN_IDS: u8 = 6;
-/// Forged frames and misrouted ones use ids `1..=ANY_CONN_IDS`; the last
+/// Forged frames and misrouted ones use slots `1..=ANY_CONN_IDS`; the last
 /// ones belong to no client.
 const ANY_CONN_IDS: u8 = 16;
 /// Largest payload or read the script submits.
@@ -144,6 +164,11 @@ pub(super) struct Summary {
     pub(super) probes: u64,
     /// `LiveLoss` events.
     pub(super) live_losses: u64,
+    /// Deliveries of a client's own intact frames compared with the bytes
+    /// it submitted (property 14).
+    pub(super) bytes_checked: u64,
+    /// Read data returned to a client (property 13).
+    pub(super) reads: u64,
 }
 
 #[cfg_attr(not(test), allow(dead_code))]
@@ -159,6 +184,8 @@ impl Summary {
         self.stray_refusals += s.stray_refusals;
         self.probes += s.probes;
         self.live_losses += s.live_losses;
+        self.bytes_checked += s.bytes_checked;
+        self.reads += s.reads;
     }
 }
 
@@ -207,6 +234,21 @@ pub(super) struct Peer {
     pub(super) drained: Drained,
     /// Its state once it was `Closed` or `Failed`.
     pub(super) terminal: Option<ClientState>,
+    /// What it submitted, by sn.
+    pub(super) submitted: Vec<Submitted>,
+    /// Its reads whose data `handle_frame` returned.
+    pub(super) reads: BTreeSet<u64>,
+}
+
+/// One submitted message: what the server must be handed for it.
+pub(super) struct Submitted {
+    pub(super) op: RequestOp,
+    /// A hash of its bytes (a write's payload, a read's request).
+    pub(super) hash: u64,
+    /// A read's length (0 for writes).
+    pub(super) read_len: u32,
+    /// A read's request.
+    pub(super) request: Vec<u8>,
 }
 
 pub(super) struct World {
@@ -276,7 +318,7 @@ impl World {
                 }
                 cfg.max_payload = u32::from(MAX_LEN);
                 Peer {
-                    client: Client::new(cfg, now),
+                    client: Client::new(cfg, now, [0; STORAGE]),
                     conn: None,
                     outbox: VecDeque::new(),
                     inbox: VecDeque::new(),
@@ -285,6 +327,8 @@ impl World {
                     delivered: BTreeSet::new(),
                     drained: Drained::default(),
                     terminal: None,
+                    submitted: Vec::new(),
+                    reads: BTreeSet::new(),
                 }
             })
             .collect();
@@ -311,20 +355,83 @@ impl World {
         usize::from(c.byte()) % self.peers.len()
     }
 
-    /// One of client `i`'s connection ids, as byte `b` chooses.
+    /// One of client `i`'s connections, as byte `b` chooses.
     fn own_conn(i: usize, b: u8) -> ConnId {
-        ConnId::from(b % CONN_IDS + 1) + i as ConnId * ConnId::from(CONN_IDS)
+        let slot = u32::from(b % CONN_IDS + 1) + i as u32 * u32::from(CONN_IDS);
+        ConnId::new(slot, 0)
     }
 
-    /// Any connection id: of a client or of nobody.
+    /// Any connection: of a client or of nobody.
     fn any_conn(c: &mut Cursor<'_>) -> ConnId {
-        ConnId::from(c.byte() % ANY_CONN_IDS + 1)
+        ConnId::new(u32::from(c.byte() % ANY_CONN_IDS + 1), 0)
     }
 
-    /// The client whose connection ids include `conn`.
+    /// The client whose connection slots include `conn`'s.
     pub(super) fn conn_owner(&self, conn: ConnId) -> Option<usize> {
-        let i = usize::try_from(conn.checked_sub(1)? / ConnId::from(CONN_IDS)).ok()?;
+        let i = usize::try_from(conn.slot().checked_sub(1)? / u32::from(CONN_IDS)).ok()?;
         (i < self.peers.len()).then_some(i)
+    }
+
+    /// Client `i` submits a message of kind `kind` (a write's payload or a
+    /// read's length: `len`), through `submit` or `submit_with` as `kind`
+    /// says, and records it.
+    pub(super) fn submit(&mut self, i: usize, kind: u8, len: u16) -> Result<u64, SubmitError> {
+        let op = match kind % 3 {
+            0 => RequestOp::Write,
+            1 => RequestOp::StreamWrite,
+            _ => RequestOp::Read,
+        };
+        let p = &mut self.peers[i];
+        let sn = p.client.next_sn();
+        let (bytes, read_len) = if op == RequestOp::Read {
+            (
+                usize::from(len) % (MAX_READ_REQUEST + 1),
+                Some(u32::from(len)),
+            )
+        } else {
+            (usize::from(len), None)
+        };
+        // Each client's own bytes: two clients sharing a session id
+        // submit different ones.
+        let mut data = vec![0u8; bytes];
+        workload::fill(p.client.config().token, sn, &mut data);
+        let result = if kind / 3 % 2 == 0 {
+            let msg = match (op, read_len) {
+                (RequestOp::Write, _) => Message::Write(&data),
+                (RequestOp::StreamWrite, _) => Message::StreamWrite(&data),
+                (_, len) => Message::Read {
+                    len: len.unwrap_or(0),
+                    request: &data,
+                },
+            };
+            p.client.submit(msg)
+        } else {
+            p.client
+                .submit_with(op, bytes, read_len, |buf| buf.copy_from_slice(&data))
+        };
+        match result {
+            Ok(got) => {
+                assert_eq!(got, sn, "submit assigns next_sn");
+                assert_eq!(p.submitted.len() as u64, sn, "one record per sn");
+                p.submitted.push(Submitted {
+                    op,
+                    hash: workload::hash(&data),
+                    read_len: read_len.unwrap_or(0),
+                    request: if op == RequestOp::Read {
+                        data
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+            Err(e) => assert!(
+                !p.client.can_submit()
+                    && matches!(e, SubmitError::WindowFull { .. } | SubmitError::Closed),
+                "submit refused ({e}) though can_submit() is {}",
+                p.client.can_submit()
+            ),
+        }
+        result
     }
 
     fn advance(&mut self, c: &mut Cursor<'_>, deadline: Option<Instant>) {
@@ -347,22 +454,9 @@ impl World {
             }
             1 | 2 => {
                 let i = self.peer(c);
-                let op = match c.byte() % 3 {
-                    0 => RequestOp::Write,
-                    1 => RequestOp::StreamWrite,
-                    _ => RequestOp::Read,
-                };
-                let len = u32::from(c.u16() % (MAX_LEN + 1));
-                let client = &mut self.peers[i].client;
-                let next = client.next_sn();
-                match client.submit(op, len) {
-                    Ok(sn) => assert_eq!(sn, next, "submit assigns next_sn"),
-                    Err(e) => assert!(
-                        !client.can_submit()
-                            || matches!(e, crate::session::SubmitError::TooLong { .. }),
-                        "submit refused ({e}) though can_submit()"
-                    ),
-                }
+                let kind = c.byte();
+                let len = c.u16() % (MAX_LEN + 1);
+                let _ = self.submit(i, kind, len);
             }
             3 => {
                 let i = self.peer(c);
@@ -443,7 +537,7 @@ impl World {
                 let conn = Self::any_conn(c);
                 let raw = c.bytes(120);
                 self.mark_forged(raw);
-                self.server_frame(conn, raw, None, None);
+                self.server_frame(conn, raw, None, false, None);
             }
             15 => {
                 let conn = Self::any_conn(c);
@@ -457,7 +551,7 @@ impl World {
                 };
                 let frame = emit(&forge_to_server(c, &claim));
                 self.mark_forged(&frame);
-                self.server_frame(conn, &frame, None, None);
+                self.server_frame(conn, &frame, None, false, None);
             }
             16 => {
                 let conn = Self::any_conn(c);
@@ -472,7 +566,8 @@ impl World {
                 self.advance(c, due);
                 let mut out = Out::default();
                 self.server.handle_timeout(self.now, &mut out);
-                self.absorb(out, None);
+                drain(&mut self.server, &mut out);
+                self.absorb(out, None, None);
             }
             18 => {
                 // Lose one frame in transit.
@@ -529,7 +624,8 @@ impl World {
     fn accept(&mut self, conn: ConnId) {
         let mut out = Out::default();
         self.server.handle_accepted(conn, &mut out);
-        self.absorb(out, None);
+        drain(&mut self.server, &mut out);
+        self.absorb(out, None, None);
     }
 
     fn disconnect(&mut self, conn: ConnId) {
@@ -539,12 +635,23 @@ impl World {
 
     /// Drains the client's transmits, actions and events.
     fn pump(&mut self, i: usize) {
-        let mut scratch = [0u8; MAX_LEN as usize];
-        let mut out = [0u8; HEADER_LEN + MAX_LEN as usize];
         let p = &mut self.peers[i];
         let mut n = 0;
-        while let Some(len) = p.client.poll_transmit(self.now, &mut scratch, &mut out) {
-            p.outbox.push_back(out[..len].to_vec());
+        while let Some(tx) = p.client.poll_transmit(self.now) {
+            assert_eq!(
+                p.client.poll_transmit(self.now),
+                Some(tx),
+                "poll_transmit only peeks"
+            );
+            assert!(tx.len() <= HEADER_LEN + MAX_LEN as usize, "{tx:?}");
+            let mut frame = vec![0u8; tx.len()];
+            let len = p.client.write_transmit(self.now, tx, &mut frame);
+            assert_eq!(
+                len,
+                tx.len(),
+                "write_transmit wrote another length than offered"
+            );
+            p.outbox.push_back(frame);
             n += 1;
             assert!(n <= WINDOW + 2, "poll_transmit never ends");
         }
@@ -593,7 +700,7 @@ impl World {
             if x & 0x80 == 0 {
                 Self::own_conn(i, x)
             } else {
-                ConnId::from((x & 0x7f) % ANY_CONN_IDS + 1)
+                ConnId::new(u32::from((x & 0x7f) % ANY_CONN_IDS + 1), 0)
             }
         });
         let q = &mut self.peers[i].outbox;
@@ -615,8 +722,8 @@ impl World {
         let Some(conn) = conn.or(self.peers[i].conn) else {
             return; // Not connected: the frame is lost.
         };
-        let original = wire::parse(&frame).map(|m| m.body.op()).ok();
-        assert!(original.is_some(), "the client emitted a malformed frame");
+        let checked = wire::parse(&frame).map(|m| m.validate);
+        assert!(checked.is_ok(), "the client emitted a malformed frame");
         if self.shared && self.conn_owner(conn) != Some(i) {
             // On a connection of the other client (or of nobody): for the
             // server it is that client's frame, and a frame of the session
@@ -627,12 +734,14 @@ impl World {
         let must_not_deliver = match flip {
             Flip::None => None,
             Flip::Byte { pos, .. } if pos < HEADER_LEN => Some("a header with a flipped byte"),
-            Flip::Byte { .. } if original == Some(Op::Write) => {
-                Some("a Write with a flipped payload byte")
+            Flip::Byte { .. } if checked == Ok(true) => {
+                Some("a checksummed payload with a flipped byte")
             }
+            // An unchecked payload is delivered as it came (property 14).
             Flip::Byte { .. } => None,
         };
-        self.server_frame(conn, &frame, Some(i), must_not_deliver);
+        let intact = flip == Flip::None;
+        self.server_frame(conn, &frame, Some(i), intact, must_not_deliver);
     }
 
     /// Delivers one of the server's queued frames to the client.
@@ -672,121 +781,4 @@ impl World {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rng::SplitMix64;
-    use crate::session::ServerEvent;
-    use std::vec;
-
-    #[test]
-    fn session_properties_hold_on_seeded_random_scripts() {
-        let mut rng = SplitMix64::new(0x5E55_10F0_u64);
-        let mut total = Summary::default();
-        for _ in 0..400 {
-            let len = 64 + (rng.next_u64() % 2048) as usize;
-            let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-            total.add(&run(&bytes));
-        }
-        // The scripts reach the states the properties are about.
-        assert!(total.established > 200, "{total:?}");
-        assert!(total.delivered > 150, "{total:?}");
-        assert!(total.acked > 100, "{total:?}");
-        assert!(total.crashes > 50, "{total:?}");
-        assert!(total.shared > 50, "{total:?}");
-        assert!(total.owned_refusals > 10, "{total:?}");
-        assert!(total.owned_failures > 10, "{total:?}");
-        assert!(total.stray_refusals > 15, "{total:?}");
-        assert!(total.probes > 0, "{total:?}");
-        assert!(total.live_losses > 0, "{total:?}");
-    }
-
-    #[test]
-    fn committed_seeds_establish_deliver_and_cover_what_they_name() {
-        let seeds = crate::fuzzing::seed_files("session");
-        assert!(seeds.len() >= 3, "{} seeds", seeds.len());
-        let mut crashes = 0;
-        for (path, bytes) in seeds {
-            let s = run(&bytes);
-            let name = path.to_string_lossy();
-            // Regression inputs only have to hold; the others also cover.
-            let regression = name.contains("seed-regress-");
-            assert!(
-                regression || s.established > 0 && s.delivered > 0 && s.acked > 0,
-                "{}: {s:?}",
-                path.display()
-            );
-            if name.contains("shared-id") {
-                assert!(s.shared == 1 && s.owned_refusals > 0, "{name}: {s:?}");
-                assert!(s.owned_failures > 0, "{name}: {s:?}");
-            }
-            if name.contains("stray-hello") {
-                assert!(s.stray_refusals > 0, "{name}: {s:?}");
-            }
-            if name.contains("probe") {
-                assert!(s.probes > 0 && s.live_losses > 0, "{name}: {s:?}");
-            }
-            crashes += s.crashes;
-        }
-        assert!(crashes > 0, "no seed crashes the server");
-    }
-
-    /// Two clients that share a session id, and `sn 0` submitted by the
-    /// first.
-    fn shared_world() -> World {
-        let mut world = World::new(&mut Cursor(&[0x21, 0, 0, 0, 0]));
-        assert!(world.shared);
-        let sn = world.peers[0].client.submit(RequestOp::Write, 0);
-        assert_eq!(sn, Ok(0));
-        world
-    }
-
-    fn delivered(conn: ConnId) -> ServerEvent {
-        ServerEvent::Delivered {
-            session: SESSIONS[0],
-            epoch: 1,
-            conn,
-            sn: 0,
-            op: Op::Write,
-            len: 0,
-        }
-    }
-
-    fn absorb(world: &mut World, events: Vec<ServerEvent>) {
-        let out = Out {
-            events,
-            ..Out::default()
-        };
-        world.absorb(out, None);
-    }
-
-    #[test]
-    fn only_a_forgotten_session_may_be_delivered_again() {
-        let mut world = shared_world();
-        let forgotten = ServerEvent::Forgotten {
-            session: SESSIONS[0],
-        };
-        absorb(&mut world, vec![delivered(1), forgotten, delivered(1)]);
-        assert_eq!(world.peers[0].delivered.len(), 1);
-        assert!(world.peers[1].delivered.is_empty(), "the other client's");
-    }
-
-    #[test]
-    #[should_panic(expected = "sn 0 delivered twice by instance 1")]
-    fn a_closed_session_delivered_again_is_a_violation() {
-        let mut world = shared_world();
-        let closed = ServerEvent::Closed {
-            session: SESSIONS[0],
-        };
-        absorb(&mut world, vec![delivered(1), closed, delivered(1)]);
-    }
-
-    #[test]
-    #[should_panic(
-        expected = "client 1: session 0x5e55000000000a01 sn 0 delivered, only 0 submitted"
-    )]
-    fn a_delivery_belongs_to_the_client_whose_connection_carried_it() {
-        // The first client submitted sn 0; the second, on connection 7,
-        // did not.
-        absorb(&mut shared_world(), vec![delivered(7)]);
-    }
-}
+mod tests;

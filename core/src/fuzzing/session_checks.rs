@@ -2,42 +2,123 @@
 //! checked at each frame the server or a client takes, on each output of
 //! the server, and after every step.
 
+use std::vec;
 use std::vec::Vec;
 
 use super::session::{Client, Server, World, CONNS, SESSION_TABLE, TOMBS, WINDOW};
-use super::session_script::emit;
-use crate::session::{ClientState, ClientStats, FailReason, ServerEvent, ServerSink, MIN_WINDOW};
-use crate::transport::ConnId;
-use crate::wire::{self, Body, IoMsg, RejectReason, SN_MAX};
+use crate::conn::ConnId;
+use crate::session::{
+    ClientState, ClientStats, Delivery, FailReason, ReadData, ReadRequest, RequestOp, ServerEvent,
+    ServerHandler, MIN_WINDOW,
+};
+use crate::wire::{self, Body, RejectReason, SN_MAX};
+use crate::workload;
 
-/// Everything the server emitted during one call.
+/// A message the server handed to its application, with a hash of its
+/// bytes (a write's payload, a read's request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Delivered {
+    pub(super) session: u64,
+    pub(super) conn: ConnId,
+    pub(super) sn: u64,
+    pub(super) op: RequestOp,
+    pub(super) hash: u64,
+    pub(super) read_len: u32,
+}
+
+/// What the server's application heard, in order.
+#[derive(Clone, Debug)]
+pub(super) enum Heard {
+    Delivered(Delivered),
+    Event(ServerEvent),
+}
+
+/// Everything the server emitted during one call, its replies drained.
 #[derive(Default)]
 pub(super) struct Out {
     pub(super) frames: Vec<(ConnId, Vec<u8>)>,
+    /// Connections the server closed: it forgot them (and their binding).
+    /// The client learns of it from the `Reject`/`Bye` before, or from a
+    /// scripted `handle_disconnected`.
     pub(super) closed: Vec<ConnId>,
-    pub(super) events: Vec<ServerEvent>,
+    pub(super) heard: Vec<Heard>,
 }
 
-impl ServerSink for Out {
-    fn transmit(&mut self, conn: ConnId, msg: &IoMsg<'_>) {
-        self.frames.push((conn, emit(msg)));
+impl ServerHandler for Out {
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        self.heard.push(Heard::Delivered(Delivered {
+            session: msg.session,
+            conn: msg.conn,
+            sn: msg.sn,
+            op: msg.op,
+            hash: workload::hash(msg.data),
+            read_len: if msg.op == RequestOp::Read {
+                msg.read_len
+            } else {
+                assert_eq!(msg.read_len, 0, "a write delivered with a read length");
+                0
+            },
+        }));
     }
-    fn close(&mut self, conn: ConnId) {
-        // The server forgets the connection (and its binding). The client
-        // learns of it from the `Reject`/`Bye` before it, or from a scripted
-        // `handle_disconnected`.
-        self.closed.push(conn);
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        assert_eq!(
+            out.len(),
+            read.len as usize,
+            "respond's buffer vs the read's length"
+        );
+        answer(read.session, read.sn, read.request, out);
     }
     fn event(&mut self, event: ServerEvent) {
-        self.events.push(event);
+        self.heard.push(Heard::Event(event));
     }
+}
+
+/// The server application's answer to a read: the workload pattern of its
+/// sn salted with its request, so that it depends on both.
+pub(super) fn answer(session: u64, sn: u64, request: &[u8], out: &mut [u8]) {
+    workload::fill(session ^ workload::hash(request), sn, out);
+}
+
+/// Sends every reply and close the server queued, in order, into `out`.
+pub(super) fn drain(server: &mut Server, out: &mut Out) {
+    loop {
+        if let Some(conn) = server.poll_close() {
+            out.closed.push(conn);
+            continue;
+        }
+        let Some(tx) = server.poll_transmit() else {
+            break;
+        };
+        assert_eq!(server.poll_transmit(), Some(tx), "poll_transmit only peeks");
+        let mut buf = vec![0u8; tx.len()];
+        let n = server.write_transmit(tx, &mut buf, out);
+        assert_eq!(
+            n,
+            tx.len(),
+            "write_transmit wrote another length than offered"
+        );
+        assert!(
+            wire::parse(&buf).is_ok(),
+            "the server emitted a malformed frame"
+        );
+        out.frames.push((tx.conn, buf));
+    }
+    assert_eq!(server.pending_replies(), 0, "drained");
+    assert!(server.can_receive(), "room again once drained");
 }
 
 impl Out {
+    fn events(&self) -> impl Iterator<Item = &ServerEvent> {
+        self.heard.iter().filter_map(|h| match h {
+            Heard::Event(e) => Some(e),
+            Heard::Delivered(_) => None,
+        })
+    }
+
     /// The first rejection of `conn`: the answer to the frame that came on
     /// it, when that frame was refused.
     fn rejected(&self, conn: ConnId) -> Option<(RejectReason, u64)> {
-        self.events.iter().find_map(|e| match *e {
+        self.events().find_map(|e| match *e {
             ServerEvent::Rejected {
                 conn: c,
                 reason,
@@ -110,12 +191,14 @@ impl World {
     }
 
     /// Hands `frame` to the server on `conn` (`from` the client that sent
-    /// it, if one did) and checks the properties of its answer.
+    /// it, if one did; `intact` if exactly as that client emitted it) and
+    /// checks the properties of its answer.
     pub(super) fn server_frame(
         &mut self,
         conn: ConnId,
         frame: &[u8],
         from: Option<usize>,
+        intact: bool,
         must_not_deliver: Option<&str>,
     ) {
         let hello = Hello::parse(frame);
@@ -130,6 +213,22 @@ impl World {
         let probes = s.stats().probes;
         let mut out = Out::default();
         self.server.handle_frame(self.now, conn, frame, &mut out);
+        drain(&mut self.server, &mut out);
+        // Property 14: the application is handed the bytes that arrived.
+        let carried = wire::parse(frame).ok().and_then(|m| match m.body {
+            Body::Write { data } => Some((m.session, m.sn, workload::hash(data), 0)),
+            Body::Read { len, request } => Some((m.session, m.sn, workload::hash(request), len)),
+            _ => None,
+        });
+        for h in &out.heard {
+            if let Heard::Delivered(d) = h {
+                assert_eq!(
+                    Some((d.session, d.sn, d.hash, d.read_len)),
+                    carried,
+                    "delivered other bytes than the frame carried"
+                );
+            }
+        }
         let refused = out.rejected(conn);
         if let (Some(h), Some(before)) = (stray, before) {
             let s = &self.server;
@@ -196,12 +295,13 @@ impl World {
                 "client {i}'s own frame refused as TooFar: {refused:?}"
             );
         }
-        self.absorb(out, must_not_deliver);
+        let own = from.filter(|_| intact);
+        self.absorb(out, must_not_deliver, own);
     }
 
     /// Properties 8 and 11 for a `Hello` that opened its session.
     pub(super) fn check_opened(&mut self, conn: ConnId, h: &Hello, owner: Option<u64>, out: &Out) {
-        for e in &out.events {
+        for e in out.events() {
             let ServerEvent::SessionOpened {
                 session,
                 conn: c,
@@ -236,7 +336,7 @@ impl World {
         }
     }
 
-    /// Hands `frame` to client `i` and checks properties 8 and 10.
+    /// Hands `frame` to client `i` and checks properties 8, 10 and 13.
     pub(super) fn client_frame(&mut self, i: usize, frame: &[u8]) {
         let p = &mut self.peers[i];
         let session = p.client.session();
@@ -257,7 +357,8 @@ impl World {
                 )
         });
         let established = p.client.stats().established;
-        p.client.handle_frame(self.now, frame);
+        let read = p.client.handle_frame(self.now, frame);
+        let read = read.map(|ReadData { sn, data }| (sn, data.to_vec()));
         if live && owned {
             assert_eq!(
                 p.client.state(),
@@ -275,6 +376,9 @@ impl World {
                 owner, token,
                 "instance {instance} established session {session:#x} for two tokens"
             );
+        }
+        if let Some((sn, data)) = read {
+            self.check_read(i, sn, &data);
         }
     }
 
@@ -301,33 +405,19 @@ impl World {
         }
     }
 
-    /// Routes the server's output and checks its events.
-    pub(super) fn absorb(&mut self, out: Out, must_not_deliver: Option<&str>) {
+    /// Routes the server's output and checks what its application heard;
+    /// `own` is the client whose intact frame the server took, if any.
+    pub(super) fn absorb(&mut self, out: Out, must_not_deliver: Option<&str>, own: Option<usize>) {
         let instance = self.server_config.instance;
-        for e in &out.events {
-            match *e {
-                ServerEvent::Delivered {
-                    session, sn, conn, ..
-                } => {
-                    if let Some(what) = must_not_deliver {
-                        panic!("{what} was delivered: session {session:#x} sn {sn}");
-                    }
-                    assert!(
-                        self.delivered.insert((session, sn)),
-                        "session {session:#x} sn {sn} delivered twice by instance {instance}"
-                    );
-                    self.delivered_events += 1;
-                    self.summary.delivered += 1;
-                    if let Some(i) = self.attribute(session, conn) {
-                        let p = &mut self.peers[i];
-                        assert!(
-                            p.forged || sn < p.client.next_sn(),
-                            "client {i}: session {session:#x} sn {sn} delivered, only {} submitted",
-                            p.client.next_sn()
-                        );
-                        p.delivered.insert(sn);
-                    }
+        for h in &out.heard {
+            let e = match h {
+                Heard::Delivered(d) => {
+                    self.delivered_one(d, must_not_deliver, own);
+                    continue;
                 }
+                Heard::Event(e) => e,
+            };
+            match *e {
                 ServerEvent::SessionOpened { session, conn, .. } => {
                     self.bound.insert(conn, session);
                 }
@@ -366,6 +456,69 @@ impl World {
         }
     }
 
+    /// Properties 4, 5, 6 and 14 for one delivery.
+    fn delivered_one(&mut self, d: &Delivered, must_not_deliver: Option<&str>, own: Option<usize>) {
+        let instance = self.server_config.instance;
+        let (session, sn) = (d.session, d.sn);
+        if let Some(what) = must_not_deliver {
+            panic!("{what} was delivered: session {session:#x} sn {sn}");
+        }
+        assert!(
+            self.delivered.insert((session, sn)),
+            "session {session:#x} sn {sn} delivered twice by instance {instance}"
+        );
+        self.delivered_events += 1;
+        self.summary.delivered += 1;
+        let Some(i) = self.attribute(session, d.conn) else {
+            return;
+        };
+        let p = &mut self.peers[i];
+        assert!(
+            p.forged || sn < p.client.next_sn(),
+            "client {i}: session {session:#x} sn {sn} delivered, only {} submitted",
+            p.client.next_sn()
+        );
+        p.delivered.insert(sn);
+        if own == Some(i) && !p.forged {
+            let s = &p.submitted[sn as usize];
+            assert!(
+                (d.op, d.hash, d.read_len) == (s.op, s.hash, s.read_len),
+                "client {i}: sn {sn} delivered with other bytes than it submitted"
+            );
+            self.summary.bytes_checked += 1;
+        }
+    }
+
+    /// Property 13 for the read data client `i` returned for `sn`.
+    pub(super) fn check_read(&mut self, i: usize, sn: u64, data: &[u8]) {
+        let p = &mut self.peers[i];
+        let s = p
+            .submitted
+            .get(sn as usize)
+            .filter(|s| s.op == RequestOp::Read);
+        let Some(s) = s else {
+            panic!("client {i}: read data for sn {sn}, which is no read it submitted");
+        };
+        assert_eq!(
+            data.len(),
+            s.read_len as usize,
+            "client {i}: sn {sn} read data length"
+        );
+        assert!(
+            p.reads.insert(sn),
+            "client {i}: read data for sn {sn} twice"
+        );
+        self.summary.reads += 1;
+        if !p.tainted {
+            let mut expected = vec![0u8; data.len()];
+            answer(p.client.session(), sn, &s.request, &mut expected);
+            assert!(
+                data == expected,
+                "client {i}: sn {sn} read data is not what the server's application answered"
+            );
+        }
+    }
+
     pub(super) fn check(&mut self) {
         for (i, p) in self.peers.iter_mut().enumerate() {
             check_client(&p.client);
@@ -375,6 +528,11 @@ impl World {
                 None if p.client.is_terminal() => p.terminal = Some(state),
                 None => {}
             }
+            assert_eq!(
+                p.reads.len() as u64,
+                p.client.stats().reads_answered,
+                "client {i}: reads whose data was returned vs reads_answered"
+            );
             if !p.tainted {
                 let base = p.client.base_sn();
                 let delivered = p.delivered.range(..base).count() as u64;
@@ -409,7 +567,7 @@ impl World {
         assert_eq!(
             s.stats().delivered,
             self.delivered_events,
-            "server delivered count vs its Delivered events"
+            "server delivered count vs its deliveries"
         );
         assert_eq!(
             s.stats().tombs_forgotten,
@@ -451,7 +609,10 @@ pub(super) fn check_client(c: &Client) {
     assert!(s.disconnects <= s.connects, "{s:?}");
     assert!(s.rejects + s.protocol_errors <= s.disconnects, "{s:?}");
     assert!(s.server_restarts <= s.established, "{s:?}");
-    assert!(s.read_mismatches <= s.completions, "{s:?}");
+    assert!(
+        s.reads_answered + s.stray_read_data <= s.completions,
+        "every read's data comes with a completion: {s:?}"
+    );
     if !c.config().replay {
         assert_eq!(s.replayed, 0, "replay is off: {s:?}");
         assert_eq!(s.possible_duplicates, 0, "replay is off: {s:?}");

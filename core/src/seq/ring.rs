@@ -181,7 +181,7 @@ mod tests {
                     // Full only if the live bytes leave no room.
                     assert!(!live.is_empty() || len > 97, "refused into an empty ring");
                 }
-            } else if let Some(_) = live.pop_front() {
+            } else if live.pop_front().is_some() {
                 r.release_to(live.front().map_or(r.head(), |m| m.0));
             }
             for &(pos, len, tag) in &live {
