@@ -59,11 +59,16 @@ impl fmt::Display for DisconnectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DisconnectReason::PeerClosed => write!(f, "the peer closed the connection"),
-            DisconnectReason::PeerFailed => write!(f, "the peer failed (crashed, reset or unreachable)"),
+            DisconnectReason::PeerFailed => {
+                write!(f, "the peer failed (crashed, reset or unreachable)")
+            }
             DisconnectReason::ConnectFailed => write!(f, "the connection could not be established"),
             DisconnectReason::LocalClose => write!(f, "closed by this side"),
             DisconnectReason::SendFailed => {
-                write!(f, "the transport refused a frame; the connection was closed")
+                write!(
+                    f,
+                    "the transport refused a frame; the connection was closed"
+                )
             }
             DisconnectReason::Other(code) => write!(f, "transport status {code}"),
         }
