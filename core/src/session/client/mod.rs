@@ -956,14 +956,11 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     /// Queues an event; none is ever dropped (see
     /// [`poll_event`](Self::poll_event)).
     fn push_event(&mut self, event: ClientEvent) {
-        match event {
-            ClientEvent::Acked { upto } => {
-                if let Some(ClientEvent::Acked { upto: last }) = self.events.back_mut() {
-                    *last = upto;
-                    return;
-                }
-            }
-            _ => {}
+        if let (ClientEvent::Acked { upto }, Some(ClientEvent::Acked { upto: last })) =
+            (&event, self.events.back_mut())
+        {
+            *last = *upto;
+            return;
         }
         // A run of completions queues at most one Acked and a connection
         // cycle at most CYCLE_EVENTS, which a new attempt waits for: the

@@ -5,8 +5,8 @@ use core::ops::Range;
 use core::time::Duration;
 
 use super::super::backoff::Backoff;
-use crate::time::Instant;
 use crate::conn::DisconnectReason;
+use crate::time::Instant;
 use crate::wire::{RejectReason, WireError};
 
 /// What kind of message the application sends.
@@ -307,7 +307,10 @@ impl core::fmt::Display for DisconnectCause {
                 "no Welcome, or no ack progress, within the reply timeout"
             ),
             DisconnectCause::Rejected { reason, detail } => {
-                write!(f, "the server rejected the connection: {reason:?} (detail {detail})")
+                write!(
+                    f,
+                    "the server rejected the connection: {reason:?} (detail {detail})"
+                )
             }
             DisconnectCause::ServerBye => write!(f, "the server said Bye"),
             DisconnectCause::Protocol(e) => write!(f, "protocol error: {e}"),
