@@ -8,10 +8,13 @@
 //!    SSE 4.2 (`-C target-cpu=x86-64-v2` or newer, `-C target-cpu=native`,
 //!    or `-C target-feature=+sse4.2`), the `crc32` instruction in three
 //!    parallel streams ([`update`]). Works in `no_std`.
-//! 2. **Portable**: the `crc` crate's 16-bytes-per-step table
+//! 2. **The CPU's instruction, chosen at run time**: with the cargo feature
+//!    `std`, on x86_64 and aarch64 builds that path 1 does not cover, the
+//!    [`crc32c` crate](https://crates.io/crates/crc32c).
+//! 3. **Portable**: the `crc` crate's 16-bytes-per-step table
 //!    ([`portable`]), everywhere else.
 //!
-//! # Why a dependency, and this one
+//! # Why dependencies, and these
 //!
 //! This crate is `#![forbid(unsafe_code)]`, and the intrinsics cannot be
 //! reached without `unsafe` in it: `_mm_crc32_u64` is a safe function in
@@ -20,16 +23,30 @@
 //! says in so many words that a feature enabled for the whole build
 //! (`-C target-feature`) does not count. Somewhere up the chain, at the
 //! latest in `parse` and `emit`, an `unsafe` call would be needed. So the
-//! instruction comes through
-//! [`safe_arch`](https://crates.io/crates/safe_arch) 0.7 (`no_std`, no
-//! dependencies, Zlib OR Apache-2.0 OR MIT, one of the most used intrinsics
-//! crates), which wraps it safely. Its `crc32_u64` exists only when the
-//! build enables SSE 4.2, which is exactly when path 1 is compiled, so the
-//! choice costs nothing at run time. 0.7 because 1.x asks for Rust 1.89 and
-//! the workspace says 1.85. It has no aarch64 functions, and no maintained
-//! crate wraps the ARMv8 `crc32c*` instructions safely, so aarch64 builds
-//! take the portable path. `multiversion`-style macros are no way out: they
-//! expand to `unsafe` inside this crate.
+//! instruction comes through crates that wrap it safely:
+//!
+//! - Path 1: [`safe_arch`](https://crates.io/crates/safe_arch) 0.7
+//!   (`no_std`, no dependencies, Zlib OR Apache-2.0 OR MIT, one of the most
+//!   used intrinsics crates). Its `crc32_u64` exists only when the build
+//!   enables SSE 4.2, which is exactly when path 1 is compiled, so the
+//!   choice costs nothing at run time. 0.7 because 1.x asks for Rust 1.89
+//!   and the workspace says 1.85. It has no aarch64 functions, and no
+//!   maintained crate wraps the ARMv8 `crc32c*` instructions safely, so
+//!   aarch64 reaches them only through path 2.
+//! - Path 2: [`crc32c`](https://crates.io/crates/crc32c) 0.6 (MIT OR
+//!   Apache-2.0, maintained, widely used, no run-time dependencies; its
+//!   build script uses `rustc_version`). Its safe `crc32c(&[u8])` checks the
+//!   CPU with std's `is_x86_feature_detected!("sse4.2")` /
+//!   `is_aarch64_feature_detected!("crc")`, which cache the answer after the
+//!   first call (later calls cost one relaxed atomic load and a bit test),
+//!   and its x86_64 code interleaves three streams like path 1. It needs
+//!   `std`, hence the off-by-default feature; `iomsg-core`'s own source
+//!   stays free of `std` (`ci/check-no-std`).
+//! - Passed over: `crc-fast` (carry-less-multiply folding, faster on long
+//!   buffers, but a large general CRC library that needs Rust 1.89 and ships
+//!   a panic handler in its `no_std` defaults); `crc32c-hw` (compile time
+//!   only, untouched since 2018); `multiversion`-style macros (they expand
+//!   to `unsafe` inside this crate).
 //!
 //! # The hardware algorithm (path 1)
 //!
@@ -76,8 +93,27 @@ pub(crate) fn hardware(bytes: &[u8]) -> Option<u32> {
     Some(!update::<instruction::Crc32c>(!0, bytes))
 }
 
-/// `None`: this build does not enable the CPU's CRC32C instruction.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse4.2")))]
+/// CRC32C of `bytes` with the CPU's CRC32C instruction, chosen at run time
+/// by the `crc32c` crate (path 2 of the [module documentation](self)). On a
+/// CPU without the instruction that crate falls back to its own table, so
+/// the value is then still an independent check of [`portable`].
+#[cfg(all(
+    feature = "std",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(all(target_arch = "x86_64", target_feature = "sse4.2"))
+))]
+#[inline]
+pub(crate) fn hardware(bytes: &[u8]) -> Option<u32> {
+    Some(::crc32c::crc32c(bytes))
+}
+
+/// `None`: this build has no path to the CPU's CRC32C instruction (neither
+/// enabled at compile time nor, with the `std` feature, detectable at run
+/// time on this architecture).
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_feature = "sse4.2"),
+    all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64"))
+)))]
 #[inline]
 pub(crate) fn hardware(_bytes: &[u8]) -> Option<u32> {
     None
@@ -371,8 +407,11 @@ mod tests {
 
     #[test]
     #[cfg_attr(
-        not(all(target_arch = "x86_64", target_feature = "sse4.2")),
-        ignore = "no hardware path in this build: run with \
+        not(any(
+            all(target_arch = "x86_64", target_feature = "sse4.2"),
+            all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64"))
+        )),
+        ignore = "no hardware path in this build: run with --features std or \
                   RUSTFLAGS='-C target-feature=+sse4.2'"
     )]
     fn hardware_matches_portable_at_every_length_and_misalignment() {
