@@ -60,7 +60,7 @@
 //! byte-indexed lookups in a [`Shift`] table that `const fn`s compute at
 //! compile time. Stripes of 1024, 256 and 64 bytes cover long inputs; what is
 //! left goes 8, 4 and 1 bytes at a time. The same [`update`] runs on a
-//! software [`Step`] in the tests, so the striping and
+//! software [`Step`] in the tests and the fuzz target, so the striping and
 //! combining are checked in every build, not only in one with the
 //! instruction.
 
@@ -121,8 +121,8 @@ pub(crate) fn hardware(_bytes: &[u8]) -> Option<u32> {
 
 /// The striped algorithm of [`update`] on the software [`Step`]
 /// ([`ByteTable`]): the same stripes, combines and tails as the hardware
-/// path, so the tests check them in a build without the instruction.
-#[cfg(test)]
+/// path, so tests and fuzzing check them in a build without the instruction.
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn striped_software(bytes: &[u8]) -> u32 {
     !update::<ByteTable>(!0, bytes)
 }
@@ -159,10 +159,10 @@ mod instruction {
 
 /// The software [`Step`]: one lookup in a 256-entry table per byte. Slow,
 /// but independent of both the instruction and the `crc` crate.
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 struct ByteTable;
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 impl ByteTable {
     const TABLE: [u32; 256] = {
         let mut table = [0; 256];
@@ -175,7 +175,7 @@ impl ByteTable {
     };
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 impl Step for ByteTable {
     fn u64(crc: u32, v: u64) -> u32 {
         v.to_le_bytes().iter().fold(crc, |crc, &b| Self::u8(crc, b))
@@ -193,7 +193,11 @@ impl Step for ByteTable {
 /// [module documentation](self)). `crc32c(b) == !update(!0, b)`, and
 /// `update(update(r, a), b) == update(r, a ‖ b)`.
 #[cfg_attr(
-    not(any(test, all(target_arch = "x86_64", target_feature = "sse4.2"))),
+    not(any(
+        test,
+        feature = "fuzzing",
+        all(target_arch = "x86_64", target_feature = "sse4.2")
+    )),
     expect(dead_code, reason = "only the hardware path and the tests stripe")
 )]
 #[inline]
