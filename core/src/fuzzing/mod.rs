@@ -5,6 +5,7 @@
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 #![allow(missing_docs)]
 
+pub mod crc;
 pub mod seq;
 pub mod session;
 mod session_checks;
@@ -62,5 +63,10 @@ mod tests {
     #[test]
     fn session_seeds_replay_clean() {
         replay("session", super::session::session);
+    }
+
+    #[test]
+    fn crc32c_seeds_replay_clean() {
+        replay("crc32c", super::crc::crc32c);
     }
 }

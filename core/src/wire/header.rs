@@ -1,5 +1,6 @@
 //! The byte layouts: the header and the fixed control-op bodies, as zerocopy
-//! structs of unaligned little-endian fields, plus the CRC32C helpers.
+//! structs of unaligned little-endian fields; the CRC32C itself is in
+//! [`super::crc32c`].
 //!
 //! Every struct here has alignment 1 and no padding, so converting between it
 //! and a byte array of its size is infallible and checked at compile time.
@@ -28,14 +29,7 @@ pub(super) const REJECT_BODY_LEN: usize = 16;
 /// Offset of `header_crc`: the header CRC covers the bytes before it.
 pub(super) const HEADER_CRC_OFFSET: usize = 44;
 
-/// CRC32C (Castagnoli, as in iSCSI), table-driven.
-static CRC32C: crc::Crc<u32, crc::Table<16>> =
-    crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
-
-/// CRC32C of `bytes`.
-pub(super) fn crc32c(bytes: &[u8]) -> u32 {
-    CRC32C.checksum(bytes)
-}
+pub(super) use super::crc32c::crc32c;
 
 /// The fixed 48-byte frame header.
 #[derive(Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]

@@ -55,6 +55,7 @@
 
 use core::fmt;
 
+pub(crate) mod crc32c;
 mod emit;
 mod error;
 #[cfg(test)]
