@@ -9,7 +9,7 @@ use iomsg_core::session::{ClientEvent, DisconnectCause, ServerEvent};
 use iomsg_core::transport::ConnId;
 use iomsg_core::wire::Op;
 use iomsg_core::workload;
-use iomsg_loopback::sim::truth::{ClientSpec, FrameInfo, Owner, Truth};
+use iomsg_loopback::sim::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use iomsg_loopback::sim::{
     CrashPlan, Invariant, KillEvent, KillOn, Scenario, StrayPeer, Verdict, Workload,
 };
@@ -80,19 +80,25 @@ fn carry_and_deliver(t: &mut Truth, conn: u32, gen: u32, sn: u64, epoch: u32) {
         gen,
         Some(&data(sn, epoch)),
     );
-    t.delivered(
-        gen,
-        0,
-        Owner::Client(0),
-        Some(ConnId::new(conn, 0)),
-        S,
+    let taken = Taken {
+        session: S,
         sn,
-        sn,
-    );
+        hash: sn,
+    };
+    t.delivered(gen, 0, Owner::Client(0), Some(ConnId::new(conn, 0)), taken);
 }
 
 fn acked(t: &mut Truth, upto: u64) {
     t.client_event(0, &ClientEvent::Acked { upto });
+}
+
+/// Session `S`'s `sn`, with bytes of hash `hash`.
+fn taken(sn: u64, hash: u64) -> Taken {
+    Taken {
+        session: S,
+        sn,
+        hash,
+    }
 }
 
 fn verdict(t: &Truth) -> Verdict {
@@ -187,7 +193,7 @@ fn acked_from_others_frames_fails_when_a_shared_session_steals_the_ack() {
     t.submitted(1, 0, 0);
     // Client 1's sn 0 is delivered; client 0's never is, yet it is acked.
     t.carried(Owner::Client(1), ConnId::new(7, 0), 1, Some(&data(0, 1)));
-    t.delivered(1, 0, Owner::Client(1), Some(ConnId::new(7, 0)), S, 0, 0);
+    t.delivered(1, 0, Owner::Client(1), Some(ConnId::new(7, 0)), taken(0, 0));
     acked(&mut t, 1);
     let v = verdict(&t);
     only(&v, Invariant::AckedFromOthersFrames);
@@ -202,8 +208,8 @@ fn delivered_twice_by_one_instance_fails() {
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
     // Also when the first delivery came from another peer's frame.
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Stray, Some(ConnId::new(9, 0)), S, 0, 0);
-    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 0, 0);
+    t.delivered(1, 0, Owner::Stray, Some(ConnId::new(9, 0)), taken(0, 0));
+    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), taken(0, 0));
     only(&verdict(&t), Invariant::DeliveredTwiceByOneInstance);
 }
 
@@ -359,7 +365,13 @@ fn corrupt_data_is_counted_not_failed_where_no_crc_covered_it() {
     carry_and_deliver(&mut t, 1, 1, 0, 1);
     // sn 1's bytes differ from what the client submitted.
     t.carried(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(1, 1)));
-    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 1, 99);
+    t.delivered(
+        1,
+        0,
+        Owner::Client(0),
+        Some(ConnId::new(1, 0)),
+        taken(1, 99),
+    );
     t.read_answered(0, 0, workload::Check::Corrupt { len: 8 });
     let v = verdict(&t);
     assert_eq!(v.corrupt, 2);
@@ -371,7 +383,13 @@ fn corrupt_data_is_counted_not_failed_where_no_crc_covered_it() {
 fn payload_mismatch_fails_where_a_crc_would_have_caught_corruption() {
     let mut t = truth(1, true);
     t.carried(Owner::Client(0), ConnId::new(1, 0), 1, Some(&data(0, 1)));
-    t.delivered(1, 0, Owner::Client(0), Some(ConnId::new(1, 0)), S, 0, 12345);
+    t.delivered(
+        1,
+        0,
+        Owner::Client(0),
+        Some(ConnId::new(1, 0)),
+        taken(0, 12345),
+    );
     only(&verdict(&t), Invariant::PayloadMismatch);
 }
 
@@ -391,7 +409,7 @@ fn client_events_lost_fails_for_dropped_events_and_unexplained_releases() {
 #[test]
 fn untraced_delivery_fails_when_no_received_frame_carried_it() {
     let mut t = truth(1, true);
-    t.delivered(1, 0, Owner::Unknown, None, S, 0, 0);
+    t.delivered(1, 0, Owner::Unknown, None, taken(0, 0));
     only(&verdict(&t), Invariant::UntracedDelivery);
 }
 

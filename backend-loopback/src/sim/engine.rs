@@ -19,7 +19,7 @@ use super::scenario::{
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
-use super::truth::{ClientSpec, FrameInfo, Owner, Truth};
+use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
 use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
@@ -565,15 +565,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                 hash,
                             } => {
                                 let owner = rec.rx[k].owner(Some(conn));
-                                rec.truth.delivered(
-                                    generation,
-                                    addr,
-                                    owner,
-                                    Some(conn),
-                                    session,
-                                    sn,
-                                    hash,
-                                );
+                                let taken = Taken { session, sn, hash };
+                                rec.truth
+                                    .delivered(generation, addr, owner, Some(conn), taken);
                                 Some(KillEvent::Delivered)
                             }
                             Notice::Event(e) => {

@@ -126,6 +126,18 @@ pub struct ClientSpec {
     pub replay: bool,
 }
 
+/// What a server application was handed: a session's sn and
+/// [`workload::hash`] of its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The session.
+    pub session: u64,
+    /// The sn.
+    pub sn: u64,
+    /// The hash of its bytes (a read's: of its request).
+    pub hash: u64,
+}
+
 /// What the sim's workload checker found, apart from the protocol.
 const CORRUPT_FOUND: &str = "bytes differ from what the client submitted";
 
@@ -520,8 +532,8 @@ impl Truth {
         c.drops.retain(|d| d.epoch != epoch);
     }
 
-    /// Server instance `generation` (at address `server`) delivered
-    /// `(session, sn)` from a frame that `owner`'s connection `conn`
+    /// Server instance `generation` (at address `server`) handed `taken`
+    /// to its application from a frame that `owner`'s connection `conn`
     /// carried (`None`: no frame the server received carried it).
     pub fn delivered(
         &mut self,
@@ -529,10 +541,9 @@ impl Truth {
         server: u16,
         owner: Owner,
         conn: Option<ConnId>,
-        session: u64,
-        sn: u64,
-        hash: u64,
+        taken: Taken,
     ) {
+        let Taken { session, sn, hash } = taken;
         let i = match owner {
             Owner::Client(i) if self.clients[i].spec.session == session => i,
             Owner::Stray => {
