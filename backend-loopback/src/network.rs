@@ -205,6 +205,8 @@ pub struct Network {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AddrInUse(pub Addr);
 
+impl std::error::Error for AddrInUse {}
+
 impl core::fmt::Display for AddrInUse {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
@@ -622,7 +624,13 @@ impl Inner {
         self.free_endpoints.push(ep);
     }
 
-    fn poll(&mut self, ep: EpId, now: Instant) -> Option<Event<Vec<u8>>> {
+    /// The next event of endpoint `ep`; a frame is handed to `lend`.
+    fn poll<R>(
+        &mut self,
+        ep: EpId,
+        now: Instant,
+        lend: impl FnOnce(Vec<u8>) -> R,
+    ) -> Option<Event<R>> {
         self.advance(now);
         loop {
             let front = self.endpoints.get(ep)?.inbox.peek()?;
@@ -666,7 +674,10 @@ impl Inner {
                             frame: &b,
                         });
                     }
-                    return Some(Event::Received { conn, frame: b });
+                    return Some(Event::Received {
+                        conn,
+                        frame: lend(b),
+                    });
                 }
                 Kind::Connected => return Some(Event::Connected { conn }),
                 Kind::Accepted => {
@@ -854,15 +865,8 @@ impl Network {
     }
 
     fn poll_endpoint(&self, now: Instant, ep: EpId) -> Option<Event<LoopRx<'_>>> {
-        let event = self.at(now, |n| n.poll(ep, now))?;
-        Some(match event {
-            Event::Received { conn, frame } => Event::Received {
-                conn,
-                frame: LoopRx { net: self, frame },
-            },
-            Event::Connected { conn } => Event::Connected { conn },
-            Event::Accepted { conn } => Event::Accepted { conn },
-            Event::Disconnected { conn, reason } => Event::Disconnected { conn, reason },
+        self.at(now, |n| {
+            n.poll(ep, now, |frame| LoopRx { net: self, frame })
         })
     }
 }

@@ -145,6 +145,11 @@ fn field_repro_without_replay_loses_exactly_the_in_flight_sns_and_names_them() {
         .all(|l| l.class == LossClass::InFlightAtDisconnect
             && l.reported == Some(LossClass::InFlightAtDisconnect)));
     assert_eq!(r.duplicates_after_restart, 0, "nothing is sent twice");
+    // The per-session report (core's SessionLoss) adds up to the truth.
+    let in_flight: u64 = r.sessions.values().map(|l| l.in_flight).sum();
+    let live: u64 = r.sessions.values().map(|l| l.live).sum();
+    assert_eq!((in_flight, live), (r.truth_lost, 0));
+    assert!(r.sessions.len() <= 2 && !r.sessions.is_empty(), "{r}");
 }
 
 #[test]

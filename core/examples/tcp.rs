@@ -25,7 +25,6 @@
 //! Exit status: 0 on success, 1 on failure, 2 on bad arguments.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::fs::{File, OpenOptions};
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::io::{self, BufWriter, ErrorKind, Read, Stdout, Write};
@@ -214,7 +213,7 @@ struct TcpTransport<R> {
     /// Each slot's generation: a reused slot gets a new `ConnId`.
     generations: Vec<u32>,
     /// Connected / accepted / disconnected, waiting to be reported.
-    notices: VecDeque<Event<Infallible>>,
+    notices: VecDeque<Notice>,
     /// Where the next search for a received frame starts (fairness).
     cursor: usize,
     /// Closed connections whose last frames (a `Bye`) still go out at the
@@ -245,13 +244,28 @@ impl RxToken for TcpRx<'_> {
     }
 }
 
-/// An event without a frame as any event.
-fn lift<Rx>(event: Event<Infallible>) -> Event<Rx> {
-    match event {
-        Event::Connected { conn } => Event::Connected { conn },
-        Event::Accepted { conn } => Event::Accepted { conn },
-        Event::Disconnected { conn, reason } => Event::Disconnected { conn, reason },
-        Event::Received { frame, .. } => match frame {},
+/// An event without a frame, queued until the driver polls.
+#[derive(Clone, Copy, Debug)]
+enum Notice {
+    Connected(ConnId),
+    Accepted(ConnId),
+    Disconnected(ConnId, DisconnectReason),
+}
+
+impl Notice {
+    fn conn(self) -> ConnId {
+        match self {
+            Notice::Connected(c) | Notice::Accepted(c) | Notice::Disconnected(c, _) => c,
+        }
+    }
+}
+
+/// A notice as the trait's event.
+fn lift<Rx>(notice: Notice) -> Event<Rx> {
+    match notice {
+        Notice::Connected(conn) => Event::Connected { conn },
+        Notice::Accepted(conn) => Event::Accepted { conn },
+        Notice::Disconnected(conn, reason) => Event::Disconnected { conn, reason },
     }
 }
 
@@ -307,7 +321,7 @@ impl<R: Role> TcpTransport<R> {
         loop {
             match self.role.accept() {
                 Ok(Some(stream)) => match self.insert(stream) {
-                    Ok(conn) => self.notices.push_back(Event::Accepted { conn }),
+                    Ok(conn) => self.notices.push_back(Notice::Accepted(conn)),
                     Err(e) => eprintln!("tcp: cannot set up an accepted connection: {e}"),
                 },
                 Ok(None) => return,
@@ -340,7 +354,7 @@ impl<R: Role> TcpTransport<R> {
         };
         let conn = conn.id;
         self.slots[slot] = None;
-        self.notices.push_back(Event::Disconnected { conn, reason });
+        self.notices.push_back(Notice::Disconnected(conn, reason));
         None
     }
 }
@@ -414,12 +428,7 @@ impl<R: Role> Transport for TcpTransport<R> {
 
     fn close(&mut self, _now: Instant, conn: ConnId) {
         // No event is reported for it afterwards, not even a queued one.
-        self.notices.retain(|event| match event {
-            Event::Connected { conn: c }
-            | Event::Accepted { conn: c }
-            | Event::Disconnected { conn: c, .. } => *c != conn,
-            Event::Received { frame, .. } => match *frame {},
-        });
+        self.notices.retain(|notice| notice.conn() != conn);
         if self.conn_mut(conn).is_none() {
             return;
         }
@@ -439,7 +448,7 @@ impl Connector for TcpTransport<Dial> {
             .and_then(|stream| self.insert(stream));
         match outcome {
             Ok(conn) => {
-                self.notices.push_back(Event::Connected { conn });
+                self.notices.push_back(Notice::Connected(conn));
                 Ok(conn)
             }
             Err(e) => {

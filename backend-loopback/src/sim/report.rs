@@ -8,6 +8,7 @@ use core::ops::Range;
 use core::time::Duration;
 use std::collections::BTreeMap;
 
+use iomsg_core::loss::SessionLoss;
 use iomsg_core::session::{ClientSession, ServerStats};
 use iomsg_core::wire::RejectReason;
 use iomsg_core::Instant;
@@ -18,30 +19,7 @@ use super::Scenario;
 use crate::fault::FaultCounts;
 use crate::network::NetworkCounts;
 
-/// Why an sn was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LossClass {
-    /// Unacknowledged when its connection broke, and not replayed.
-    InFlightAtDisconnect,
-    /// Lost on a connection that stayed up: a transport bug.
-    LiveConnection,
-}
-
-impl LossClass {
-    /// Its name in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            LossClass::InFlightAtDisconnect => "in flight at disconnect",
-            LossClass::LiveConnection => "on a live connection",
-        }
-    }
-}
-
-impl fmt::Display for LossClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use iomsg_core::loss::LossClass;
 
 /// A run of lost sns of one client: never delivered from its frames, and
 /// no longer pending.
@@ -186,6 +164,9 @@ pub struct Report {
     pub lost: Vec<LostRange>,
     /// All lost ranges, listed or not.
     pub lost_ranges: u64,
+    /// Each session with losses, and its losses by class (the core's
+    /// `SessionLoss`), from the ground truth.
+    pub sessions: BTreeMap<u64, SessionLoss>,
     /// Handshakes completed after each client's first.
     pub reconnects: u64,
     /// Clients that gave up.
@@ -253,6 +234,7 @@ impl Report {
             pending: 0,
             lost: Vec::new(),
             lost_ranges: 0,
+            sessions: BTreeMap::new(),
             reconnects: 0,
             failed_clients: 0,
             corrupt: 0,
@@ -346,6 +328,7 @@ impl Report {
         self.pending = v.pending;
         self.lost = v.lost;
         self.lost_ranges = v.lost_ranges;
+        self.sessions = v.sessions;
         self.reconnects = v.reconnects;
         self.failed_clients = v.failed_clients;
         self.corrupt = v.corrupt;
@@ -472,6 +455,9 @@ impl fmt::Display for Report {
                 self.network.discarded, self.network.to_dead_endpoint
             ),
         )?;
+        for (session, loss) in self.sessions.iter().take(20) {
+            writeln!(f, "  session {session:#018x}: {loss}")?;
+        }
         for r in self.lost.iter().take(20) {
             writeln!(f, "  {}", lost_line(r))?;
         }

@@ -132,7 +132,7 @@ impl<const S: usize, const C: usize, const W: usize> SimServer for Driver<S, C, 
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, &mut app));
                     }
                     Some(Event::Disconnected { conn, .. }) => core.handle_disconnected(conn),
-                    Some(Event::Connected { .. }) => {}
+                    Some(_) => {}
                 }
                 round = true;
                 if !app.stop && self.core.close_pending() {

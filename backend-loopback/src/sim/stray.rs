@@ -138,6 +138,7 @@ impl Stray {
                 Some(Event::Connected { conn }) => Event::Connected { conn },
                 Some(Event::Accepted { conn }) => Event::Accepted { conn },
                 Some(Event::Disconnected { conn, reason }) => Event::Disconnected { conn, reason },
+                Some(_) => continue,
             };
             progress = true;
             match e {

@@ -76,6 +76,7 @@ pub trait RxToken {
 
 /// What a backend reports when polled.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Event<Rx> {
     /// Client side: a connection from [`Connector::connect`] is up.
     Connected {

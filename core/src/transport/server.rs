@@ -91,7 +91,7 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, app));
                     }
                     Some(Event::Disconnected { conn, .. }) => core.handle_disconnected(conn),
-                    Some(Event::Connected { .. }) => {}
+                    Some(_) => {}
                 }
                 progress = true;
                 if self.core.close_pending() {

@@ -1,6 +1,10 @@
 //! The verdict: every client's records compared, sn by sn.
 
 use super::super::check::Invariant;
+use std::collections::BTreeMap;
+
+use iomsg_core::loss::SessionLoss;
+
 use super::super::report::{LossClass, LostRange};
 use super::*;
 
@@ -258,10 +262,17 @@ pub struct Verdict {
     pub lost: Vec<LostRange>,
     /// All lost ranges, listed or not.
     pub lost_ranges: u64,
+    /// Each session's losses as the ground truth classes them: every lost
+    /// sn counted (the core's per-session report).
+    pub sessions: BTreeMap<u64, SessionLoss>,
 }
 
 impl Verdict {
     fn push_lost(&mut self, r: LostRange) {
+        self.sessions
+            .entry(r.session)
+            .or_default()
+            .record(r.class, r.range.clone());
         self.lost_ranges += 1;
         if self.lost.len() < MAX_LISTED_LOST {
             self.lost.push(r);
