@@ -1,5 +1,7 @@
 //! The server driver: a [`ServerCore`] over a listener.
 
+use core::borrow::BorrowMut;
+
 use crate::session::{ServerConfig, ServerCore, ServerHandler};
 use crate::time::Instant;
 use crate::transport::{
@@ -8,30 +10,53 @@ use crate::transport::{
 
 /// Runs a [`ServerCore`] over a [`Listener`]: accepts, hands messages to
 /// the application, answers, acks.
+///
+/// The core is held as `C`: by value (the default, from
+/// [`new`](Server::new)), or wherever the application keeps it — a
+/// `&'static mut` from a `static`, a `Box` — through
+/// [`with_core`](Server::with_core), so that a large core need never be
+/// built on the stack.
 pub struct Server<
     T: Listener,
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
     const WORDS: usize = 33,
+    C = ServerCore<SESSIONS, CONNS, WORDS>,
 > {
     transport: T,
-    core: ServerCore<SESSIONS, CONNS, WORDS>,
+    core: C,
     send_errors: u64,
 }
 
 impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
     Server<T, SESSIONS, CONNS, WORDS>
 {
-    /// A server over `transport`.
+    /// A server over `transport`, its core built by value.
     ///
     /// # Errors
     ///
     /// [`DriverError`] if the transport cannot carry the protocol.
     pub fn new(transport: T, config: ServerConfig) -> Result<Self, DriverError> {
+        Server::with_core(transport, ServerCore::new(config))
+    }
+}
+
+impl<T, const SESSIONS: usize, const CONNS: usize, const WORDS: usize, C>
+    Server<T, SESSIONS, CONNS, WORDS, C>
+where
+    T: Listener,
+    C: BorrowMut<ServerCore<SESSIONS, CONNS, WORDS>>,
+{
+    /// A server over `transport` with the core the application keeps
+    /// (a fresh one, or one [`reset`](ServerCore::reset) for this instance).
+    ///
+    /// # Errors
+    ///
+    /// [`DriverError`] if the transport cannot carry the protocol.
+    pub fn with_core(transport: T, mut core: C) -> Result<Self, DriverError> {
         let caps = transport.capabilities();
         check(caps)?;
-        let mut core = ServerCore::new(config);
-        core.set_transport_limit(caps.max_payload());
+        core.borrow_mut().set_transport_limit(caps.max_payload());
         Ok(Server {
             transport,
             core,
@@ -41,7 +66,12 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
 
     /// The session table and counters.
     pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, WORDS> {
-        &self.core
+        self.core.borrow()
+    }
+
+    /// Takes the driver apart.
+    pub fn into_parts(self) -> (T, C) {
+        (self.transport, self.core)
     }
     /// The transport.
     pub fn transport(&self) -> &T {
@@ -60,13 +90,13 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
     /// When `poll` must run next if nothing arrives before.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.core.poll_timeout()
+        self.core().poll_timeout()
     }
 
     /// The readiness hook: whether the application may sleep now (until
     /// [`poll_timeout`](Self::poll_timeout) at the latest).
     pub fn arm(&mut self, now: Instant) -> Readiness {
-        if self.core.pending_replies() > 0 || self.poll_timeout().is_some_and(|t| t <= now) {
+        if self.core().pending_replies() > 0 || self.poll_timeout().is_some_and(|t| t <= now) {
             return Readiness::Pending;
         }
         self.transport.arm()
@@ -80,8 +110,8 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
         loop {
             let mut progress = false;
             // Take frames only while their replies have room; send first.
-            while self.core.can_receive() {
-                let core = &mut self.core;
+            while self.core.borrow_mut().can_receive() {
+                let core = self.core.borrow_mut();
                 match self.transport.poll(now) {
                     None => break,
                     Some(Event::Accepted { conn }) => {
@@ -94,14 +124,19 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
                     Some(_) => {}
                 }
                 progress = true;
-                if self.core.close_pending() {
+                if self.core.borrow_mut().close_pending() {
                     // A rejected connection: say why and close it before
                     // the transport hands over anything more it carried.
                     self.transmit(now, app);
                 }
             }
-            if self.core.poll_timeout().is_some_and(|t| t <= now) {
-                self.core.handle_timeout(now, app);
+            if self
+                .core
+                .borrow_mut()
+                .poll_timeout()
+                .is_some_and(|t| t <= now)
+            {
+                self.core.borrow_mut().handle_timeout(now, app);
                 progress = true;
             }
             progress |= self.transmit(now, app);
@@ -115,17 +150,17 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
         loop {
-            if let Some(conn) = self.core.poll_close() {
+            if let Some(conn) = self.core.borrow_mut().poll_close() {
                 self.transport.close(now, conn);
                 progress = true;
                 continue;
             }
-            let Some(t) = self.core.poll_transmit() else {
+            let Some(t) = self.core.borrow_mut().poll_transmit() else {
                 return progress;
             };
             let e = match self.transport.transmit(now, t.conn, t.len()) {
                 Ok(token) => {
-                    let core = &mut self.core;
+                    let core = self.core.borrow_mut();
                     token.consume(|buf| core.write_transmit(t, buf, app));
                     progress = true;
                     continue;
@@ -139,7 +174,7 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
                     // This connection can take nothing more: close it; its
                     // client resends what was not acknowledged.
                     self.send_errors += 1;
-                    self.core.discard_transmit(t);
+                    self.core.borrow_mut().discard_transmit(t);
                     self.transport.close(now, t.conn);
                     progress = true;
                 }

@@ -802,3 +802,5 @@ fn events_of_an_older_generation_of_a_reused_slot_are_ignored_by_the_client() {
     };
     assert!(p.log.events().any(|e| *e == ended));
 }
+
+mod core_storage;

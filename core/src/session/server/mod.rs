@@ -168,7 +168,13 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     pub const WINDOW: u64 = RecvTracker::<WORDS>::WINDOW;
 
     /// An empty server.
-    pub fn new(config: ServerConfig) -> Self {
+    ///
+    /// `const`: with the default capacities a `ServerCore` is about 56 KB,
+    /// so rather than build it on a small stack, put it in a `static`
+    /// (evaluated at compile time) or reuse one with
+    /// [`reset`](Self::reset), and hand the driver a reference to it
+    /// ([`Server::with_core`](crate::transport::Server::with_core)).
+    pub const fn new(config: ServerConfig) -> Self {
         ServerCore {
             config,
             sessions: FnvIndexMap::new(),
@@ -178,8 +184,24 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             created: 0,
             next_ack_due: None,
             transport_limit: MAX_DATA_LEN as usize,
-            stats: ServerStats::default(),
+            stats: ServerStats::ZERO,
         }
+    }
+
+    /// Empties the core in place for a new server instance with `config`
+    /// (a new `instance` id): every session, tombstone, connection and
+    /// counter is gone, as after a restart; what the transport carries
+    /// stays. Nothing is built on the stack.
+    pub fn reset(&mut self, config: ServerConfig) {
+        self.config = config;
+        self.sessions.clear();
+        self.tombs.clear();
+        self.conns.clear();
+        self.replies.clear();
+        self.created = 0;
+        self.next_ack_due = None;
+        // The transport's limit stays: the driver set it for its backend.
+        self.stats = ServerStats::ZERO;
     }
 
     /// The configuration.

@@ -37,7 +37,7 @@ impl ServerConfig {
     /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC,
     /// the tracker's whole window and the whole session table, reads up to
     /// the wire's 1 MiB.
-    pub fn new(instance: u64) -> ServerConfig {
+    pub const fn new(instance: u64) -> ServerConfig {
         ServerConfig {
             instance,
             ack_every: 32,
@@ -270,6 +270,32 @@ pub struct ServerStats {
 }
 
 impl ServerStats {
+    /// All counters zero (`Default`, usable in `const` context).
+    pub const ZERO: ServerStats = ServerStats {
+        frames: 0,
+        delivered: 0,
+        duplicates: 0,
+        stale: 0,
+        live_gap_sns: 0,
+        recovered: 0,
+        lost_live: 0,
+        lost_in_flight: 0,
+        frames_sent: 0,
+        replies_discarded: 0,
+        after_close: 0,
+        resumed: 0,
+        opened: 0,
+        evicted: 0,
+        revived: 0,
+        tombs_forgotten: 0,
+        superseded: 0,
+        probes: 0,
+        completions: 0,
+        acks: 0,
+        rejects: [0; 16],
+        last_wire_error: None,
+    };
+
     /// Rejections for one reason.
     pub fn rejects(&self, reason: RejectReason) -> u64 {
         self.rejects
