@@ -517,8 +517,9 @@ impl Inner {
         id
     }
 
-    /// Whether `uid` may send on `id` now.
-    fn may_send(&self, uid: EndpointId, id: ConnId) -> Result<(), SendError> {
+    /// Whether `uid` may send on `id` now, and if so whether towards the
+    /// server.
+    fn may_send(&self, uid: EndpointId, id: ConnId) -> Result<bool, SendError> {
         let Some(c) = self.conns.get(&id) else {
             return Err(SendError::NotConnected);
         };
@@ -534,26 +535,16 @@ impl Inner {
         if done {
             return Err(SendError::NotConnected);
         }
-        Ok(())
+        Ok(to_server)
     }
 
     fn send(&mut self, uid: EndpointId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let Some(c) = self.conns.get(&id) else {
-            return Err(SendError::NotConnected);
-        };
-        let to_server = c.client_uid == uid;
-        if !to_server && c.server_uid != uid {
-            return Err(SendError::NotConnected);
-        }
-        let done = if to_server {
-            c.client_done
-        } else {
-            c.server_done
-        };
-        if done {
-            return Err(SendError::NotConnected);
-        }
-        if c.state != ConnState::Open {
+        let to_server = self.may_send(uid, id)?;
+        if self
+            .conns
+            .get(&id)
+            .is_none_or(|c| c.state != ConnState::Open)
+        {
             // Broken, and this side has not heard yet: the send "completes"
             // locally and the frame is lost. Local completion is not delivery.
             self.counts.discarded += 1;
