@@ -442,11 +442,7 @@ impl fmt::Display for Report {
             "faults: corrupt/delay/disconnect",
             &format_args!("{}/{}/{}", fc.corrupted, fc.delayed, fc.disconnects),
         )?;
-        row(
-            f,
-            "faults: held frames lost with their connection",
-            &fc.held_lost,
-        )?;
+        row(f, "faults: held frames lost", &fc.held_lost)?;
         row(
             f,
             "network: discarded/to dead endpoint",

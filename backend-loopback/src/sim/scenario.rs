@@ -10,7 +10,7 @@ use iomsg_core::wire::HEADER_LEN;
 
 use crate::fault::FaultConfig;
 
-/// Frame buffer of the simulation's drivers (the core's default `MTU`).
+/// The largest frame the simulation's workloads use (header and payload).
 pub const MTU: usize = 4160;
 /// Largest write payload (and read length) the simulation's frames carry.
 pub const MAX_SIZE: u32 = (MTU - HEADER_LEN) as u32;

@@ -152,9 +152,9 @@ struct ConnTrack {
     /// A server bound it to its session (`SessionOpened`): from then on
     /// the server judges its frames.
     hello: bool,
-    /// Jumps seen before that: judged once it happens (frames wait in the
-    /// server's backlog until then, and are dropped unjudged with a
-    /// connection whose `Hello` never arrives or is refused).
+    /// Jumps seen before that: judged once it happens. (A data frame
+    /// before its connection's `Hello` makes the server refuse the
+    /// connection, `NotBound`: such jumps stay unjudged with it.)
     unjudged: Vec<(Range<u64>, u32)>,
 }
 
@@ -485,8 +485,8 @@ impl Truth {
     }
 
     /// The server at `server` bound connection `conn` to `session`: the
-    /// jumps its frames made before are judged now (the server processes
-    /// its backlog), and later ones as they come. The client that owns the
+    /// jumps its frames made before are judged now, and later ones as
+    /// they come. The client that owns the
     /// connection owns the session there now: the server's claims about
     /// the session are about its sns.
     pub fn conn_bound(&mut self, server: u16, session: u64, conn: ConnId) {

@@ -126,7 +126,8 @@ pub struct ClientConfig {
     /// off, they are given up and reported as not replayed.
     pub replay: bool,
     /// Send new frames right after the `Hello`, before the `Welcome`, when
-    /// nothing is unacknowledged (they wait in the server's backlog).
+    /// nothing is unacknowledged (the server takes them in order after the
+    /// `Hello`).
     pub eager: bool,
     /// Ask for payload CRCs on every frame.
     pub validate: bool,
