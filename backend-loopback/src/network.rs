@@ -711,21 +711,6 @@ pub struct ServerPort {
 }
 
 impl ServerPort {
-    /// Sends a frame built elsewhere (a copy into a lent buffer).
-    ///
-    /// # Errors
-    ///
-    /// As [`Transport::transmit`].
-    pub fn send_frame(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        frame: &[u8],
-    ) -> Result<(), SendError> {
-        let token = self.transmit(now, conn, frame.len())?;
-        token.consume(|buf| buf.copy_from_slice(frame));
-        Ok(())
-    }
     /// The address it listens on.
     pub fn addr(&self) -> Addr {
         self.addr
@@ -737,22 +722,6 @@ impl ServerPort {
 }
 
 impl ClientPort {
-    /// Sends a frame built elsewhere (a copy into a lent buffer): for
-    /// peers that speak raw frames, such as the simulation's stray peer.
-    ///
-    /// # Errors
-    ///
-    /// As [`Transport::transmit`].
-    pub fn send_frame(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        frame: &[u8],
-    ) -> Result<(), SendError> {
-        let token = self.transmit(now, conn, frame.len())?;
-        token.consume(|buf| buf.copy_from_slice(frame));
-        Ok(())
-    }
     /// The server address it connects to.
     pub fn server(&self) -> Addr {
         self.server
@@ -869,55 +838,62 @@ const CAPABILITIES: Capabilities = Capabilities {
     in_order: true,
 };
 
-impl Transport for ClientPort {
-    type TxToken<'a> = LoopTx<'a>;
-    type RxToken<'a> = LoopRx<'a>;
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-    fn transmit(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        len: usize,
-    ) -> Result<LoopTx<'_>, SendError> {
-        self.net.lend(now, self.uid, conn, len)
-    }
-    fn close(&mut self, now: Instant, conn: ConnId) {
-        self.net.at(now, |n| n.close(self.uid, conn));
-    }
-    fn poll(&mut self, now: Instant) -> Option<Event<LoopRx<'_>>> {
-        self.net.poll_endpoint(now, self.ep)
-    }
+/// The loopback `Transport` of a port type: both kinds are endpoints of
+/// the same network and differ only in their role.
+macro_rules! port_transport {
+    ($port:ty) => {
+        impl Transport for $port {
+            type TxToken<'a> = LoopTx<'a>;
+            type RxToken<'a> = LoopRx<'a>;
+            fn capabilities(&self) -> Capabilities {
+                CAPABILITIES
+            }
+            fn transmit(
+                &mut self,
+                now: Instant,
+                conn: ConnId,
+                len: usize,
+            ) -> Result<LoopTx<'_>, SendError> {
+                self.net.lend(now, self.uid, conn, len)
+            }
+            fn close(&mut self, now: Instant, conn: ConnId) {
+                self.net.at(now, |n| n.close(self.uid, conn));
+            }
+            fn poll(&mut self, now: Instant) -> Option<Event<LoopRx<'_>>> {
+                self.net.poll_endpoint(now, self.ep)
+            }
+        }
+
+        impl $port {
+            /// Sends a frame built elsewhere (a copy into a lent buffer):
+            /// for peers that speak raw frames, such as the simulation's
+            /// stray peer.
+            ///
+            /// # Errors
+            ///
+            /// As [`Transport::transmit`].
+            pub fn send_frame(
+                &mut self,
+                now: Instant,
+                conn: ConnId,
+                frame: &[u8],
+            ) -> Result<(), SendError> {
+                let token = self.transmit(now, conn, frame.len())?;
+                token.consume(|buf| buf.copy_from_slice(frame));
+                Ok(())
+            }
+        }
+    };
 }
+
+port_transport!(ClientPort);
+port_transport!(ServerPort);
 
 impl Connector for ClientPort {
     fn connect(&mut self, now: Instant) -> Result<ConnId, DisconnectReason> {
         Ok(self
             .net
             .at(now, |n| n.connect(self.ep, self.uid, self.server)))
-    }
-}
-
-impl Transport for ServerPort {
-    type TxToken<'a> = LoopTx<'a>;
-    type RxToken<'a> = LoopRx<'a>;
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-    fn transmit(
-        &mut self,
-        now: Instant,
-        conn: ConnId,
-        len: usize,
-    ) -> Result<LoopTx<'_>, SendError> {
-        self.net.lend(now, self.uid, conn, len)
-    }
-    fn close(&mut self, now: Instant, conn: ConnId) {
-        self.net.at(now, |n| n.close(self.uid, conn));
-    }
-    fn poll(&mut self, now: Instant) -> Option<Event<LoopRx<'_>>> {
-        self.net.poll_endpoint(now, self.ep)
     }
 }
 
