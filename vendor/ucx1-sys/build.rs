@@ -120,8 +120,8 @@ fn find_ucx() -> Ucx {
     if canonical(&ucx.pcfile) != canonical(&pcdir.join("ucx.pc")) {
         fail(format_args!(
             "{} is set, but pkg-config read {} instead of {}/ucx.pc \
-             (a PKG_CONFIG_PATH_<target> or PKG_CONFIG_LIBDIR variable wins over \
-             PKG_CONFIG_PATH): unset it",
+             (PKG_CONFIG_PATH_<target> and HOST_/TARGET_PKG_CONFIG_PATH take the \
+             place of PKG_CONFIG_PATH): unset those",
             ucx.found_by,
             ucx.pcfile.display(),
             pcdir.display()
