@@ -3,10 +3,23 @@
 //! `vendor/ucx1-sys`, linked to the UCX that `pkg-config ucx` finds or the
 //! one under `IOMSG_UCX_PREFIX`).
 //!
-//! So far: [`version`], which UCX the crate was built against and which
-//! libucp this process loaded. The transport itself (context, worker,
-//! listener, endpoints, tag send and receive) comes next.
+//! - [`UcxTransport`]: the core's `Transport` over UCX tag matching, as a
+//!   client ([`UcxTransport::client`], a `Connector`) or a server
+//!   ([`UcxTransport::server`], a `Listener`); see [`transport`] for how
+//!   connections, tags, buffers and requests work.
+//! - [`version`]: which UCX the crate was built against and which libucp
+//!   this process loaded.
+//! - The `iomsg-ucx-peer` binary: one end of a session, for the
+//!   multi-process tests.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod sockaddr;
+pub mod status;
+pub mod transport;
 pub mod version;
+mod worker;
+
+pub use status::Status;
+pub use transport::{Accept, Dial, UcxConfig, UcxError, UcxTransport};
+pub use worker::WaitMode;

@@ -1,0 +1,252 @@
+//! `iomsg-ucx-peer`: one end of an iomsg session over UCX, for the
+//! backend's multi-process tests (the `iomsg` command is the user-facing
+//! one).
+//!
+//! ```text
+//! iomsg-ucx-peer server ADDR --record FILE
+//! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] --record FILE
+//! ```
+//!
+//! The server prints `listening on ADDR` and appends `session sn hash`
+//! to its record for every message its application takes, with one
+//! `write(2)` each, before any ack can leave: a SIGKILL loses nothing that
+//! was acknowledged; it prints `conns N sessions M` whenever its number of
+//! connections changes. The client sends `--count` messages of the io_demo
+//! workload, writes `# session ID`, then `sn hash` per submitted message,
+//! to its record, and
+//! exits once every sn is acknowledged (or given up, replay off: then
+//! `# not_replayed START END` lines name them), printing
+//! `done submitted=.. acked=.. announced=.. not_replayed=.. restarts=..`.
+//! Exit status 0 on success, 1 on failure, 2 on bad arguments.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::session::{
+    ClientConfig, ClientEvent, ClientSession, Delivery, FailReason, Message, ReadRequest,
+    ServerConfig, ServerHandler,
+};
+use iomsg_core::transport::{Client, ClientHandler, Server};
+use iomsg_core::{workload, Instant};
+use iomsg_ucx::{UcxConfig, UcxTransport};
+
+const USAGE: &str = "usage: iomsg-ucx-peer server ADDR --record FILE
+       iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] --record FILE";
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher, RandomState};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(Wall::now().elapsed().as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+fn clock(start: Wall) -> Instant {
+    Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+}
+
+struct Recorder {
+    record: File,
+    error: Option<std::io::Error>,
+}
+
+impl ServerHandler for Recorder {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let line = format!(
+            "{:016x} {} {:016x}\n",
+            d.session,
+            d.sn,
+            workload::hash(d.data)
+        );
+        // One write per message: in the kernel before the ack is sent.
+        if let Err(e) = self.record.write_all(line.as_bytes()) {
+            self.error.get_or_insert(e);
+        }
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+}
+
+fn server(addr: SocketAddr, record: &str) -> Result<(), String> {
+    let record = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(record)
+        .map_err(|e| format!("cannot open {record}: {e}"))?;
+    let transport = UcxTransport::server(addr, UcxConfig::default())
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    println!("listening on {}", transport.local_addr());
+    let mut server: Server<_> =
+        Server::new(transport, ServerConfig::new(random_u64())).map_err(|e| e.to_string())?;
+    let mut app = Recorder {
+        record,
+        error: None,
+    };
+    let start = Wall::now();
+    let mut conns = 0;
+    loop {
+        server.poll(clock(start), &mut app);
+        if let Some(e) = app.error.take() {
+            return Err(format!("cannot write the record: {e}"));
+        }
+        // What the server holds for its clients, as it changes.
+        let now = server.core().conn_count();
+        if now != conns {
+            conns = now;
+            println!("conns {conns} sessions {}", server.core().session_count());
+        }
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Record lines not yet written: the given-up ranges.
+    notes: String,
+    acked: u64,
+    announced: u64,
+    not_replayed: u64,
+    restarts: u64,
+    failed: Option<FailReason>,
+}
+
+impl ClientHandler for Seen {
+    fn event(&mut self, event: ClientEvent) {
+        match event {
+            ClientEvent::Acked { upto } => self.acked = upto,
+            ClientEvent::ServerRestarted { unconfirmed, .. } => {
+                self.restarts += 1;
+                self.announced += unconfirmed.end - unconfirmed.start;
+            }
+            ClientEvent::NotReplayed { range } => {
+                self.not_replayed += range.end - range.start;
+                self.notes
+                    .push_str(&format!("# not_replayed {} {}\n", range.start, range.end));
+            }
+            ClientEvent::Failed(reason) => self.failed = Some(reason),
+            _ => {}
+        }
+    }
+}
+
+fn client(
+    addr: SocketAddr,
+    count: u64,
+    size: usize,
+    replay: bool,
+    record: &str,
+) -> Result<(), String> {
+    let mut record = File::create(record).map_err(|e| format!("cannot create {record}: {e}"))?;
+    let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+    let session_id = random_u64();
+    writeln!(record, "# session {session_id:016x}").map_err(|e| e.to_string())?;
+    let mut config = ClientConfig::new(session_id, random_u64());
+    config.replay = replay;
+    config.max_retries = 1000;
+    config.reply_timeout = Duration::from_secs(1);
+    let storage = vec![0u8; 1024 * size.max(8) + size];
+    let session = ClientSession::<1024, _>::new(config, Instant::ZERO, storage);
+    let mut client = Client::new(transport, session).map_err(|e| e.to_string())?;
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut seen = Seen::default();
+    let mut buf = vec![0u8; size];
+    let mut lines = String::new();
+    while client.session().base_sn() < count {
+        let mut next = client.session().next_sn();
+        while next < count {
+            workload::fill(session_id, next, &mut buf);
+            let Ok(sn) = client.submit(Message::Write(&buf)) else {
+                break;
+            };
+            lines.push_str(&format!("{sn} {:016x}\n", workload::hash(&buf)));
+            next += 1;
+        }
+        if !lines.is_empty() {
+            record
+                .write_all(lines.as_bytes())
+                .map_err(|e| e.to_string())?;
+            lines.clear();
+        }
+        client.poll(clock(start), &mut seen);
+        if !seen.notes.is_empty() {
+            record
+                .write_all(seen.notes.as_bytes())
+                .map_err(|e| e.to_string())?;
+            seen.notes.clear();
+        }
+        if let Some(reason) = seen.failed {
+            return Err(format!("client failed: {reason}"));
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            return Err(format!(
+                "not done after 120 s: base {}",
+                client.session().base_sn()
+            ));
+        }
+    }
+    let stats = client.session().stats();
+    println!(
+        "done submitted={} acked={} announced={} not_replayed={} restarts={} replayed={}",
+        stats.submitted,
+        stats.acked,
+        seen.announced,
+        seen.not_replayed,
+        seen.restarts,
+        stats.replayed
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let (Some(mode), Some(addr)) = (args.first(), args.get(1)) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Ok(addr) = addr.parse::<SocketAddr>() else {
+        eprintln!("iomsg-ucx-peer: bad address {addr:?}\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Some(record) = flag("--record") else {
+        eprintln!("iomsg-ucx-peer: --record FILE is required\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match mode.as_str() {
+        "server" => server(addr, &record),
+        "client" => {
+            let count = flag("--count").and_then(|c| c.parse().ok());
+            let size = flag("--size").map_or(Some(64), |s| s.parse().ok());
+            let replay = match flag("--replay").as_deref() {
+                None | Some("on") => Some(true),
+                Some("off") => Some(false),
+                _ => None,
+            };
+            let (Some(count), Some(size), Some(replay)) = (count, size, replay) else {
+                eprintln!("iomsg-ucx-peer: bad --count, --size or --replay\n{USAGE}");
+                return ExitCode::from(2);
+            };
+            client(addr, count, size, replay, &record)
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iomsg-ucx-peer: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,917 @@
+//! The core's `Transport` over UCX tag matching, in both roles.
+//!
+//! # Connections and tags
+//!
+//! A connection is a UCP endpoint, made from a socket address (client) or
+//! a connection request (server), with `UCP_ERR_HANDLING_MODE_PEER` and an
+//! error handler that turns into `Disconnected(PeerFailed)`.
+//!
+//! Each end of a connection picks a 32-bit *key*, unique on its worker,
+//! and sends it to the other end over the endpoint's stream (per endpoint,
+//! so it cannot be taken for another connection's, unlike a tagged
+//! message). The connection is up once both keys went: the client then
+//! reports `Connected`, the server `Accepted`. No frame travels before
+//! that, so none can arrive for a connection the receiver does not know.
+//!
+//! Frames are tagged messages whose tag is the *receiver's* key in the
+//! upper 32 bits, the lower 32 bits zero:
+//!
+//! ```text
+//!   63            32 31             0
+//!  +----------------+----------------+
+//!  |  receiver key  |       0        |
+//!  +----------------+----------------+
+//! ```
+//!
+//! The receiver probes any tag, sizes its buffer from the probe, receives
+//! the message, and finds the connection from the key. A message whose
+//! key names no open connection (a closed one's late frame) is received
+//! and dropped. Keys are not reused while the worker lives.
+//!
+//! # Buffers and requests
+//!
+//! A transmit buffer is lent from a pool; the frame is emitted into it and
+//! `ucp_tag_send_nbx` sends from it: the buffer stays with its request
+//! until UCX's completion callback, then returns to the pool. A received
+//! frame is lent where it was received. A request is never freed while
+//! UCX may touch its buffer: a closing transport cancels what is pending
+//! and waits for each completion first.
+
+use core::ffi::c_void;
+use core::mem;
+use core::ptr;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use iomsg_core::transport::{
+    Capabilities, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
+    SendError, Transport, TxToken,
+};
+use iomsg_core::wire::MAX_FRAME_LEN;
+use iomsg_core::Instant;
+use ucx1_sys as sys;
+
+use crate::sockaddr::SockAddr;
+use crate::status::{Pending, Status};
+use crate::worker::{self, ErrArg, ReqArg, WaitMode, Worker};
+
+/// Transmit buffers in flight at most: past it `transmit` is backpressure.
+const MAX_IN_FLIGHT: usize = 1024;
+
+/// What a UCX transport is built with.
+#[derive(Clone, Debug)]
+pub struct UcxConfig {
+    /// How the worker waits.
+    pub mode: WaitMode,
+    /// The largest frame carried (header and payload).
+    pub max_frame: usize,
+    /// UCX context settings applied unless the environment sets them
+    /// (`UCX_<NAME>` wins).
+    pub settings: Vec<(String, String)>,
+    /// Let a restarted server listen on its port again at once
+    /// (`UCX_TCP_CM_REUSEADDR=y` unless the environment says otherwise).
+    pub reuse_address: bool,
+}
+
+impl Default for UcxConfig {
+    /// Busy polling; frames up to the wire's largest; a dead peer noticed
+    /// within about a second without traffic (keepalive); a restarted
+    /// server may listen on its port again at once.
+    fn default() -> UcxConfig {
+        UcxConfig {
+            mode: WaitMode::BusyPoll,
+            max_frame: MAX_FRAME_LEN,
+            settings: vec![("KEEPALIVE_INTERVAL".into(), "200ms".into())],
+            reuse_address: true,
+        }
+    }
+}
+
+/// A connection's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Keys being exchanged: whether ours went and theirs came.
+    Opening {
+        sent: bool,
+        got: bool,
+    },
+    Up,
+}
+
+struct Conn {
+    id: ConnId,
+    ep: sys::ucp_ep_h,
+    local_key: u32,
+    remote_key: u32,
+    state: State,
+    /// The error handler's argument: lives until the endpoint is closed.
+    err_arg: Box<ErrArg>,
+}
+
+/// An operation in flight and what it holds until its completion.
+enum Op {
+    Send { buf: Vec<u8> },
+    Recv { buf: Vec<u8>, key: u32 },
+    KeySend { conn: ConnId, buf: Box<[u8; 8]> },
+    KeyRecv { conn: ConnId, buf: Box<[u8; 8]> },
+    Close { _err_arg: Box<ErrArg> },
+}
+
+struct Slot {
+    op: Op,
+    request: *mut c_void,
+    /// The callback's argument: boxed so its address is stable, and kept
+    /// here for as long as UCX may call back with it.
+    _arg: Box<ReqArg>,
+    status: Option<Status>,
+}
+
+/// Which end a transport is.
+pub trait Role {
+    /// The listener, for the server.
+    #[doc(hidden)]
+    fn listener(&self) -> Option<sys::ucp_listener_h>;
+}
+
+/// The client's end: connects to one server address.
+pub struct Dial {
+    server: SockAddr,
+}
+
+impl Role for Dial {
+    fn listener(&self) -> Option<sys::ucp_listener_h> {
+        None
+    }
+}
+
+/// The server's end: a UCX listener on a socket address.
+pub struct Accept {
+    listener: sys::ucp_listener_h,
+    addr: SocketAddr,
+}
+
+impl Role for Accept {
+    fn listener(&self) -> Option<sys::ucp_listener_h> {
+        Some(self.listener)
+    }
+}
+
+/// Events without a frame, until the driver polls.
+#[derive(Clone, Copy, Debug)]
+enum Notice {
+    Connected(ConnId),
+    Accepted(ConnId),
+    Disconnected(ConnId, DisconnectReason),
+}
+
+/// The core's `Transport` over a UCX worker; a [`Connector`] as a client
+/// (`UcxTransport<Dial>`), a [`Listener`] as a server
+/// (`UcxTransport<Accept>`).
+pub struct UcxTransport<R: Role> {
+    role: R,
+    config: UcxConfig,
+    conns: Vec<Option<Conn>>,
+    generations: Vec<u32>,
+    by_key: HashMap<u32, usize>,
+    next_key: u32,
+    slots: Vec<Option<Slot>>,
+    free_slots: Vec<usize>,
+    in_flight_sends: usize,
+    /// Receives in probe order: delivered in that order once complete.
+    rx: VecDeque<usize>,
+    notices: VecDeque<Notice>,
+    pool: Vec<Vec<u8>>,
+    /// Frames dropped because their key named no open connection.
+    stray_frames: u64,
+    /// Declared last: dropped after everything UCX may still refer to.
+    worker: Worker,
+}
+
+/// A UCX failure while building a transport.
+#[derive(Debug)]
+pub struct UcxError {
+    /// What was being done.
+    pub what: &'static str,
+    /// UCX's status.
+    pub status: Status,
+}
+
+impl core::fmt::Display for UcxError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}: {}", self.what, self.status)
+    }
+}
+
+impl std::error::Error for UcxError {}
+
+fn err(what: &'static str) -> impl FnOnce(Status) -> UcxError {
+    move |status| UcxError { what, status }
+}
+
+impl UcxTransport<Dial> {
+    /// A client transport whose connections go to `server`.
+    ///
+    /// # Errors
+    ///
+    /// The context or worker could not be created.
+    pub fn client(server: SocketAddr, config: UcxConfig) -> Result<Self, UcxError> {
+        let worker = new_worker(&config)?;
+        Ok(UcxTransport::with(
+            Dial {
+                server: SockAddr::from(server),
+            },
+            config,
+            worker,
+        ))
+    }
+}
+
+impl UcxTransport<Accept> {
+    /// A server transport listening on `addr` (port 0: any free port; see
+    /// [`local_addr`](Self::local_addr)).
+    ///
+    /// # Errors
+    ///
+    /// The context, worker or listener could not be created (a port in
+    /// use: `UCS_ERR_BUSY`).
+    pub fn server(addr: SocketAddr, config: UcxConfig) -> Result<Self, UcxError> {
+        let worker = new_worker(&config)?;
+        let sockaddr = SockAddr::from(addr);
+        // SAFETY: all-zero is a valid "no fields" listener params value.
+        let mut params: sys::ucp_listener_params_t = unsafe { mem::zeroed() };
+        params.field_mask = u64::from(sys::UCP_LISTENER_PARAM_FIELD_SOCK_ADDR)
+            | u64::from(sys::UCP_LISTENER_PARAM_FIELD_CONN_HANDLER);
+        params.sockaddr = sockaddr.as_ucs();
+        params.conn_handler.cb = Some(worker::on_conn_request);
+        params.conn_handler.arg = worker.shared_ptr() as *mut c_void;
+        let mut listener: sys::ucp_listener_h = ptr::null_mut();
+        // SAFETY: the worker is live; params points to a socket address
+        // that outlives the call; the handler's arg is the worker's shared
+        // state, which outlives the listener (destroyed first in Drop).
+        Status(unsafe { sys::ucp_listener_create(worker.worker, &params, &mut listener) })
+            .check()
+            .map_err(err("listening"))?;
+        let local = query_listener(listener).unwrap_or(addr);
+        Ok(UcxTransport::with(
+            Accept {
+                listener,
+                addr: local,
+            },
+            config,
+            worker,
+        ))
+    }
+
+    /// The address the listener listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.role.addr
+    }
+}
+
+fn new_worker(config: &UcxConfig) -> Result<Worker, UcxError> {
+    let settings: Vec<(&str, &str)> = config
+        .settings
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    Worker::new(config.mode, &settings, config.reuse_address)
+        .map_err(err("creating the UCX context and worker"))
+}
+
+fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {
+    // SAFETY: all-zero is a valid attribute struct to fill.
+    let mut attr: sys::ucp_listener_attr_t = unsafe { mem::zeroed() };
+    attr.field_mask = u64::from(sys::UCP_LISTENER_ATTR_FIELD_SOCKADDR);
+    // SAFETY: listener is live; attr is a local out-struct.
+    let status = Status(unsafe { sys::ucp_listener_query(listener, &mut attr) });
+    status.check().ok()?;
+    SockAddr::from_storage(&attr.sockaddr)
+}
+
+impl<R: Role> UcxTransport<R> {
+    fn with(role: R, config: UcxConfig, worker: Worker) -> Self {
+        UcxTransport {
+            role,
+            config,
+            conns: Vec::new(),
+            generations: Vec::new(),
+            by_key: HashMap::new(),
+            next_key: 0,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            in_flight_sends: 0,
+            rx: VecDeque::new(),
+            notices: VecDeque::new(),
+            pool: Vec::new(),
+            stray_frames: 0,
+            worker,
+        }
+    }
+
+    /// Frames that arrived for no open connection (late frames of closed
+    /// ones), received and dropped.
+    pub fn stray_frames(&self) -> u64 {
+        self.stray_frames
+    }
+
+    /// The worker's event fd, in blocking mode: readable when
+    /// [`arm`](Transport::arm) said `Armed` and work has come.
+    ///
+    /// # Errors
+    ///
+    /// Busy-poll mode has none.
+    pub fn event_fd(&self) -> Result<i32, Status> {
+        self.worker.event_fd()
+    }
+
+    /// A new connection slot for endpoint `ep`, with a fresh key.
+    fn add_conn(
+        &mut self,
+        ep_for: impl FnOnce(&ErrArg) -> Result<sys::ucp_ep_h, Status>,
+    ) -> Result<ConnId, Status> {
+        self.next_key = self.next_key.wrapping_add(1).max(1);
+        let key = self.next_key;
+        let err_arg = Box::new(ErrArg {
+            shared: self.worker.shared_ptr(),
+            key,
+        });
+        let ep = ep_for(&err_arg)?;
+        let slot = match self.conns.iter().position(Option::is_none) {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                self.generations.push(0);
+                self.conns.len() - 1
+            }
+        };
+        self.generations[slot] = self.generations[slot].wrapping_add(1);
+        let id = ConnId::new(slot as u32, self.generations[slot]);
+        self.conns[slot] = Some(Conn {
+            id,
+            ep,
+            local_key: key,
+            remote_key: 0,
+            state: State::Opening {
+                sent: false,
+                got: false,
+            },
+            err_arg,
+        });
+        self.by_key.insert(key, slot);
+        self.exchange_keys(id);
+        Ok(id)
+    }
+
+    fn conn(&self, id: ConnId) -> Option<&Conn> {
+        self.conns
+            .get(id.slot() as usize)?
+            .as_ref()
+            .filter(|c| c.id == id)
+    }
+
+    fn conn_mut(&mut self, id: ConnId) -> Option<&mut Conn> {
+        self.conns
+            .get_mut(id.slot() as usize)?
+            .as_mut()
+            .filter(|c| c.id == id)
+    }
+
+    /// Starts sending our key and receiving theirs over the stream.
+    fn exchange_keys(&mut self, id: ConnId) {
+        let Some(c) = self.conn(id) else { return };
+        let (ep, key) = (c.ep, c.local_key);
+        let send = Box::new(u64::from(key).to_le_bytes());
+        let recv = Box::new([0u8; 8]);
+        let sent = self.start(
+            Op::KeySend {
+                conn: id,
+                buf: send,
+            },
+            |buf, param| {
+                // SAFETY: ep is live; buf (8 bytes, boxed in the slot) stays
+                // until the request completes; param is valid.
+                unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), 8, param) }
+            },
+        );
+        let got = self.start(
+            Op::KeyRecv {
+                conn: id,
+                buf: recv,
+            },
+            |buf, param| {
+                let mut length = 0usize;
+                // SAFETY: as above; `length` is written only on immediate
+                // completion, before the call returns.
+                unsafe { sys::ucp_stream_recv_nbx(ep, buf, 8, &mut length, param) }
+            },
+        );
+        for (done, slot) in [sent, got] {
+            if let Some(result) = done {
+                self.finish(slot, result, 8);
+            }
+        }
+    }
+
+    /// Starts an operation in a new slot. `call` gets the slot's buffer
+    /// and the request parameters. Returns `Some(status)` when it
+    /// completed (or failed) at once: the caller finishes the slot.
+    fn start(
+        &mut self,
+        op: Op,
+        call: impl FnOnce(*mut c_void, *const sys::ucp_request_param_t) -> sys::ucs_status_ptr_t,
+    ) -> (Option<Status>, usize) {
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        let arg = Box::new(ReqArg {
+            shared: self.worker.shared_ptr(),
+            slot,
+        });
+        let mut op = op;
+        let (buf, flags): (*mut c_void, u32) = match &mut op {
+            Op::Send { buf } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::KeySend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::KeyRecv { buf, .. } => (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL),
+            Op::Close { .. } => (ptr::null_mut(), sys::UCP_EP_CLOSE_FLAG_FORCE),
+        };
+        // SAFETY: all-zero is a valid request-param value.
+        let mut param: sys::ucp_request_param_t = unsafe { mem::zeroed() };
+        param.op_attr_mask = sys::UCP_OP_ATTR_FIELD_CALLBACK
+            | sys::UCP_OP_ATTR_FIELD_USER_DATA
+            | sys::UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = flags;
+        param.user_data = (&*arg as *const ReqArg).cast_mut().cast();
+        match &op {
+            Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
+            Op::KeyRecv { .. } => param.cb.recv_stream = Some(worker::on_stream_recv),
+            _ => param.cb.send = Some(worker::on_send),
+        }
+        let ptr = call(buf, &param);
+        let (request, now) = match Pending::from_ptr(ptr) {
+            Pending::Request(r) => (r, None),
+            Pending::Done => (ptr::null_mut(), Some(Status::OK)),
+            Pending::Failed(s) => (ptr::null_mut(), Some(s)),
+        };
+        self.slots[slot] = Some(Slot {
+            op,
+            request,
+            _arg: arg,
+            status: None,
+        });
+        (now, slot)
+    }
+
+    /// An operation completed with `status`: acts on it and frees its
+    /// slot (a received frame's slot stays until the driver takes it).
+    fn finish(&mut self, slot: usize, status: Status, length: usize) {
+        let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        s.status = Some(status);
+        if !s.request.is_null() {
+            self.worker.free(s.request);
+            s.request = ptr::null_mut();
+        }
+        if matches!(s.op, Op::Recv { .. }) {
+            // Handed to the driver in order by `poll`.
+            return;
+        }
+        let Some(s) = self.slots[slot].take() else {
+            return;
+        };
+        self.free_slots.push(slot);
+        match s.op {
+            Op::Send { buf } => {
+                self.in_flight_sends -= 1;
+                self.recycle(buf);
+            }
+            Op::KeySend { conn, .. } => self.key_step(conn, status, true, 0),
+            Op::KeyRecv { conn, buf } => {
+                let key = if length == 8 {
+                    u64::from_le_bytes(*buf) as u32
+                } else {
+                    0
+                };
+                self.key_step(conn, status, false, key);
+            }
+            Op::Recv { .. } | Op::Close { .. } => {}
+        }
+    }
+
+    /// One half of the key exchange of `id` completed.
+    fn key_step(&mut self, id: ConnId, status: Status, sent_ours: bool, their_key: u32) {
+        let client = self.role.listener().is_none();
+        let Some(c) = self.conn_mut(id) else { return };
+        let State::Opening { mut sent, mut got } = c.state else {
+            return;
+        };
+        if !status.is_ok() || (!sent_ours && their_key == 0) {
+            self.fail(id, DisconnectReason::ConnectFailed);
+            return;
+        }
+        if sent_ours {
+            sent = true;
+        } else {
+            got = true;
+            c.remote_key = their_key;
+        }
+        c.state = if sent && got {
+            State::Up
+        } else {
+            State::Opening { sent, got }
+        };
+        if c.state == State::Up {
+            self.notices.push_back(if client {
+                Notice::Connected(id)
+            } else {
+                Notice::Accepted(id)
+            });
+        }
+    }
+
+    /// The connection failed: close its endpoint and tell the driver.
+    fn fail(&mut self, id: ConnId, reason: DisconnectReason) {
+        if self.conn(id).is_none() {
+            return;
+        }
+        self.release(id);
+        self.notices.push_back(Notice::Disconnected(id, reason));
+    }
+
+    /// Closes the endpoint of `id` (force) and forgets the connection.
+    fn release(&mut self, id: ConnId) {
+        let Some(c) = self
+            .conns
+            .get_mut(id.slot() as usize)
+            .and_then(Option::take)
+        else {
+            return;
+        };
+        self.by_key.remove(&c.local_key);
+        let ep = c.ep;
+        // The error handler's argument lives until the close completes.
+        let (done, slot) = self.start(
+            Op::Close {
+                _err_arg: c.err_arg,
+            },
+            |_, param| {
+                // SAFETY: ep is live and closed once; FORCE releases it
+                // without waiting for the peer; its pending sends complete
+                // with errors through their callbacks.
+                unsafe { sys::ucp_ep_close_nbx(ep, param) }
+            },
+        );
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+        }
+    }
+
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < 256 {
+            buf.clear();
+            self.pool.push(buf);
+        }
+    }
+
+    fn buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.clear();
+        b.resize(len, 0);
+        b
+    }
+
+    /// Progresses the worker and takes what the callbacks recorded.
+    fn drive(&mut self) {
+        self.worker.progress();
+        self.accept_requests();
+        let (failed, done) = {
+            let mut shared = self.worker.shared.borrow_mut();
+            (mem::take(&mut shared.failed), mem::take(&mut shared.done))
+        };
+        for (slot, status, length) in done {
+            self.finish(slot, status, length);
+        }
+        for (key, _status) in failed {
+            if let Some(&slot) = self.by_key.get(&key) {
+                if let Some(id) = self.conns[slot].as_ref().map(|c| c.id) {
+                    self.fail(id, DisconnectReason::PeerFailed);
+                }
+            }
+        }
+        self.probe();
+    }
+
+    /// Server: endpoints for the connection requests the listener got.
+    fn accept_requests(&mut self) {
+        loop {
+            let req = self.worker.shared.borrow_mut().conn_requests.pop_front();
+            let Some(req) = req else { return };
+            let worker = self.worker.worker;
+            let made = self.add_conn(|err_arg| {
+                // SAFETY: all-zero is a valid endpoint-params value.
+                let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
+                params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_CONN_REQUEST)
+                    | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
+                    | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER);
+                params.conn_request = req;
+                params.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
+                params.err_handler.cb = Some(worker::on_ep_error);
+                params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
+                let mut ep: sys::ucp_ep_h = ptr::null_mut();
+                // SAFETY: worker is live; req came from its listener and is
+                // consumed here once; err_arg is boxed in the connection
+                // and outlives the endpoint.
+                Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
+                Ok(ep)
+            });
+            if made.is_err() {
+                // SAFETY: the request was not consumed by ucp_ep_create
+                // (it failed); rejecting releases it.
+                unsafe {
+                    sys::ucp_listener_reject(self.role.listener().unwrap_or(ptr::null_mut()), req)
+                };
+            }
+        }
+    }
+
+    /// Starts receiving every tagged message UCX has matched-ready.
+    fn probe(&mut self) {
+        loop {
+            // SAFETY: all-zero is a valid info value to fill.
+            let mut info: sys::ucp_tag_recv_info_t = unsafe { mem::zeroed() };
+            // SAFETY: the worker is live; tag and mask 0 match any tag;
+            // remove=1 takes the message for ucp_tag_msg_recv_nbx below.
+            let msg = unsafe { sys::ucp_tag_probe_nb(self.worker.worker, 0, 0, 1, &mut info) };
+            if msg.is_null() {
+                return;
+            }
+            let key = (info.sender_tag >> 32) as u32;
+            let buf = self.buffer(info.length);
+            let worker = self.worker.worker;
+            let len = info.length;
+            let (done, slot) = self.start(Op::Recv { buf, key }, |buf, param| {
+                // SAFETY: msg came from the probe above and is consumed
+                // once; buf has `len` bytes and stays in its slot until the
+                // request completes.
+                unsafe { sys::ucp_tag_msg_recv_nbx(worker, buf, len, msg, param) }
+            });
+            self.rx.push_back(slot);
+            if let Some(status) = done {
+                self.finish(slot, status, len);
+            }
+        }
+    }
+
+    /// The next received frame whose receive completed, in order: its
+    /// connection and slot. Frames of no open connection are dropped.
+    fn next_frame(&mut self) -> Option<(ConnId, usize)> {
+        loop {
+            let &slot = self.rx.front()?;
+            let s = self.slots[slot].as_ref()?;
+            let status = s.status?;
+            self.rx.pop_front();
+            let Op::Recv { key, .. } = s.op else {
+                continue;
+            };
+            let conn = self
+                .by_key
+                .get(&key)
+                .and_then(|&c| self.conns[c].as_ref())
+                .filter(|c| c.state == State::Up)
+                .map(|c| c.id);
+            match (status.is_ok(), conn) {
+                (true, Some(conn)) => return Some((conn, slot)),
+                _ => {
+                    self.stray_frames += 1;
+                    self.drop_frame(slot);
+                }
+            }
+        }
+    }
+
+    fn drop_frame(&mut self, slot: usize) {
+        if let Some(Slot {
+            op: Op::Recv { buf, .. },
+            ..
+        }) = self.slots.get_mut(slot).and_then(Option::take)
+        {
+            self.free_slots.push(slot);
+            self.recycle(buf);
+        }
+    }
+}
+
+/// A lent transmit buffer.
+pub struct UcxTx<'a, R: Role> {
+    transport: &'a mut UcxTransport<R>,
+    conn: ConnId,
+    buf: Vec<u8>,
+}
+
+impl<R: Role> TxToken for UcxTx<'_, R> {
+    fn consume<T>(mut self, emit: impl FnOnce(&mut [u8]) -> T) -> T {
+        let r = emit(&mut self.buf);
+        let t = self.transport;
+        let buf = mem::take(&mut self.buf);
+        let Some(c) = t.conn(self.conn) else {
+            t.recycle(buf);
+            return r;
+        };
+        let (ep, tag) = (c.ep, u64::from(c.remote_key) << 32);
+        let len = buf.len();
+        t.in_flight_sends += 1;
+        let (done, slot) = t.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); buf holds `len`
+            // bytes and stays in its slot until the send's callback (or
+            // immediate completion, handled right below).
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+        });
+        if let Some(status) = done {
+            t.finish(slot, status, 0);
+            if !status.is_ok() {
+                t.fail(self.conn, DisconnectReason::PeerFailed);
+            }
+        }
+        r
+    }
+}
+
+/// A received frame, lent where it was received.
+pub struct UcxRx<'a, R: Role> {
+    transport: &'a mut UcxTransport<R>,
+    slot: usize,
+}
+
+impl<R: Role> RxToken for UcxRx<'_, R> {
+    fn consume<T>(self, read: impl FnOnce(&[u8]) -> T) -> T {
+        let bytes: &[u8] = match self.transport.slots.get(self.slot).and_then(Option::as_ref) {
+            Some(Slot {
+                op: Op::Recv { buf, .. },
+                ..
+            }) => buf,
+            _ => &[],
+        };
+        read(bytes)
+    }
+}
+
+impl<R: Role> Drop for UcxRx<'_, R> {
+    fn drop(&mut self) {
+        self.transport.drop_frame(self.slot);
+    }
+}
+
+impl<R: Role> Transport for UcxTransport<R> {
+    type TxToken<'a>
+        = UcxTx<'a, R>
+    where
+        Self: 'a;
+    type RxToken<'a>
+        = UcxRx<'a, R>
+    where
+        Self: 'a;
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_frame: self.config.max_frame,
+            // One endpoint, tag matching: in order or not at all.
+            in_order: true,
+        }
+    }
+
+    fn transmit(
+        &mut self,
+        _now: Instant,
+        conn: ConnId,
+        len: usize,
+    ) -> Result<UcxTx<'_, R>, SendError> {
+        if len > self.config.max_frame {
+            return Err(SendError::TooLarge {
+                len,
+                max: self.config.max_frame,
+            });
+        }
+        match self.conn(conn) {
+            Some(c) if c.state == State::Up => {}
+            _ => return Err(SendError::NotConnected),
+        }
+        if self.in_flight_sends >= MAX_IN_FLIGHT {
+            self.drive();
+            if self.in_flight_sends >= MAX_IN_FLIGHT {
+                return Err(SendError::WouldBlock);
+            }
+        }
+        let buf = self.buffer(len);
+        Ok(UcxTx {
+            transport: self,
+            conn,
+            buf,
+        })
+    }
+
+    fn poll(&mut self, _now: Instant) -> Option<Event<UcxRx<'_, R>>> {
+        if let Some(n) = self.notices.pop_front() {
+            return Some(lift(n));
+        }
+        self.drive();
+        if let Some(n) = self.notices.pop_front() {
+            return Some(lift(n));
+        }
+        let (conn, slot) = self.next_frame()?;
+        Some(Event::Received {
+            conn,
+            frame: UcxRx {
+                transport: self,
+                slot,
+            },
+        })
+    }
+
+    fn close(&mut self, _now: Instant, conn: ConnId) {
+        self.notices.retain(|n| match *n {
+            Notice::Connected(c) | Notice::Accepted(c) | Notice::Disconnected(c, _) => c != conn,
+        });
+        self.release(conn);
+    }
+
+    fn arm(&mut self) -> Readiness {
+        if self.worker.mode != WaitMode::Blocking {
+            return Readiness::Unsupported;
+        }
+        if !self.notices.is_empty() || self.rx.front().is_some() {
+            return Readiness::Pending;
+        }
+        match self.worker.arm() {
+            Ok(true) => Readiness::Armed,
+            _ => Readiness::Pending,
+        }
+    }
+}
+
+fn lift<Rx>(n: Notice) -> Event<Rx> {
+    match n {
+        Notice::Connected(conn) => Event::Connected { conn },
+        Notice::Accepted(conn) => Event::Accepted { conn },
+        Notice::Disconnected(conn, reason) => Event::Disconnected { conn, reason },
+    }
+}
+
+impl Connector for UcxTransport<Dial> {
+    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
+        let worker = self.worker.worker;
+        let addr = self.role.server.as_ucs();
+        self.add_conn(|err_arg| {
+            // SAFETY: all-zero is a valid endpoint-params value.
+            let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
+            params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
+                | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR)
+                | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
+                | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+            params.sockaddr = addr;
+            params.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
+            params.err_handler.cb = Some(worker::on_ep_error);
+            params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
+            let mut ep: sys::ucp_ep_h = ptr::null_mut();
+            // SAFETY: worker is live; the socket address lives in
+            // self.role for the transport's lifetime; err_arg is boxed in
+            // the connection and outlives the endpoint.
+            Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
+            Ok(ep)
+        })
+        .map_err(|_| DisconnectReason::ConnectFailed)
+    }
+}
+
+impl Listener for UcxTransport<Accept> {}
+
+impl<R: Role> Drop for UcxTransport<R> {
+    fn drop(&mut self) {
+        let ids: Vec<ConnId> = self.conns.iter().flatten().map(|c| c.id).collect();
+        for id in ids {
+            self.release(id);
+        }
+        // Every request completes (pending ones are cancelled) before the
+        // buffers they use are freed and the worker goes.
+        let pending: Vec<(usize, *mut c_void)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (i, s.request)))
+            .filter(|(_, r)| !r.is_null())
+            .collect();
+        for (i, req) in pending {
+            self.worker.wait(Pending::Request(req), 10_000);
+            if let Some(s) = self.slots[i].as_mut() {
+                s.request = ptr::null_mut();
+            }
+        }
+        if let Some(listener) = self.role.listener() {
+            // SAFETY: the listener is live and destroyed once, before the
+            // worker.
+            unsafe { sys::ucp_listener_destroy(listener) };
+        }
+        self.slots.clear();
+    }
+}

@@ -1,0 +1,254 @@
+//! Real UCX in one process: faults put in front of the UCX transport, and
+//! a raw peer's malformed frames. Loopback device, tcp, bounded in time.
+
+// Test setup that fails should stop the test where it failed.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::session::{
+    ClientConfig, ClientEvent, ClientSession, Delivery, Message, ReadRequest, ServerConfig,
+    ServerEvent, ServerHandler,
+};
+use iomsg_core::transport::{Client, Connector, Event, Server, Transport, TxToken};
+use iomsg_core::wire::{Body, IoMsg, RejectReason};
+use iomsg_core::{workload, Instant};
+use iomsg_loopback::{Direction, FaultConfig, Faults, Faulty, FrameFault, ScheduledFault};
+use iomsg_ucx::{UcxConfig, UcxTransport};
+
+/// Loopback device and tcp only, set once, before this process creates
+/// any UCX context (UCX's threads read the environment); the tests then
+/// run one at a time.
+fn loopback_only() -> std::sync::MutexGuard<'static, ()> {
+    static ENV: std::sync::Once = std::sync::Once::new();
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    ENV.call_once(|| {
+        std::env::set_var("UCX_NET_DEVICES", "lo");
+        std::env::set_var("UCX_TLS", "tcp");
+    });
+    guard
+}
+
+#[derive(Default)]
+struct App {
+    taken: BTreeMap<u64, BTreeMap<u64, u64>>,
+    events: Vec<ServerEvent>,
+}
+
+impl ServerHandler for App {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let first = self
+            .taken
+            .entry(d.session)
+            .or_default()
+            .insert(d.sn, workload::hash(d.data));
+        assert!(first.is_none(), "sn {} taken twice", d.sn);
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+    fn event(&mut self, event: ServerEvent) {
+        self.events.push(event);
+    }
+}
+
+fn clock(start: Wall) -> Instant {
+    Instant::from_micros(start.elapsed().as_micros() as u64)
+}
+
+fn server() -> (Server<UcxTransport<iomsg_ucx::Accept>>, SocketAddr) {
+    let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), UcxConfig::default()).unwrap();
+    let addr = t.local_addr();
+    (Server::new(t, ServerConfig::new(1)).unwrap(), addr)
+}
+
+#[test]
+fn a_frame_the_fault_wrapper_drops_in_front_of_ucx_is_reported_at_once_as_a_live_loss() {
+    let _one = loopback_only();
+    let (mut server, addr) = server();
+    let faults = Faults::new(
+        FaultConfig {
+            schedule: vec![ScheduledFault {
+                nth: 100,
+                direction: Direction::ToServer,
+                data_only: true,
+                fault: FrameFault::SilentDrop,
+            }],
+            ..FaultConfig::default()
+        },
+        1,
+    );
+    let ucx = UcxTransport::client(addr, UcxConfig::default()).unwrap();
+    let transport = Faulty::new(ucx, faults.clone(), true);
+    let mut config = ClientConfig::new(5, 6);
+    config.reply_timeout = Duration::from_millis(400);
+    let session = ClientSession::<256, _>::new(config, Instant::ZERO, vec![0u8; 256 * 64]);
+    let mut client = Client::new(transport, session).unwrap();
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut app = App::default();
+    let mut buf = [0u8; 64];
+    let mut submitted = BTreeMap::new();
+    let mut live_loss_at = None;
+    while client.session().base_sn() < 1000 && start.elapsed() < Duration::from_secs(30) {
+        let next = client.session().next_sn();
+        if next < 1000 {
+            workload::fill(5, next, &mut buf);
+            if let Ok(sn) = client.submit(Message::Write(&buf)) {
+                submitted.insert(sn, workload::hash(&buf));
+            }
+        }
+        client.poll(clock(start), &mut |_: ClientEvent| {});
+        server.poll(clock(start), &mut app);
+        if live_loss_at.is_none() {
+            let reported = app.events.iter().find_map(|e| match e {
+                ServerEvent::LiveLoss { missing, .. } => Some(missing.clone()),
+                _ => None,
+            });
+            if let Some(missing) = reported {
+                live_loss_at = Some((missing, client.session().sent_sn()));
+            }
+        }
+    }
+    assert_eq!(faults.counts().silent_dropped, 1);
+    let (missing, sent_then) = live_loss_at.expect("no live loss reported");
+    assert_eq!(missing, 100..101, "the dropped data frame's sn");
+    assert!(sent_then < 1000, "reported while the stream went on");
+    assert_eq!(
+        app.taken[&5], submitted,
+        "the replay filled it: every byte arrived"
+    );
+}
+
+#[test]
+fn a_raw_peers_malformed_frames_are_rejected_while_a_good_client_goes_on() {
+    let _one = loopback_only();
+    let (mut server, addr) = server();
+    let session =
+        ClientSession::<64, _>::new(ClientConfig::new(7, 8), Instant::ZERO, vec![0; 8192]);
+    let mut good = Client::new(
+        UcxTransport::client(addr, UcxConfig::default()).unwrap(),
+        session,
+    )
+    .unwrap();
+    let start = Wall::now();
+    good.start(clock(start));
+    let mut app = App::default();
+    // The frames a broken or hostile peer sends, one connection each.
+    let valid = |session: u64, body: Body<'static>| {
+        let msg = IoMsg {
+            session,
+            epoch: 1,
+            sn: 0,
+            ack: 0,
+            validate: true,
+            stream: false,
+            body,
+        };
+        let mut f = vec![0; msg.buffer_len()];
+        msg.emit(&mut f).unwrap();
+        f
+    };
+    let hello = valid(
+        99,
+        Body::Hello {
+            base_sn: 0,
+            next_sn: 0,
+            token: 1,
+            window: 64,
+            replay: true,
+        },
+    );
+    let mut bad_magic = hello.clone();
+    bad_magic[0] ^= 0xff;
+    let mut bad_version = hello.clone();
+    bad_version[4] = 9;
+    let mut huge_len = hello.clone();
+    huge_len[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    // A sound header (its CRC holds) whose length promises 100 payload
+    // bytes that never come, and one with 16 bytes it never declared.
+    let mut lying_len = valid(99, Body::Write { data: &[7; 100] });
+    lying_len.truncate(48);
+    let mut undeclared = valid(99, Body::Ack);
+    undeclared.extend_from_slice(&[0; 16]);
+    let frames: Vec<Vec<u8>> = vec![
+        bad_magic,
+        hello[..20].to_vec(),
+        bad_version,
+        huge_len,
+        lying_len,
+        undeclared,
+        valid(
+            12345,
+            Body::Write {
+                data: b"no hello first",
+            },
+        ),
+    ];
+    let mut raw = UcxTransport::client(addr, UcxConfig::default()).unwrap();
+    let mut pending: Vec<Vec<u8>> = frames.clone();
+    let mut conn = None;
+    let mut buf = [0u8; 32];
+    let mut sn = 0u64;
+    while start.elapsed() < Duration::from_secs(20) {
+        if conn.is_none() {
+            if let Some(f) = pending.pop() {
+                conn = Some((raw.connect(clock(start)).unwrap(), f, false));
+            }
+        }
+        while let Some(event) = raw.poll(clock(start)) {
+            match (event, conn.as_mut()) {
+                (Event::Connected { conn: c }, Some((id, _, sent))) if c == *id => *sent = true,
+                (Event::Disconnected { conn: c, .. }, Some((id, _, _))) if c == *id => conn = None,
+                _ => {}
+            }
+        }
+        if let Some((id, frame, true)) = conn.as_mut() {
+            if !frame.is_empty() {
+                let token = raw.transmit(clock(start), *id, frame.len()).unwrap();
+                token.consume(|b| b.copy_from_slice(frame));
+                frame.clear();
+            }
+        }
+        if good.session().next_sn() < 5000 {
+            workload::fill(7, sn, &mut buf);
+            if good.submit(Message::Write(&buf)).is_ok() {
+                sn += 1;
+            }
+        }
+        good.poll(clock(start), &mut |_: ClientEvent| {});
+        server.poll(clock(start), &mut app);
+        let rejected = app
+            .events
+            .iter()
+            .filter(|e| matches!(e, ServerEvent::Rejected { .. }))
+            .count();
+        if rejected >= frames.len() && good.session().base_sn() >= 5000 {
+            break;
+        }
+    }
+    let reasons: Vec<RejectReason> = app
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            ServerEvent::Rejected { reason, .. } => Some(*reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasons.len(), frames.len(), "{reasons:?}");
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| **r == RejectReason::Malformed)
+            .count(),
+        frames.len() - 1,
+        "{reasons:?}"
+    );
+    assert!(reasons.contains(&RejectReason::NotBound), "{reasons:?}");
+    assert_eq!(good.session().base_sn(), 5000, "the good client went on");
+    assert_eq!(app.taken[&7].len(), 5000);
+    assert!(!app.taken.contains_key(&99) && !app.taken.contains_key(&12345));
+}
