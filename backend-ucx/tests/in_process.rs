@@ -252,3 +252,68 @@ fn a_raw_peers_malformed_frames_are_rejected_while_a_good_client_goes_on() {
     assert_eq!(app.taken[&7].len(), 5000);
     assert!(!app.taken.contains_key(&99) && !app.taken.contains_key(&12345));
 }
+
+#[test]
+fn in_blocking_mode_a_quiet_pair_sleeps_on_the_event_fds_and_still_delivers_everything() {
+    let _one = loopback_only();
+    let blocking = UcxConfig {
+        mode: iomsg_ucx::WaitMode::Blocking,
+        ..UcxConfig::default()
+    };
+    let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), blocking.clone()).unwrap();
+    let addr = t.local_addr();
+    let server_fd = t.event_fd().unwrap();
+    let mut server: Server<UcxTransport<iomsg_ucx::Accept>> =
+        Server::new(t, ServerConfig::new(1)).unwrap();
+    let t = UcxTransport::client(addr, blocking).unwrap();
+    let client_fd = t.event_fd().unwrap();
+    let session =
+        ClientSession::<64, _>::new(ClientConfig::new(3, 4), Instant::ZERO, vec![0; 8192]);
+    let mut client = Client::new(t, session).unwrap();
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut app = App::default();
+    let (mut slept, mut buf) = (0u32, [0u8; 100]);
+    while client.session().base_sn() < 2000 && start.elapsed() < Duration::from_secs(20) {
+        let next = client.session().next_sn();
+        // Bursts with pauses, so that both ends go quiet now and then.
+        if next < 2000 && next % 200 != 199 {
+            workload::fill(3, next, &mut buf);
+            let _ = client.submit(Message::Write(&buf));
+        }
+        let busy = client.poll(clock(start), &mut |_: ClientEvent| {})
+            | server.poll(clock(start), &mut app);
+        let now = clock(start);
+        if !busy
+            && client.arm(now) == iomsg_core::transport::Readiness::Armed
+            && server.arm(now) == iomsg_core::transport::Readiness::Armed
+        {
+            let mut fds = [
+                libc::pollfd {
+                    fd: client_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: server_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // SAFETY: fds is a live array of two pollfd for the call.
+            unsafe { libc::poll(fds.as_mut_ptr(), 2, 10) };
+            slept += 1;
+        }
+        if next % 200 == 199 && client.session().base_sn() >= next {
+            // The pause is over once everything so far is acknowledged.
+            workload::fill(3, next, &mut buf);
+            let _ = client.submit(Message::Write(&buf));
+        }
+    }
+    assert_eq!(client.session().base_sn(), 2000);
+    assert_eq!(app.taken[&3].len(), 2000);
+    assert!(
+        slept > 0,
+        "never armed: the blocking mode was not exercised"
+    );
+}

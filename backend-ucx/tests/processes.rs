@@ -195,24 +195,34 @@ fn wait_for_records(dir: &Dir, n: u32, at: usize) {
 }
 
 fn run_client(dir: &Dir, addr: &str, count: u64, size: usize, replay: bool) -> Proc {
+    run_client_with(dir, addr, count, size, replay, &[])
+}
+
+fn run_client_with(
+    dir: &Dir,
+    addr: &str,
+    count: u64,
+    size: usize,
+    replay: bool,
+    extra: &[&str],
+) -> Proc {
     let record = dir.file("client.rec");
     let count = count.to_string();
     let size = size.to_string();
-    peer(
-        &[
-            "client",
-            addr,
-            "--count",
-            &count,
-            "--size",
-            &size,
-            "--replay",
-            if replay { "on" } else { "off" },
-            "--record",
-            record.to_str().unwrap(),
-        ],
-        &dir.file("client.out"),
-    )
+    let mut args = vec![
+        "client",
+        addr,
+        "--count",
+        &count,
+        "--size",
+        &size,
+        "--replay",
+        if replay { "on" } else { "off" },
+        "--record",
+        record.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    peer(&args, &dir.file("client.out"))
 }
 
 #[test]
@@ -258,6 +268,30 @@ fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
     );
     assert!(a.mismatched.is_empty(), "bytes changed: {:?}", a.mismatched);
     assert!(s["restarts"] >= 1, "the client saw the restart: {s:?}");
+    assert!(
+        a.duplicates <= s["announced"],
+        "{} duplicates, {s:?}",
+        a.duplicates
+    );
+}
+
+#[test]
+fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session() {
+    let dir = Dir::new("recreate");
+    let (first, addr) = server(&dir, "127.0.0.1:0", 1);
+    let client = run_client_with(&dir, &addr, 200_000, 64, true, &["--recreate-context"]);
+    wait_for_records(&dir, 1, 20_000);
+    drop(first);
+    let (_second, _) = server(&dir, &addr, 2);
+    assert!(
+        wait(client, Duration::from_secs(90)),
+        "the client did not finish"
+    );
+    let a = audit(&dir, 2);
+    let s = summary(&dir);
+    assert!(s["rebuilds"] >= 1, "the context was rebuilt: {s:?}");
+    assert_eq!(a.submitted.len(), 200_000);
+    assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
     assert!(
         a.duplicates <= s["announced"],
         "{} duplicates, {s:?}",

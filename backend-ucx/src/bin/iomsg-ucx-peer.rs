@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! iomsg-ucx-peer server ADDR --record FILE
-//! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] --record FILE
+//! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
+//!     [--recreate-context] --record FILE
 //! ```
 //!
 //! The server prints `listening on ADDR` and appends `session sn hash`
@@ -34,7 +35,8 @@ use iomsg_core::{workload, Instant};
 use iomsg_ucx::{UcxConfig, UcxTransport};
 
 const USAGE: &str = "usage: iomsg-ucx-peer server ADDR --record FILE
-       iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] --record FILE";
+       iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
+           [--recreate-context] --record FILE";
 
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher, RandomState};
@@ -110,6 +112,8 @@ struct Seen {
     announced: u64,
     not_replayed: u64,
     restarts: u64,
+    /// A connection ended since the last poll.
+    disconnected: bool,
     failed: Option<FailReason>,
 }
 
@@ -127,18 +131,29 @@ impl ClientHandler for Seen {
                     .push_str(&format!("# not_replayed {} {}\n", range.start, range.end));
             }
             ClientEvent::Failed(reason) => self.failed = Some(reason),
+            ClientEvent::Disconnected { .. } => self.disconnected = true,
             _ => {}
         }
     }
 }
 
-fn client(
-    addr: SocketAddr,
+/// What the client is asked to do.
+struct Job {
     count: u64,
     size: usize,
     replay: bool,
-    record: &str,
-) -> Result<(), String> {
+    /// Tear down the UCX context and worker after every disconnect, as the
+    /// field report's clients did; the session lives on above them.
+    recreate: bool,
+}
+
+fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
+    let Job {
+        count,
+        size,
+        replay,
+        recreate,
+    } = *job;
     let mut record = File::create(record).map_err(|e| format!("cannot create {record}: {e}"))?;
     let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
     let session_id = random_u64();
@@ -155,6 +170,7 @@ fn client(
     let mut seen = Seen::default();
     let mut buf = vec![0u8; size];
     let mut lines = String::new();
+    let mut rebuilds = 0u64;
     while client.session().base_sn() < count {
         let mut next = client.session().next_sn();
         while next < count {
@@ -172,6 +188,15 @@ fn client(
             lines.clear();
         }
         client.poll(clock(start), &mut seen);
+        if recreate && std::mem::take(&mut seen.disconnected) {
+            let fresh =
+                UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+            let old = client
+                .replace_transport(clock(start), fresh)
+                .map_err(|e| e.to_string())?;
+            drop(old);
+            rebuilds += 1;
+        }
         if !seen.notes.is_empty() {
             record
                 .write_all(seen.notes.as_bytes())
@@ -190,7 +215,8 @@ fn client(
     }
     let stats = client.session().stats();
     println!(
-        "done submitted={} acked={} announced={} not_replayed={} restarts={} replayed={}",
+        "done submitted={} acked={} announced={} not_replayed={} restarts={} replayed={} \
+         rebuilds={rebuilds}",
         stats.submitted,
         stats.acked,
         seen.announced,
@@ -235,7 +261,14 @@ fn main() -> ExitCode {
                 eprintln!("iomsg-ucx-peer: bad --count, --size or --replay\n{USAGE}");
                 return ExitCode::from(2);
             };
-            client(addr, count, size, replay, &record)
+            let recreate = args.iter().any(|a| a == "--recreate-context");
+            let job = Job {
+                count,
+                size,
+                replay,
+                recreate,
+            };
+            client(addr, &job, &record)
         }
         _ => {
             eprintln!("{USAGE}");
