@@ -3,10 +3,12 @@
 //! one).
 //!
 //! ```text
-//! iomsg-ucx-peer server ADDR --record FILE
+//! iomsg-ucx-peer server ADDR --record FILE|none
 //! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-//!     [--recreate-context] --record FILE
+//!     [--recreate-context] [--stream] --record FILE|none
 //! ```
+//!
+//! `--record none` keeps no record (for timing runs).
 //!
 //! The server prints `listening on ADDR` and appends `session sn hash`
 //! to its record for every message its application takes, with one
@@ -34,9 +36,9 @@ use iomsg_core::transport::{Client, ClientHandler, Server};
 use iomsg_core::{workload, Instant};
 use iomsg_ucx::{UcxConfig, UcxTransport};
 
-const USAGE: &str = "usage: iomsg-ucx-peer server ADDR --record FILE
+const USAGE: &str = "usage: iomsg-ucx-peer server ADDR --record FILE|none
        iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-           [--recreate-context] --record FILE";
+           [--recreate-context] [--stream] --record FILE|none";
 
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher, RandomState};
@@ -46,12 +48,19 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
+/// Microseconds since the Unix epoch: a clock both peers share.
+fn epoch_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
 fn clock(start: Wall) -> Instant {
     Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
 }
 
 struct Recorder {
-    record: File,
+    record: Option<File>,
     error: Option<std::io::Error>,
 }
 
@@ -64,7 +73,7 @@ impl ServerHandler for Recorder {
             workload::hash(d.data)
         );
         // One write per message: in the kernel before the ack is sent.
-        if let Err(e) = self.record.write_all(line.as_bytes()) {
+        if let Some(Err(e)) = self.record.as_mut().map(|r| r.write_all(line.as_bytes())) {
             self.error.get_or_insert(e);
         }
     }
@@ -74,14 +83,20 @@ impl ServerHandler for Recorder {
 }
 
 fn server(addr: SocketAddr, record: &str) -> Result<(), String> {
-    let record = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(record)
-        .map_err(|e| format!("cannot open {record}: {e}"))?;
+    let record = match record {
+        "none" => None,
+        path => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("cannot open {path}: {e}"))?,
+        ),
+    };
     let transport = UcxTransport::server(addr, UcxConfig::default())
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     println!("listening on {}", transport.local_addr());
+    println!("listening since {} us", epoch_us());
     let mut server: Server<_> =
         Server::new(transport, ServerConfig::new(random_u64())).map_err(|e| e.to_string())?;
     let mut app = Recorder {
@@ -114,14 +129,23 @@ struct Seen {
     restarts: u64,
     /// A connection ended since the last poll.
     disconnected: bool,
+    /// A restarted server answered and nothing was acknowledged since.
+    restarted: bool,
     failed: Option<FailReason>,
 }
 
 impl ClientHandler for Seen {
     fn event(&mut self, event: ClientEvent) {
         match event {
-            ClientEvent::Acked { upto } => self.acked = upto,
+            ClientEvent::Acked { upto } => {
+                self.acked = upto;
+                if std::mem::take(&mut self.restarted) {
+                    // The first acknowledgement from a restarted server.
+                    println!("acked after restart {} us", epoch_us());
+                }
+            }
             ClientEvent::ServerRestarted { unconfirmed, .. } => {
+                self.restarted = true;
                 self.restarts += 1;
                 self.announced += unconfirmed.end - unconfirmed.start;
             }
@@ -145,6 +169,9 @@ struct Job {
     /// Tear down the UCX context and worker after every disconnect, as the
     /// field report's clients did; the session lives on above them.
     recreate: bool,
+    /// Streamed writes (acknowledged by cadence) instead of one completion
+    /// per write.
+    stream: bool,
 }
 
 fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
@@ -153,8 +180,12 @@ fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
         size,
         replay,
         recreate,
+        stream,
     } = *job;
-    let mut record = File::create(record).map_err(|e| format!("cannot create {record}: {e}"))?;
+    let mut record: Box<dyn Write> = match record {
+        "none" => Box::new(std::io::sink()),
+        path => Box::new(File::create(path).map_err(|e| format!("cannot create {path}: {e}"))?),
+    };
     let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
     let session_id = random_u64();
     writeln!(record, "# session {session_id:016x}").map_err(|e| e.to_string())?;
@@ -175,7 +206,12 @@ fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
         let mut next = client.session().next_sn();
         while next < count {
             workload::fill(session_id, next, &mut buf);
-            let Ok(sn) = client.submit(Message::Write(&buf)) else {
+            let msg = if stream {
+                Message::StreamWrite(&buf)
+            } else {
+                Message::Write(&buf)
+            };
+            let Ok(sn) = client.submit(msg) else {
                 break;
             };
             lines.push_str(&format!("{sn} {:016x}\n", workload::hash(&buf)));
@@ -214,6 +250,11 @@ fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
         }
     }
     let stats = client.session().stats();
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "rate {:.0} msg/s ({count} messages of {size} B acknowledged in {seconds:.3} s)",
+        count as f64 / seconds
+    );
     println!(
         "done submitted={} acked={} announced={} not_replayed={} restarts={} replayed={} \
          rebuilds={rebuilds}",
@@ -261,12 +302,12 @@ fn main() -> ExitCode {
                 eprintln!("iomsg-ucx-peer: bad --count, --size or --replay\n{USAGE}");
                 return ExitCode::from(2);
             };
-            let recreate = args.iter().any(|a| a == "--recreate-context");
             let job = Job {
                 count,
                 size,
                 replay,
-                recreate,
+                recreate: args.iter().any(|a| a == "--recreate-context"),
+                stream: args.iter().any(|a| a == "--stream"),
             };
             client(addr, &job, &record)
         }
