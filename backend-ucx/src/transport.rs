@@ -58,6 +58,9 @@ use crate::worker::{self, ErrArg, ReqArg, WaitMode, Worker};
 /// Transmit buffers in flight at most: past it `transmit` is backpressure.
 const MAX_IN_FLIGHT: usize = 1024;
 
+/// The longest worker address a peer may announce.
+const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
+
 /// What a UCX transport is built with.
 #[derive(Clone, Debug)]
 pub struct UcxConfig {
@@ -71,6 +74,13 @@ pub struct UcxConfig {
     /// Let a restarted server listen on its port again at once
     /// (`UCX_TCP_CM_REUSEADDR=y` unless the environment says otherwise).
     pub reuse_address: bool,
+    /// After a connection's socket-address handshake, exchange worker
+    /// addresses and carry its frames on endpoints made from them, as
+    /// `ucx_perftest` does: endpoints made from a socket address get tcp
+    /// lanes only, these may use shared memory (`posix`, `sysv`, `cma`)
+    /// when both ends are on one host and `UCX_TLS` allows it. Both ends
+    /// must agree. The socket-address endpoint stays open.
+    pub shared_memory: bool,
 }
 
 impl Default for UcxConfig {
@@ -83,6 +93,7 @@ impl Default for UcxConfig {
             max_frame: MAX_FRAME_LEN,
             settings: vec![("KEEPALIVE_INTERVAL".into(), "200ms".into())],
             reuse_address: true,
+            shared_memory: false,
         }
     }
 }
@@ -92,6 +103,12 @@ impl Default for UcxConfig {
 enum State {
     /// Keys being exchanged: whether ours went and theirs came.
     Opening {
+        sent: bool,
+        got: bool,
+    },
+    /// Worker addresses being exchanged (`shared_memory`): whether ours
+    /// went and the endpoint to theirs exists.
+    Addressing {
         sent: bool,
         got: bool,
     },
@@ -106,15 +123,51 @@ struct Conn {
     state: State,
     /// The error handler's argument: lives until the endpoint is closed.
     err_arg: Box<ErrArg>,
+    /// With `shared_memory`: the endpoint made from the peer's worker
+    /// address, which carries the frames, and its handler's argument.
+    data: Option<(sys::ucp_ep_h, Box<ErrArg>)>,
+}
+
+impl Conn {
+    /// The endpoint frames go on.
+    fn frame_ep(&self) -> sys::ucp_ep_h {
+        self.data.as_ref().map_or(self.ep, |d| d.0)
+    }
 }
 
 /// An operation in flight and what it holds until its completion.
 enum Op {
-    Send { buf: Vec<u8> },
-    Recv { buf: Vec<u8>, key: u32 },
-    KeySend { conn: ConnId, buf: Box<[u8; 8]> },
-    KeyRecv { conn: ConnId, buf: Box<[u8; 8]> },
-    Close { _err_arg: Box<ErrArg> },
+    Send {
+        buf: Vec<u8>,
+    },
+    Recv {
+        buf: Vec<u8>,
+        key: u32,
+    },
+    KeySend {
+        conn: ConnId,
+        buf: Box<[u8; 8]>,
+    },
+    KeyRecv {
+        conn: ConnId,
+        buf: Box<[u8; 8]>,
+    },
+    /// Our worker address: its length (8 bytes, LE), then its bytes.
+    AddrSend {
+        conn: ConnId,
+        buf: Vec<u8>,
+    },
+    AddrLenRecv {
+        conn: ConnId,
+        buf: Box<[u8; 8]>,
+    },
+    AddrRecv {
+        conn: ConnId,
+        buf: Vec<u8>,
+    },
+    Close {
+        _err_arg: Box<ErrArg>,
+    },
 }
 
 struct Slot {
@@ -356,6 +409,7 @@ impl<R: Role> UcxTransport<R> {
                 got: false,
             },
             err_arg,
+            data: None,
         });
         self.by_key.insert(key, slot);
         self.exchange_keys(id);
@@ -432,7 +486,13 @@ impl<R: Role> UcxTransport<R> {
         let (buf, flags): (*mut c_void, u32) = match &mut op {
             Op::Send { buf } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::KeySend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
-            Op::KeyRecv { buf, .. } => (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL),
+            Op::AddrSend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::KeyRecv { buf, .. } | Op::AddrLenRecv { buf, .. } => {
+                (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL)
+            }
+            Op::AddrRecv { buf, .. } => {
+                (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL)
+            }
             Op::Close { .. } => (ptr::null_mut(), sys::UCP_EP_CLOSE_FLAG_FORCE),
         };
         // SAFETY: all-zero is a valid request-param value.
@@ -444,7 +504,9 @@ impl<R: Role> UcxTransport<R> {
         param.user_data = (&*arg as *const ReqArg).cast_mut().cast();
         match &op {
             Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
-            Op::KeyRecv { .. } => param.cb.recv_stream = Some(worker::on_stream_recv),
+            Op::KeyRecv { .. } | Op::AddrLenRecv { .. } | Op::AddrRecv { .. } => {
+                param.cb.recv_stream = Some(worker::on_stream_recv)
+            }
             _ => param.cb.send = Some(worker::on_send),
         }
         let ptr = call(buf, &param);
@@ -495,13 +557,154 @@ impl<R: Role> UcxTransport<R> {
                 };
                 self.key_step(conn, status, false, key);
             }
+            Op::AddrSend { conn, .. } => self.addr_step(conn, status, true),
+            Op::AddrLenRecv { conn, buf } => {
+                let len = u64::from_le_bytes(*buf);
+                if !status.is_ok() || length != 8 || len == 0 || len > MAX_WORKER_ADDRESS {
+                    self.fail(conn, DisconnectReason::ConnectFailed);
+                } else {
+                    self.recv_address(conn, len as usize);
+                }
+            }
+            Op::AddrRecv { conn, buf } => {
+                if status.is_ok() && length == buf.len() {
+                    self.connect_data(conn, &buf);
+                } else {
+                    self.fail(conn, DisconnectReason::ConnectFailed);
+                }
+            }
             Op::Recv { .. } | Op::Close { .. } => {}
+        }
+    }
+
+    /// Sends our worker address to the peer of `id` and starts receiving
+    /// theirs.
+    fn exchange_addresses(&mut self, id: ConnId) {
+        let Some(ep) = self.conn(id).map(|c| c.ep) else {
+            return;
+        };
+        let mut addr: *mut sys::ucp_address_t = ptr::null_mut();
+        let mut len = 0usize;
+        // SAFETY: the worker is live; addr and len are out-pointers.
+        let got =
+            Status(unsafe { sys::ucp_worker_get_address(self.worker.worker, &mut addr, &mut len) });
+        if got.check().is_err() {
+            return self.fail(id, DisconnectReason::ConnectFailed);
+        }
+        let mut msg = (len as u64).to_le_bytes().to_vec();
+        // SAFETY: UCX returned `len` readable bytes at `addr`, copied out
+        // before the address is released just below, once.
+        unsafe {
+            msg.extend_from_slice(core::slice::from_raw_parts(addr.cast::<u8>(), len));
+            sys::ucp_worker_release_address(self.worker.worker, addr);
+        }
+        let total = msg.len();
+        let sent = self.start(Op::AddrSend { conn: id, buf: msg }, |buf, param| {
+            // SAFETY: ep is live; buf holds `total` bytes and stays in its
+            // slot until the request completes.
+            unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), total, param) }
+        });
+        let got = self.start(
+            Op::AddrLenRecv {
+                conn: id,
+                buf: Box::new([0; 8]),
+            },
+            |buf, param| {
+                let mut length = 0usize;
+                // SAFETY: ep is live; buf holds 8 bytes and stays in its
+                // slot until the request completes.
+                unsafe { sys::ucp_stream_recv_nbx(ep, buf, 8, &mut length, param) }
+            },
+        );
+        if let (Some(status), slot) = sent {
+            self.finish(slot, status, total);
+        }
+        if let (Some(status), slot) = got {
+            self.finish(slot, status, 8);
+        }
+    }
+
+    /// Receives the `len`-byte worker address the peer of `id` announced.
+    fn recv_address(&mut self, id: ConnId, len: usize) {
+        let Some(ep) = self.conn(id).map(|c| c.ep) else {
+            return;
+        };
+        let buf = vec![0u8; len];
+        let got = self.start(Op::AddrRecv { conn: id, buf }, |buf, param| {
+            let mut length = 0usize;
+            // SAFETY: ep is live; buf holds `len` bytes and stays in its
+            // slot until the request completes.
+            unsafe { sys::ucp_stream_recv_nbx(ep, buf, len, &mut length, param) }
+        });
+        if let (Some(status), slot) = got {
+            self.finish(slot, status, len);
+        }
+    }
+
+    /// Makes the endpoint that carries the frames of `id`, from the
+    /// peer's worker address.
+    fn connect_data(&mut self, id: ConnId, address: &[u8]) {
+        let worker = self.worker.worker;
+        let Some(c) = self.conn_mut(id) else { return };
+        let err_arg = Box::new(ErrArg {
+            shared: c.err_arg.shared,
+            key: c.local_key,
+        });
+        // SAFETY: all-zero is a valid endpoint-params value.
+        let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
+        // No peer-failure mode here: UCX then offers only transports that
+        // detect a peer's failure, which shared memory does not. The
+        // socket-address endpoint keeps that mode (and its keepalive): its
+        // error ends the connection, both endpoints closed.
+        params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_REMOTE_ADDRESS)
+            | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE);
+        params.address = address.as_ptr().cast();
+        params.err_mode = sys::UCP_ERR_HANDLING_MODE_NONE;
+        let mut ep: sys::ucp_ep_h = ptr::null_mut();
+        // SAFETY: worker is live; the address bytes are the peer's worker
+        // address, valid for the call; err_arg is boxed in the connection
+        // and outlives the endpoint.
+        let made = Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) });
+        if made.check().is_err() {
+            return self.fail(id, DisconnectReason::ConnectFailed);
+        }
+        c.data = Some((ep, err_arg));
+        self.addr_step(id, Status::OK, false);
+    }
+
+    /// Our address went (`sent_ours`) or the endpoint to theirs exists.
+    fn addr_step(&mut self, id: ConnId, status: Status, sent_ours: bool) {
+        let client = self.role.listener().is_none();
+        let Some(c) = self.conn_mut(id) else { return };
+        let State::Addressing { mut sent, mut got } = c.state else {
+            return;
+        };
+        if !status.is_ok() {
+            return self.fail(id, DisconnectReason::ConnectFailed);
+        }
+        if sent_ours {
+            sent = true;
+        } else {
+            got = true;
+        }
+        c.state = if sent && got {
+            State::Up
+        } else {
+            State::Addressing { sent, got }
+        };
+        if c.state == State::Up {
+            self.notices.push_back(if client {
+                Notice::Connected(id)
+            } else {
+                Notice::Accepted(id)
+            });
         }
     }
 
     /// One half of the key exchange of `id` completed.
     fn key_step(&mut self, id: ConnId, status: Status, sent_ours: bool, their_key: u32) {
         let client = self.role.listener().is_none();
+        let shm = self.config.shared_memory;
         let Some(c) = self.conn_mut(id) else { return };
         let State::Opening { mut sent, mut got } = c.state else {
             return;
@@ -516,17 +719,22 @@ impl<R: Role> UcxTransport<R> {
             got = true;
             c.remote_key = their_key;
         }
-        c.state = if sent && got {
-            State::Up
-        } else {
-            State::Opening { sent, got }
+        c.state = match (sent && got, shm) {
+            (false, _) => State::Opening { sent, got },
+            (true, false) => State::Up,
+            (true, true) => State::Addressing {
+                sent: false,
+                got: false,
+            },
         };
-        if c.state == State::Up {
-            self.notices.push_back(if client {
+        match c.state {
+            State::Up => self.notices.push_back(if client {
                 Notice::Connected(id)
             } else {
                 Notice::Accepted(id)
-            });
+            }),
+            State::Addressing { .. } => self.exchange_addresses(id),
+            State::Opening { .. } => {}
         }
     }
 
@@ -549,6 +757,15 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         self.by_key.remove(&c.local_key);
+        if let Some((ep, err_arg)) = c.data {
+            let (done, slot) = self.start(Op::Close { _err_arg: err_arg }, |_, param| {
+                // SAFETY: the data endpoint is live and closed once.
+                unsafe { sys::ucp_ep_close_nbx(ep, param) }
+            });
+            if let Some(status) = done {
+                self.finish(slot, status, 0);
+            }
+        }
         let ep = c.ep;
         // The error handler's argument lives until the close completes.
         let (done, slot) = self.start(
@@ -718,7 +935,7 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             t.recycle(buf);
             return r;
         };
-        let (ep, tag) = (c.ep, u64::from(c.remote_key) << 32);
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32);
         let len = buf.len();
         t.in_flight_sends += 1;
         let (done, slot) = t.start(Op::Send { buf }, |buf, param| {
@@ -902,9 +1119,14 @@ impl<R: Role> Drop for UcxTransport<R> {
             .filter(|(_, r)| !r.is_null())
             .collect();
         for (i, req) in pending {
-            self.worker.wait(Pending::Request(req), 10_000);
-            if let Some(s) = self.slots[i].as_mut() {
-                s.request = ptr::null_mut();
+            if self.worker.wait(Pending::Request(req), 10_000) {
+                if let Some(s) = self.slots[i].as_mut() {
+                    s.request = ptr::null_mut();
+                }
+            } else if let Some(s) = self.slots[i].take() {
+                // UCX would not let it go: its buffer must outlive the
+                // worker, so it is never freed (leaked on purpose).
+                mem::forget(s);
             }
         }
         if let Some(listener) = self.role.listener() {

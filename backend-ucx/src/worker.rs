@@ -299,31 +299,41 @@ impl Worker {
         unsafe { sys::ucp_request_free(request) };
     }
 
-    /// Waits (progressing) until `request` is complete, then frees it.
-    /// Bounded: gives up after `rounds` progress rounds and cancels.
-    pub(crate) fn wait(&self, request: Pending, rounds: u32) {
+    /// Waits (progressing) until `request` is complete, then frees it;
+    /// after `rounds` progress rounds it cancels it and waits as long
+    /// again. Returns `false` if it is still in progress then: the caller
+    /// must leave the request and its buffer alone for good (leak them)
+    /// rather than free what UCX may still touch.
+    pub(crate) fn wait(&self, request: Pending, rounds: u32) -> bool {
         let Pending::Request(req) = request else {
-            return;
+            return true;
+        };
+        let done = |w: &Worker| {
+            // SAFETY: req is a live request of this worker.
+            let status = Status(unsafe { sys::ucp_request_check_status(req) });
+            if status == Status::IN_PROGRESS {
+                false
+            } else {
+                w.free(req);
+                true
+            }
         };
         for _ in 0..rounds {
-            // SAFETY: req is a live request of this worker.
-            if Status(unsafe { sys::ucp_request_check_status(req) }) != Status::IN_PROGRESS {
-                self.free(req);
-                return;
+            if done(self) {
+                return true;
             }
             self.progress();
         }
         // SAFETY: req is a live request of this worker; cancelling makes
         // UCX complete it (with UCS_ERR_CANCELED) on a later progress.
         unsafe { sys::ucp_request_cancel(self.worker, req) };
-        loop {
-            // SAFETY: as above.
-            if Status(unsafe { sys::ucp_request_check_status(req) }) != Status::IN_PROGRESS {
-                self.free(req);
-                return;
+        for _ in 0..rounds {
+            if done(self) {
+                return true;
             }
             self.progress();
         }
+        false
     }
 }
 

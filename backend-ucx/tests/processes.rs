@@ -49,13 +49,23 @@ impl Drop for Proc {
     }
 }
 
+/// The transports the peers may use: tcp, plus shared memory when a test
+/// passes `--shared-memory` to both ends.
+fn transports(args: &[&str]) -> &'static str {
+    if args.contains(&"--shared-memory") {
+        "tcp,posix,sysv,cma,self"
+    } else {
+        "tcp"
+    }
+}
+
 fn peer(args: &[&str], out: &Path) -> Proc {
     let out = fs::File::create(out).unwrap();
     let child = Command::new(PEER)
         .args(args)
         // Loopback only: this machine has other interfaces.
         .env("UCX_NET_DEVICES", "lo")
-        .env("UCX_TLS", "tcp")
+        .env("UCX_TLS", transports(args))
         .stdout(out.try_clone().unwrap())
         .stderr(out)
         .stdin(Stdio::null())
@@ -66,12 +76,15 @@ fn peer(args: &[&str], out: &Path) -> Proc {
 
 /// Starts a server on `addr` and returns it with the address it listens on.
 fn server(dir: &Dir, addr: &str, n: u32) -> (Proc, String) {
+    server_with(dir, addr, n, &[])
+}
+
+fn server_with(dir: &Dir, addr: &str, n: u32, extra: &[&str]) -> (Proc, String) {
     let out = dir.file(&format!("server{n}.out"));
     let record = dir.file(&format!("server{n}.rec"));
-    let p = peer(
-        &["server", addr, "--record", record.to_str().unwrap()],
-        &out,
-    );
+    let mut args = vec!["server", addr, "--record", record.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let p = peer(&args, &out);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = fs::read_to_string(&out).unwrap_or_default();
@@ -291,6 +304,30 @@ fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session()
     let s = summary(&dir);
     assert!(s["rebuilds"] >= 1, "the context was rebuilt: {s:?}");
     assert_eq!(a.submitted.len(), 200_000);
+    assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
+    assert!(
+        a.duplicates <= s["announced"],
+        "{} duplicates, {s:?}",
+        a.duplicates
+    );
+}
+
+#[test]
+fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
+    let dir = Dir::new("shm");
+    let shm = ["--shared-memory"];
+    let (first, addr) = server_with(&dir, "127.0.0.1:0", 1, &shm);
+    let client = run_client_with(&dir, &addr, 1_000_000, 256, true, &shm);
+    wait_for_records(&dir, 1, 100_000);
+    drop(first);
+    let (_second, _) = server_with(&dir, &addr, 2, &shm);
+    assert!(
+        wait(client, Duration::from_secs(90)),
+        "the client did not finish"
+    );
+    let a = audit(&dir, 2);
+    let s = summary(&dir);
+    assert_eq!(a.submitted.len(), 1_000_000);
     assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
     assert!(
         a.duplicates <= s["announced"],

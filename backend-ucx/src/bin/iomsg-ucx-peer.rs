@@ -3,9 +3,9 @@
 //! one).
 //!
 //! ```text
-//! iomsg-ucx-peer server ADDR --record FILE|none
+//! iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
 //! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-//!     [--recreate-context] [--stream] --record FILE|none
+//!     [--recreate-context] [--stream] [--shared-memory] --record FILE|none
 //! ```
 //!
 //! `--record none` keeps no record (for timing runs).
@@ -36,9 +36,9 @@ use iomsg_core::transport::{Client, ClientHandler, Server};
 use iomsg_core::{workload, Instant};
 use iomsg_ucx::{UcxConfig, UcxTransport};
 
-const USAGE: &str = "usage: iomsg-ucx-peer server ADDR --record FILE|none
+const USAGE: &str = "usage: iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
        iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-           [--recreate-context] [--stream] --record FILE|none";
+           [--recreate-context] [--stream] [--shared-memory] --record FILE|none";
 
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher, RandomState};
@@ -82,7 +82,16 @@ impl ServerHandler for Recorder {
     }
 }
 
-fn server(addr: SocketAddr, record: &str) -> Result<(), String> {
+/// The UCX settings of both ends: `--shared-memory` exchanges worker
+/// addresses so that frames may travel over shared memory.
+fn ucx_config(args: &[String]) -> UcxConfig {
+    UcxConfig {
+        shared_memory: args.iter().any(|a| a == "--shared-memory"),
+        ..UcxConfig::default()
+    }
+}
+
+fn server(addr: SocketAddr, record: &str, config: UcxConfig) -> Result<(), String> {
     let record = match record {
         "none" => None,
         path => Some(
@@ -93,8 +102,8 @@ fn server(addr: SocketAddr, record: &str) -> Result<(), String> {
                 .map_err(|e| format!("cannot open {path}: {e}"))?,
         ),
     };
-    let transport = UcxTransport::server(addr, UcxConfig::default())
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let transport =
+        UcxTransport::server(addr, config).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     println!("listening on {}", transport.local_addr());
     println!("listening since {} us", epoch_us());
     let mut server: Server<_> =
@@ -174,7 +183,7 @@ struct Job {
     stream: bool,
 }
 
-fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
+fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(), String> {
     let Job {
         count,
         size,
@@ -186,7 +195,7 @@ fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
         "none" => Box::new(std::io::sink()),
         path => Box::new(File::create(path).map_err(|e| format!("cannot create {path}: {e}"))?),
     };
-    let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+    let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
     let session_id = random_u64();
     writeln!(record, "# session {session_id:016x}").map_err(|e| e.to_string())?;
     let mut config = ClientConfig::new(session_id, random_u64());
@@ -225,8 +234,7 @@ fn client(addr: SocketAddr, job: &Job, record: &str) -> Result<(), String> {
         }
         client.poll(clock(start), &mut seen);
         if recreate && std::mem::take(&mut seen.disconnected) {
-            let fresh =
-                UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+            let fresh = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
             let old = client
                 .replace_transport(clock(start), fresh)
                 .map_err(|e| e.to_string())?;
@@ -289,7 +297,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let result = match mode.as_str() {
-        "server" => server(addr, &record),
+        "server" => server(addr, &record, ucx_config(&args)),
         "client" => {
             let count = flag("--count").and_then(|c| c.parse().ok());
             let size = flag("--size").map_or(Some(64), |s| s.parse().ok());
@@ -309,7 +317,7 @@ fn main() -> ExitCode {
                 recreate: args.iter().any(|a| a == "--recreate-context"),
                 stream: args.iter().any(|a| a == "--stream"),
             };
-            client(addr, &job, &record)
+            client(addr, &job, &record, ucx_config(&args))
         }
         _ => {
             eprintln!("{USAGE}");
