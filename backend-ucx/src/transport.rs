@@ -826,15 +826,9 @@ impl<R: Role> UcxTransport<R> {
             let Some(req) = req else { return };
             let worker = self.worker.worker;
             let made = self.add_conn(|err_arg| {
-                // SAFETY: all-zero is a valid endpoint-params value.
-                let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
-                params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_CONN_REQUEST)
-                    | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
-                    | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER);
+                let mut params = peer_mode(err_arg);
+                params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_CONN_REQUEST);
                 params.conn_request = req;
-                params.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
-                params.err_handler.cb = Some(worker::on_ep_error);
-                params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
                 let mut ep: sys::ucp_ep_h = ptr::null_mut();
                 // SAFETY: worker is live; req came from its listener and is
                 // consumed here once; err_arg is boxed in the connection
@@ -1066,6 +1060,19 @@ impl<R: Role> Transport for UcxTransport<R> {
     }
 }
 
+/// Endpoint parameters in peer error mode, whose failures reach
+/// `on_ep_error` with `err_arg` (which must outlive the endpoint).
+fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
+    // SAFETY: all-zero is a valid endpoint-params value.
+    let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
+    params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
+        | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER);
+    params.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = Some(worker::on_ep_error);
+    params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
+    params
+}
+
 fn lift<Rx>(n: Notice) -> Event<Rx> {
     match n {
         Notice::Connected(conn) => Event::Connected { conn },
@@ -1079,17 +1086,11 @@ impl Connector for UcxTransport<Dial> {
         let worker = self.worker.worker;
         let addr = self.role.server.as_ucs();
         self.add_conn(|err_arg| {
-            // SAFETY: all-zero is a valid endpoint-params value.
-            let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
-            params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
-                | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR)
-                | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
-                | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            let mut params = peer_mode(err_arg);
+            params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
+                | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
             params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
             params.sockaddr = addr;
-            params.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
-            params.err_handler.cb = Some(worker::on_ep_error);
-            params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
             let mut ep: sys::ucp_ep_h = ptr::null_mut();
             // SAFETY: worker is live; the socket address lives in
             // self.role for the transport's lifetime; err_arg is boxed in

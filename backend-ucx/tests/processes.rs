@@ -258,22 +258,39 @@ fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
     }
 }
 
-#[test]
-fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
-    let dir = Dir::new("kill-replay");
-    let (first, addr) = server(&dir, "127.0.0.1:0", 1);
-    let client = run_client(&dir, &addr, 200_000, 256, true);
-    wait_for_records(&dir, 1, 20_000);
-    drop(first); // SIGKILL, by pid
-    let (_second, again) = server(&dir, &addr, 2);
+/// A server killed (SIGKILL, by pid) once it recorded `kill_at` messages
+/// and restarted on its port, under a client streaming `count` messages of
+/// `size` bytes; `extra` goes to both ends. Returns the records' verdict
+/// and the client's summary.
+fn kill_and_restart(
+    name: &str,
+    count: u64,
+    kill_at: usize,
+    replay: bool,
+    extra: &[&str],
+) -> (Audit, BTreeMap<String, u64>) {
+    let dir = Dir::new(name);
+    let server_extra: Vec<&str> = extra
+        .iter()
+        .copied()
+        .filter(|a| *a == "--shared-memory")
+        .collect();
+    let (first, addr) = server_with(&dir, "127.0.0.1:0", 1, &server_extra);
+    let client = run_client_with(&dir, &addr, count, 256, replay, extra);
+    wait_for_records(&dir, 1, kill_at);
+    drop(first);
+    let (_second, again) = server_with(&dir, &addr, 2, &server_extra);
     assert_eq!(again, addr, "the restarted server listens on the same port");
     assert!(
         wait(client, Duration::from_secs(90)),
         "the client did not finish"
     );
-    let a = audit(&dir, 2);
-    let s = summary(&dir);
-    assert_eq!(a.submitted.len(), 200_000);
+    (audit(&dir, 2), summary(&dir))
+}
+
+/// Nothing lost or changed, every duplicate announced.
+fn assert_replayed_all(a: &Audit, s: &BTreeMap<String, u64>, count: u64) {
+    assert_eq!(a.submitted.len() as u64, count);
     assert!(
         a.lost.is_empty(),
         "lost {:?}",
@@ -289,66 +306,29 @@ fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
 }
 
 #[test]
+fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
+    let (a, s) = kill_and_restart("kill-replay", 200_000, 20_000, true, &[]);
+    assert_replayed_all(&a, &s, 200_000);
+}
+
+#[test]
 fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session() {
-    let dir = Dir::new("recreate");
-    let (first, addr) = server(&dir, "127.0.0.1:0", 1);
-    let client = run_client_with(&dir, &addr, 200_000, 64, true, &["--recreate-context"]);
-    wait_for_records(&dir, 1, 20_000);
-    drop(first);
-    let (_second, _) = server(&dir, &addr, 2);
-    assert!(
-        wait(client, Duration::from_secs(90)),
-        "the client did not finish"
-    );
-    let a = audit(&dir, 2);
-    let s = summary(&dir);
+    let extra = ["--recreate-context"];
+    let (a, s) = kill_and_restart("recreate", 200_000, 20_000, true, &extra);
     assert!(s["rebuilds"] >= 1, "the context was rebuilt: {s:?}");
-    assert_eq!(a.submitted.len(), 200_000);
-    assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
-    assert!(
-        a.duplicates <= s["announced"],
-        "{} duplicates, {s:?}",
-        a.duplicates
-    );
+    assert_replayed_all(&a, &s, 200_000);
 }
 
 #[test]
 fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
-    let dir = Dir::new("shm");
-    let shm = ["--shared-memory"];
-    let (first, addr) = server_with(&dir, "127.0.0.1:0", 1, &shm);
-    let client = run_client_with(&dir, &addr, 1_000_000, 256, true, &shm);
-    wait_for_records(&dir, 1, 100_000);
-    drop(first);
-    let (_second, _) = server_with(&dir, &addr, 2, &shm);
-    assert!(
-        wait(client, Duration::from_secs(90)),
-        "the client did not finish"
-    );
-    let a = audit(&dir, 2);
-    let s = summary(&dir);
-    assert_eq!(a.submitted.len(), 1_000_000);
-    assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
-    assert!(
-        a.duplicates <= s["announced"],
-        "{} duplicates, {s:?}",
-        a.duplicates
-    );
+    let extra = ["--shared-memory"];
+    let (a, s) = kill_and_restart("shm", 1_000_000, 100_000, true, &extra);
+    assert_replayed_all(&a, &s, 1_000_000);
 }
 
 #[test]
 fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
-    let dir = Dir::new("kill-noreplay");
-    let (first, addr) = server(&dir, "127.0.0.1:0", 1);
-    let client = run_client(&dir, &addr, 200_000, 256, false);
-    wait_for_records(&dir, 1, 20_000);
-    drop(first);
-    let (_second, _) = server(&dir, &addr, 2);
-    assert!(
-        wait(client, Duration::from_secs(90)),
-        "the client did not finish"
-    );
-    let a = audit(&dir, 2);
+    let (a, s) = kill_and_restart("kill-noreplay", 200_000, 20_000, false, &[]);
     assert!(a.mismatched.is_empty());
     assert_eq!(a.duplicates, 0, "nothing is sent twice without replay");
     let lost: BTreeSet<u64> = a.lost.iter().copied().collect();
@@ -359,7 +339,7 @@ fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
     );
     // Given up but delivered: processed by the dead instance before its
     // ack got out; the client says "may have been lost".
-    assert_eq!(summary(&dir)["not_replayed"], a.given_up.len() as u64);
+    assert_eq!(s["not_replayed"], a.given_up.len() as u64);
 }
 
 #[test]
