@@ -238,12 +238,13 @@ fn run_client_with(
     peer(&args, &dir.file("client.out"))
 }
 
-#[test]
-fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
-    for (size, count) in [(64, 20_000), (4096, 5_000), (1 << 20, 40)] {
-        let dir = Dir::new(&format!("sizes-{size}"));
-        let (_server, addr) = server(&dir, "127.0.0.1:0", 1);
-        let client = run_client(&dir, &addr, count, size, true);
+/// A client streams messages of 64 B, 256 B, 4 KiB and 1 MiB; each
+/// arrives once with its bytes. `extra` goes to both ends.
+fn stream_every_size(name: &str, extra: &[&str]) {
+    for (size, count) in [(64, 20_000), (256, 20_000), (4096, 5_000), (1 << 20, 40)] {
+        let dir = Dir::new(&format!("{name}-{size}"));
+        let (_server, addr) = server_with(&dir, "127.0.0.1:0", 1, extra);
+        let client = run_client_with(&dir, &addr, count, size, true, extra);
         assert!(
             wait(client, Duration::from_secs(60)),
             "client {size} B failed"
@@ -256,6 +257,16 @@ fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
         );
         assert_eq!(summary(&dir)["acked"], count);
     }
+}
+
+#[test]
+fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
+    stream_every_size("sizes", &[]);
+}
+
+#[test]
+fn over_shared_memory_every_size_arrives_once_with_its_bytes() {
+    stream_every_size("shm-sizes", &["--shared-memory"]);
 }
 
 /// A server killed (SIGKILL, by pid) once it recorded `kill_at` messages
@@ -340,6 +351,47 @@ fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
     // Given up but delivered: processed by the dead instance before its
     // ack got out; the client says "may have been lost".
     assert_eq!(s["not_replayed"], a.given_up.len() as u64);
+}
+
+#[test]
+fn a_raw_peers_malformed_frames_are_rejected_with_a_log_line_while_a_good_client_goes_on() {
+    let dir = Dir::new("malformed");
+    let (_server, addr) = server(&dir, "127.0.0.1:0", 1);
+    let good = run_client(&dir, &addr, 100_000, 64, true);
+    let bad = peer(&["raw", &addr], &dir.file("raw.out"));
+    assert!(
+        wait(bad, Duration::from_secs(40)),
+        "the raw peer failed: {}",
+        fs::read_to_string(dir.file("raw.out")).unwrap_or_default()
+    );
+    assert!(
+        wait(good, Duration::from_secs(60)),
+        "the good client failed"
+    );
+    let out = fs::read_to_string(dir.file("server1.out")).unwrap_or_default();
+    let reasons: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("rejected "))
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    // Six frames that do not parse, and data before any Hello.
+    assert_eq!(
+        reasons.iter().filter(|r| **r == "Malformed").count(),
+        6,
+        "{out}"
+    );
+    assert_eq!(
+        reasons.iter().filter(|r| **r == "NotBound").count(),
+        1,
+        "{out}"
+    );
+    assert!(fs::read_to_string(dir.file("raw.out"))
+        .unwrap_or_default()
+        .contains("raw sent 7"));
+    let a = audit(&dir, 1);
+    assert_eq!(a.submitted.len(), 100_000);
+    assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
 }
 
 #[test]

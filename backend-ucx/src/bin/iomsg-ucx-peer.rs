@@ -6,7 +6,12 @@
 //! iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
 //! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
 //!     [--recreate-context] [--stream] [--shared-memory] --record FILE|none
+//! iomsg-ucx-peer raw ADDR
 //! ```
+//!
+//! `raw` is a broken peer: it sends one malformed frame per connection
+//! (see `malformed_frames`) and waits for the server to close each; the
+//! server prints `rejected CONN: REASON (detail N)` for each.
 //!
 //! `--record none` keeps no record (for timing runs).
 //!
@@ -30,15 +35,17 @@ use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
     ClientConfig, ClientEvent, ClientSession, Delivery, FailReason, Message, ReadRequest,
-    ServerConfig, ServerHandler,
+    ServerConfig, ServerEvent, ServerHandler,
 };
-use iomsg_core::transport::{Client, ClientHandler, Server};
+use iomsg_core::transport::{Client, ClientHandler, Connector, Event, Server, Transport, TxToken};
+use iomsg_core::wire::{Body, IoMsg};
 use iomsg_core::{workload, Instant};
 use iomsg_ucx::{UcxConfig, UcxTransport};
 
 const USAGE: &str = "usage: iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
        iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-           [--recreate-context] [--stream] [--shared-memory] --record FILE|none";
+           [--recreate-context] [--stream] [--shared-memory] --record FILE|none
+       iomsg-ucx-peer raw ADDR";
 
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher, RandomState};
@@ -80,6 +87,115 @@ impl ServerHandler for Recorder {
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         workload::fill(read.session, read.sn, out);
     }
+    fn event(&mut self, event: ServerEvent) {
+        // What a user of the server wants to read in its log.
+        match event {
+            ServerEvent::Rejected {
+                conn,
+                reason,
+                detail,
+            } => println!("rejected {conn}: {reason:?} (detail {detail})"),
+            ServerEvent::LiveLoss {
+                session,
+                epoch,
+                missing,
+            } => println!(
+                "live loss: session {session:016x} epoch {epoch} sns {}..{}",
+                missing.start, missing.end
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Frames a broken peer sends, one connection each: a header of the wrong
+/// magic, a truncated frame, an unknown version, a corrupted length, a
+/// sound header whose length promises bytes that never come, bytes the
+/// header never declared, and data before any `Hello`.
+fn malformed_frames() -> Vec<Vec<u8>> {
+    let frame = |session: u64, body: Body<'_>| {
+        let msg = IoMsg {
+            session,
+            epoch: 1,
+            sn: 0,
+            ack: 0,
+            validate: true,
+            stream: false,
+            body,
+        };
+        let mut f = vec![0; msg.buffer_len()];
+        let _ = msg.emit(&mut f);
+        f
+    };
+    let hello = frame(
+        99,
+        Body::Hello {
+            base_sn: 0,
+            next_sn: 0,
+            token: 1,
+            window: 64,
+            replay: true,
+        },
+    );
+    let mut bad_magic = hello.clone();
+    bad_magic[0] ^= 0xff;
+    let mut bad_version = hello.clone();
+    bad_version[4] = 9;
+    let mut huge_len = hello.clone();
+    huge_len[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    let mut lying_len = frame(99, Body::Write { data: &[7; 100] });
+    lying_len.truncate(48);
+    let mut undeclared = frame(99, Body::Ack);
+    undeclared.extend_from_slice(&[0; 16]);
+    let before_hello = frame(
+        12345,
+        Body::Write {
+            data: b"no hello first",
+        },
+    );
+    vec![
+        bad_magic,
+        hello[..20].to_vec(),
+        bad_version,
+        huge_len,
+        lying_len,
+        undeclared,
+        before_hello,
+    ]
+}
+
+/// Sends each malformed frame on a connection of its own, waiting for the
+/// server to close it; prints how many it sent.
+fn raw(addr: SocketAddr, ucx: UcxConfig) -> Result<(), String> {
+    let mut t = UcxTransport::client(addr, ucx).map_err(|e| e.to_string())?;
+    let start = Wall::now();
+    let frames = malformed_frames();
+    let mut sent = 0;
+    for f in &frames {
+        let conn = t.connect(clock(start)).map_err(|e| e.to_string())?;
+        let (mut up, mut closed) = (false, false);
+        while !closed {
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err("the server did not close a malformed connection".into());
+            }
+            while let Some(event) = t.poll(clock(start)) {
+                match event {
+                    Event::Connected { conn: c } if c == conn => up = true,
+                    Event::Disconnected { conn: c, .. } if c == conn => closed = true,
+                    _ => {}
+                }
+            }
+            if std::mem::take(&mut up) {
+                let token = t
+                    .transmit(clock(start), conn, f.len())
+                    .map_err(|e| e.to_string())?;
+                token.consume(|b| b.copy_from_slice(f));
+                sent += 1;
+            }
+        }
+    }
+    println!("raw sent {sent} malformed frames");
+    Ok(())
 }
 
 /// The UCX settings of both ends: `--shared-memory` exchanges worker
@@ -292,6 +408,9 @@ fn main() -> ExitCode {
         eprintln!("iomsg-ucx-peer: bad address {addr:?}\n{USAGE}");
         return ExitCode::from(2);
     };
+    if mode == "raw" {
+        return finish(raw(addr, ucx_config(&args)));
+    }
     let Some(record) = flag("--record") else {
         eprintln!("iomsg-ucx-peer: --record FILE is required\n{USAGE}");
         return ExitCode::from(2);
@@ -324,6 +443,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    finish(result)
+}
+
+fn finish(result: Result<(), String>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
