@@ -18,6 +18,13 @@ use std::time::{Duration, Instant};
 
 const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
 
+/// One test at a time: each runs a server and clients that busy-poll, and
+/// on two cores several at once starve each other past their time limits.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A temporary directory of the test's own, removed at the end.
 struct Dir(PathBuf);
 
@@ -261,11 +268,13 @@ fn stream_every_size(name: &str, extra: &[&str]) {
 
 #[test]
 fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
+    let _one = one_at_a_time();
     stream_every_size("sizes", &[]);
 }
 
 #[test]
 fn over_shared_memory_every_size_arrives_once_with_its_bytes() {
+    let _one = one_at_a_time();
     stream_every_size("shm-sizes", &["--shared-memory"]);
 }
 
@@ -318,12 +327,14 @@ fn assert_replayed_all(a: &Audit, s: &BTreeMap<String, u64>, count: u64) {
 
 #[test]
 fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
+    let _one = one_at_a_time();
     let (a, s) = kill_and_restart("kill-replay", 200_000, 20_000, true, &[]);
     assert_replayed_all(&a, &s, 200_000);
 }
 
 #[test]
 fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session() {
+    let _one = one_at_a_time();
     let extra = ["--recreate-context"];
     let (a, s) = kill_and_restart("recreate", 200_000, 20_000, true, &extra);
     assert!(s["rebuilds"] >= 1, "the context was rebuilt: {s:?}");
@@ -332,6 +343,7 @@ fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session()
 
 #[test]
 fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
+    let _one = one_at_a_time();
     let extra = ["--shared-memory"];
     let (a, s) = kill_and_restart("shm", 1_000_000, 100_000, true, &extra);
     assert_replayed_all(&a, &s, 1_000_000);
@@ -339,6 +351,7 @@ fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
 
 #[test]
 fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
+    let _one = one_at_a_time();
     let (a, s) = kill_and_restart("kill-noreplay", 200_000, 20_000, false, &[]);
     assert!(a.mismatched.is_empty());
     assert_eq!(a.duplicates, 0, "nothing is sent twice without replay");
@@ -355,6 +368,7 @@ fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
 
 #[test]
 fn a_raw_peers_malformed_frames_are_rejected_with_a_log_line_while_a_good_client_goes_on() {
+    let _one = one_at_a_time();
     let dir = Dir::new("malformed");
     let (_server, addr) = server(&dir, "127.0.0.1:0", 1);
     let good = run_client(&dir, &addr, 100_000, 64, true);
@@ -396,6 +410,7 @@ fn a_raw_peers_malformed_frames_are_rejected_with_a_log_line_while_a_good_client
 
 #[test]
 fn a_client_killed_mid_stream_leaves_the_other_unharmed_and_its_connection_freed() {
+    let _one = one_at_a_time();
     let dir = Dir::new("two-clients");
     let (_server, addr) = server(&dir, "127.0.0.1:0", 1);
     let doomed_dir = Dir::new("two-clients-doomed");
@@ -472,6 +487,7 @@ fn peer_in(ns: &str, device: &str, args: &[&str], out: &Path) -> Proc {
 
 #[test]
 fn hosts_in_network_namespaces_survive_a_cut_client_link() {
+    let _one = one_at_a_time();
     // One server host and two client hosts, joined by veth pairs whose
     // addresses are link-local (169.254.0.0/16).
     let id = std::process::id();
