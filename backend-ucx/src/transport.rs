@@ -173,9 +173,6 @@ enum Op {
 struct Slot {
     op: Op,
     request: *mut c_void,
-    /// The callback's argument: boxed so its address is stable, and kept
-    /// here for as long as UCX may call back with it.
-    _arg: Box<ReqArg>,
     status: Option<Status>,
 }
 
@@ -236,8 +233,14 @@ pub struct UcxTransport<R: Role> {
     pool: Vec<Vec<u8>>,
     /// Frames dropped because their key named no open connection.
     stray_frames: u64,
-    /// Declared last: dropped after everything UCX may still refer to.
+    /// Declared after the state UCX refers to: dropped after it.
     worker: Worker,
+    /// Each request slot's callback argument (`user_data`), by slot.
+    /// Declared after the worker: a request the teardown had to leave to
+    /// UCX may still call back while the worker is destroyed. Boxed: UCX
+    /// holds their addresses, which a growing `Vec<ReqArg>` would move.
+    #[allow(clippy::vec_box)]
+    args: Vec<Box<ReqArg>>,
 }
 
 /// A UCX failure while building a transport.
@@ -358,6 +361,7 @@ impl<R: Role> UcxTransport<R> {
             pool: Vec::new(),
             stray_frames: 0,
             worker,
+            args: Vec::new(),
         }
     }
 
@@ -478,10 +482,15 @@ impl<R: Role> UcxTransport<R> {
             self.slots.push(None);
             self.slots.len() - 1
         });
-        let arg = Box::new(ReqArg {
-            shared: self.worker.shared_ptr(),
-            slot,
-        });
+        // The callback's argument of each slot is made once and kept (it
+        // never changes): no allocation per operation.
+        while self.args.len() <= slot {
+            self.args.push(Box::new(ReqArg {
+                shared: self.worker.shared_ptr(),
+                slot: self.args.len(),
+            }));
+        }
+        let arg: *const ReqArg = &*self.args[slot];
         let mut op = op;
         let (buf, flags): (*mut c_void, u32) = match &mut op {
             Op::Send { buf } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
@@ -501,7 +510,7 @@ impl<R: Role> UcxTransport<R> {
             | sys::UCP_OP_ATTR_FIELD_USER_DATA
             | sys::UCP_OP_ATTR_FIELD_FLAGS;
         param.flags = flags;
-        param.user_data = (&*arg as *const ReqArg).cast_mut().cast();
+        param.user_data = arg.cast_mut().cast();
         match &op {
             Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
             Op::KeyRecv { .. } | Op::AddrLenRecv { .. } | Op::AddrRecv { .. } => {
@@ -518,7 +527,6 @@ impl<R: Role> UcxTransport<R> {
         self.slots[slot] = Some(Slot {
             op,
             request,
-            _arg: arg,
             status: None,
         });
         (now, slot)

@@ -256,19 +256,12 @@ impl Worker {
         &*self.shared
     }
 
-    /// Makes progress; returns whether anything happened.
+    /// Makes progress once; returns whether anything happened. (One
+    /// call: each may poll the tcp transport's sockets, a system call, and
+    /// the transport calls it again on its next poll.)
     pub(crate) fn progress(&self) -> bool {
-        let mut any = false;
-        // Bounded: a worker with a steady stream of events must still let
-        // the transport hand them on.
-        for _ in 0..64 {
-            // SAFETY: the worker is live; no borrow of `shared` is held.
-            if unsafe { sys::ucp_worker_progress(self.worker) } == 0 {
-                break;
-            }
-            any = true;
-        }
-        any
+        // SAFETY: the worker is live; no borrow of `shared` is held.
+        unsafe { sys::ucp_worker_progress(self.worker) != 0 }
     }
 
     /// Arms the worker's event fd: `Ok(true)` when armed, `Ok(false)` when

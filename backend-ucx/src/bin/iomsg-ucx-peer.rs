@@ -307,6 +307,7 @@ fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(
         recreate,
         stream,
     } = *job;
+    let keep_record = record != "none";
     let mut record: Box<dyn Write> = match record {
         "none" => Box::new(std::io::sink()),
         path => Box::new(File::create(path).map_err(|e| format!("cannot create {path}: {e}"))?),
@@ -339,7 +340,9 @@ fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(
             let Ok(sn) = client.submit(msg) else {
                 break;
             };
-            lines.push_str(&format!("{sn} {:016x}\n", workload::hash(&buf)));
+            if keep_record {
+                lines.push_str(&format!("{sn} {:016x}\n", workload::hash(&buf)));
+            }
             next += 1;
         }
         if !lines.is_empty() {
