@@ -1,0 +1,23 @@
+//! The full protocol over the loopback backend, one thread: acknowledged
+//! io_msgs per second at each payload size.
+
+// criterion_group! makes an undocumented public function.
+#![allow(missing_docs)]
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use iomsg_benches::Pair;
+
+fn full_protocol(c: &mut Criterion) {
+    let mut g = c.benchmark_group("loopback_full_protocol");
+    for size in [64usize, 256, 4096, 65536] {
+        let batch = if size >= 65536 { 100 } else { 1000 };
+        g.throughput(Throughput::Elements(batch));
+        let mut pair = Pair::new(size);
+        g.bench_function(format!("io_msgs_{size}B"), |b| b.iter(|| pair.run(batch)));
+        assert!(pair.taken() > 0, "no message reached the server");
+    }
+    g.finish();
+}
+
+criterion_group!(benches, full_protocol);
+criterion_main!(benches);

@@ -1,0 +1,101 @@
+//! iomsg's criterion benches (`cargo bench -p iomsg-benches`): the core's
+//! kernels (`benches/core.rs`) and the full protocol over the loopback
+//! backend (`benches/loopback.rs`). The library part holds what the
+//! benches share.
+
+use std::time::Duration;
+
+use iomsg_core::session::{
+    ClientConfig, ClientSession, Delivery, Message, ReadRequest, ServerConfig, ServerHandler,
+};
+use iomsg_core::transport::{Client, Server};
+use iomsg_core::{workload, Instant};
+use iomsg_loopback::{ClientPort, Network, NetworkConfig, ServerPort};
+
+/// A server application that takes every message and answers reads with
+/// the workload's pattern.
+#[derive(Default)]
+pub struct Sink {
+    /// Messages taken.
+    pub taken: u64,
+}
+
+impl ServerHandler for Sink {
+    fn deliver(&mut self, _msg: Delivery<'_>) {
+        self.taken += 1;
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+}
+
+/// A client and a server over the loopback network, one thread, virtual
+/// time: the full protocol (sessions, acks, tracker, the application's
+/// payloads) without the simulation's ground truth.
+pub struct Pair {
+    client: Client<ClientPort, 1024, Vec<u8>>,
+    server: Server<ServerPort>,
+    sink: Sink,
+    now: Instant,
+    payload: Vec<u8>,
+}
+
+impl Pair {
+    /// A connected pair whose client sends streamed writes of `size`
+    /// bytes.
+    ///
+    /// # Panics
+    ///
+    /// If the loopback network refuses to listen (it never does here).
+    pub fn new(size: usize) -> Pair {
+        let net = Network::new(NetworkConfig {
+            latency: Duration::from_micros(1),
+            detect_delay: Duration::from_micros(50),
+        });
+        let port = net.listen(1, Instant::ZERO).expect("a fresh network");
+        let server =
+            Server::new(port, ServerConfig::new(1)).expect("loopback carries the protocol");
+        let storage = vec![0u8; 1025 * size.max(1)];
+        let session = ClientSession::new(ClientConfig::new(7, 8), Instant::ZERO, storage);
+        let client = Client::new(net.client(1), session).expect("loopback carries the protocol");
+        let mut payload = vec![0u8; size];
+        workload::fill(7, 0, &mut payload);
+        let mut pair = Pair {
+            client,
+            server,
+            sink: Sink::default(),
+            now: Instant::ZERO,
+            payload,
+        };
+        pair.client.start(pair.now);
+        pair.run(1);
+        pair
+    }
+
+    /// Sends `n` more messages and runs until all are acknowledged.
+    pub fn run(&mut self, n: u64) {
+        let target = self.client.session().next_sn() + n;
+        let mut guard = 0u64;
+        while self.client.session().base_sn() < target {
+            while self.client.session().next_sn() < target
+                && self
+                    .client
+                    .submit(Message::StreamWrite(&self.payload))
+                    .is_ok()
+            {}
+            self.client.poll(self.now, &mut |_| {});
+            self.server.poll(self.now, &mut self.sink);
+            self.now = self.now + Duration::from_micros(1);
+            guard += 1;
+            assert!(
+                guard < 100 * n + 100_000,
+                "the pair stopped making progress"
+            );
+        }
+    }
+
+    /// Messages the server's application took.
+    pub fn taken(&self) -> u64 {
+        self.sink.taken
+    }
+}
