@@ -39,23 +39,6 @@ fn repro(seed: u64, kills: u64, replay: bool, rebuild: bool) -> Scenario {
     }
 }
 
-/// One client, no crashes, `messages` writes as fast as the window allows.
-fn single(messages: u64, faults: FaultConfig, replay: bool) -> Scenario {
-    Scenario {
-        seed: 5,
-        clients: 1,
-        workload: Workload {
-            messages,
-            ..Workload::default()
-        },
-        faults,
-        replay,
-        duration: Duration::from_millis(50),
-        client_window: CLEAN_WINDOW,
-        ..Scenario::default()
-    }
-}
-
 fn schedule(faults: &[(u64, FrameFault)]) -> FaultConfig {
     FaultConfig {
         schedule: faults
@@ -154,7 +137,7 @@ fn field_repro_without_replay_loses_exactly_the_in_flight_sns_and_names_them() {
 
 #[test]
 fn silent_drop_on_a_live_connection_is_reported_at_once_and_replay_recovers_it() {
-    let r = sim::run(&single(
+    let r = sim::run(&Scenario::one_client(
         1000,
         schedule(&[(100, FrameFault::SilentDrop)]),
         true,
@@ -174,7 +157,7 @@ fn silent_drop_on_a_live_connection_is_reported_at_once_and_replay_recovers_it()
 
 #[test]
 fn silent_drop_without_replay_is_lost_and_classified_live() {
-    let r = sim::run(&single(
+    let r = sim::run(&Scenario::one_client(
         1000,
         schedule(&[(100, FrameFault::SilentDrop)]),
         false,
@@ -209,7 +192,7 @@ fn frames_that_overtake_the_hello_are_refused_then_replayed_and_none_is_lost() {
         }],
         ..FaultConfig::default()
     };
-    let r = sim::run(&single(500, faults, true)).unwrap();
+    let r = sim::run(&Scenario::one_client(500, faults, true)).unwrap();
     assert_nothing_lost(&r);
     assert_eq!(r.faults.reordered, 1);
     // The eager writes arrived before their connection's Hello: refused,
@@ -228,7 +211,7 @@ fn corrupt_frames_are_rejected_the_connection_resets_and_replay_recovers() {
         (300, FrameFault::Corrupt),
         (500, FrameFault::Corrupt),
     ]);
-    let r = sim::run(&single(1000, faults, true)).unwrap();
+    let r = sim::run(&Scenario::one_client(1000, faults, true)).unwrap();
     assert_nothing_lost(&r);
     assert_eq!(r.faults.corrupted, 3);
     assert_eq!(r.rejected(RejectReason::Malformed), 3, "{r}");
@@ -239,7 +222,7 @@ fn corrupt_frames_are_rejected_the_connection_resets_and_replay_recovers() {
 fn frames_of_a_superseded_connection_are_never_delivered_twice() {
     let mut faults = schedule(&[(50, FrameFault::Delay)]);
     faults.delay = Duration::from_millis(5); // longer than the reply timeout
-    let r = sim::run(&single(1000, faults, true)).unwrap();
+    let r = sim::run(&Scenario::one_client(1000, faults, true)).unwrap();
     assert_nothing_lost(&r);
     assert_eq!(
         r.reconnects, 1,
@@ -255,7 +238,7 @@ fn frames_of_a_superseded_connection_are_never_delivered_twice() {
 
 #[test]
 fn a_full_window_is_backpressure_not_an_error_and_loses_nothing() {
-    let mut s = single(3000, FaultConfig::default(), true);
+    let mut s = Scenario::one_client(3000, FaultConfig::default(), true);
     s.workload.size = 4096;
     let r = sim::run(&s).unwrap();
     assert_nothing_lost(&r);
@@ -271,7 +254,7 @@ fn duplicated_and_reordered_frames_are_delivered_once_each() {
         reorder_depth: 4,
         ..FaultConfig::default()
     };
-    let r = sim::run(&single(3000, faults, true)).unwrap();
+    let r = sim::run(&Scenario::one_client(3000, faults, true)).unwrap();
     assert_nothing_lost(&r);
     assert!(r.faults.duplicated > 0 && r.faults.reordered > 0);
     assert!(r.duplicates_discarded > 0, "{r}");

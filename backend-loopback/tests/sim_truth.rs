@@ -4,30 +4,8 @@
 use iomsg_core::wire::RejectReason;
 use std::time::Duration;
 
-use iomsg_loopback::sim::{
-    self, Invariant, KillEvent, KillOn, LossClass, Report, Scenario, Workload,
-};
+use iomsg_loopback::sim::{self, Invariant, KillEvent, KillOn, LossClass, Report, Scenario};
 use iomsg_loopback::{Direction, FaultConfig, FrameFault, ScheduledFault};
-
-/// Small enough that a burst of completions never overflows today's
-/// client event queue (see `sim::tests`).
-const CLEAN_WINDOW: usize = 8;
-
-fn one_client(messages: u64, faults: FaultConfig, replay: bool) -> Scenario {
-    Scenario {
-        seed: 5,
-        clients: 1,
-        workload: Workload {
-            messages,
-            ..Workload::default()
-        },
-        faults,
-        replay,
-        duration: Duration::from_millis(50),
-        client_window: CLEAN_WINDOW,
-        ..Scenario::default()
-    }
-}
 
 fn to_server(nth: u64, fault: FrameFault) -> ScheduledFault {
     ScheduledFault {
@@ -59,7 +37,7 @@ fn a_live_loss_stays_live_after_the_server_that_saw_it_dies() {
         schedule: vec![to_server(100, FrameFault::SilentDrop)],
         ..FaultConfig::default()
     };
-    let mut s = one_client(1000, faults, false);
+    let mut s = Scenario::one_client(1000, faults, false);
     s.kill_on = kill_after(KillEvent::LiveLoss, 1);
     let r = run(&s);
     assert_eq!(r.kills, 1, "{r}");
@@ -88,7 +66,7 @@ fn a_gap_filled_by_a_later_instance_counts_as_recovered() {
         schedule: vec![to_server(100, FrameFault::SilentDrop)],
         ..FaultConfig::default()
     };
-    let mut s = one_client(1000, faults, true);
+    let mut s = Scenario::one_client(1000, faults, true);
     s.kill_on = kill_after(KillEvent::LiveLoss, 1);
     let r = run(&s);
     assert!(r.passed(), "{r}");
@@ -109,7 +87,7 @@ fn the_run_lasts_until_the_network_is_empty() {
         ..FaultConfig::default()
     };
     faults.delay = Duration::from_millis(50);
-    let mut s = one_client(200, faults, true);
+    let mut s = Scenario::one_client(200, faults, true);
     s.duration = Duration::from_millis(5);
     let r = run(&s);
     assert!(r.passed(), "{r}");
@@ -127,7 +105,7 @@ fn rebuilding_the_transport_changes_what_the_run_exercises() {
     // each reconnect comes from a fresh client endpoint, and the session
     // (sns, window, replay) lives on above it; kept, one endpoint serves
     // every connection.
-    let mut plain = one_client(2000, FaultConfig::default(), true);
+    let mut plain = Scenario::one_client(2000, FaultConfig::default(), true);
     plain.crash = Some(sim::CrashPlan {
         every: Duration::from_millis(3),
         down_for: Duration::from_micros(500),
@@ -158,7 +136,7 @@ fn rebuilding_the_transport_changes_what_the_run_exercises() {
 fn a_failed_first_connection_is_not_a_reconnect() {
     // The server is killed right after it accepts the first connection:
     // the client's first attempt fails, its first handshake comes later.
-    let mut s = one_client(100, FaultConfig::default(), true);
+    let mut s = Scenario::one_client(100, FaultConfig::default(), true);
     s.kill_on = kill_after(KillEvent::Accept, 1);
     let r = run(&s);
     assert!(r.passed(), "{r}");
@@ -181,7 +159,7 @@ fn kills_right_after_protocol_events_happen_once_each() {
             ],
             ..FaultConfig::default()
         };
-        let mut s = one_client(300, faults, true);
+        let mut s = Scenario::one_client(300, faults, true);
         s.kill_on = vec![
             KillOn {
                 event,

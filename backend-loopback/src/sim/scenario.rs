@@ -196,6 +196,25 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// One client, one server, no crashes: `messages` writes as fast as a
+    /// window of 8 allows, `faults` for the first 50 ms (seed 5). The
+    /// tests' basic shape.
+    pub fn one_client(messages: u64, faults: FaultConfig, replay: bool) -> Scenario {
+        Scenario {
+            seed: 5,
+            clients: 1,
+            workload: Workload {
+                messages,
+                ..Workload::default()
+            },
+            faults,
+            replay,
+            duration: Duration::from_millis(50),
+            client_window: 8,
+            ..Scenario::default()
+        }
+    }
+
     /// The field reproduction: one server crashed and restarted every 2 ms
     /// of uptime (down 500 µs), two clients reconnecting, replay on.
     pub fn field_repro(seed: u64, kills: u64) -> Scenario {

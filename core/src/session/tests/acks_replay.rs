@@ -199,19 +199,7 @@ fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
 #[test]
 fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
-    let hello = msg(
-        1,
-        0,
-        0,
-        Body::Hello {
-            base_sn: SN_MAX - 1,
-            next_sn: SN_MAX - 1,
-            token: TOKEN,
-            window: 128,
-            replay: true,
-        },
-    );
-    let buf = frame(&hello);
+    let buf = hello_frame(1, SN_MAX - 1, SN_MAX - 1);
     serve(&mut s, &mut out, cid(1), &buf, t(0));
     for sn in [SN_MAX - 1, SN_MAX + 1] {
         let data = [0u8; 0];

@@ -38,19 +38,7 @@ fn frames_of_an_older_epoch_are_discarded_as_stale_and_never_delivered_twice() {
 fn hello_with_an_epoch_not_newer_than_the_sessions_is_rejected() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    let hello = msg(
-        1,
-        0,
-        0,
-        Body::Hello {
-            base_sn: 0,
-            next_sn: 0,
-            token: TOKEN,
-            window: 128,
-            replay: true,
-        },
-    );
-    let buf = frame(&hello);
+    let buf = hello_frame(1, 0, 0);
     serve(&mut s, &mut out, cid(2), &buf, t(1));
     assert_eq!(out.rejected(), vec![RejectReason::StaleEpoch]);
     assert_eq!(
@@ -163,14 +151,7 @@ fn a_not_bound_reject_makes_the_client_reconnect_and_replay() {
 
 #[test]
 fn eager_frames_follow_the_hello_only_when_nothing_is_unacknowledged() {
-    let mut cfg = config();
-    cfg.eager = true;
-    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
-    submit_writes(&mut c, 2);
-    c.start(t(0));
-    assert_eq!(c.poll_action(), Some(Action::Connect));
-    c.handle_connected(t(0));
-    let first = client_frames(&mut c, t(0));
+    let (mut c, mut s, mut out, first) = eager_start();
     assert_eq!(first.len(), 3, "Hello, then sns 0 and 1 before the Welcome");
     to_server(&mut s, &mut out, 1, &first, t(1));
     assert_eq!(out.delivered(), vec![0, 1]);
@@ -194,14 +175,7 @@ fn eager_frames_follow_the_hello_only_when_nothing_is_unacknowledged() {
 
 #[test]
 fn eager_frames_that_overtake_their_hello_are_refused_and_delivered_once_after_it() {
-    let mut cfg = config();
-    cfg.eager = true;
-    let (mut c, mut s, mut out) = (client(cfg), server(INSTANCE_A), Out::default());
-    submit_writes(&mut c, 2);
-    c.start(t(0));
-    assert_eq!(c.poll_action(), Some(Action::Connect));
-    c.handle_connected(t(0));
-    let first = client_frames(&mut c, t(0));
+    let (mut c, mut s, mut out, first) = eager_start();
     assert_eq!(first.len(), 3, "Hello, then sns 0 and 1");
     // A transport that broke its in-order promise: the data comes first.
     to_server(&mut s, &mut out, 1, &first[1..2], t(1));
@@ -214,4 +188,18 @@ fn eager_frames_that_overtake_their_hello_are_refused_and_delivered_once_after_i
     assert_eq!(out.delivered(), vec![0, 1], "each exactly once");
     out.assert_payloads(16);
     assert_eq!(c.base_sn(), 2);
+}
+
+/// An eager client with sns 0 and 1 submitted, just connected: its first
+/// frames (the `Hello` and what may follow it before the `Welcome`).
+fn eager_start() -> (Client, Server, Out, Vec<Vec<u8>>) {
+    let mut cfg = config();
+    cfg.eager = true;
+    let (mut c, s, out) = (client(cfg), server(INSTANCE_A), Out::default());
+    submit_writes(&mut c, 2);
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let first = client_frames(&mut c, t(0));
+    (c, s, out, first)
 }

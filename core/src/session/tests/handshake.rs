@@ -137,19 +137,7 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
     to_server(&mut s, &mut out, 1, &frames, t(1));
     s.handle_disconnected(cid(1));
     // A Hello claiming only sn 0 was ever sent, though the server has 0 and 1.
-    let hello = msg(
-        2,
-        0,
-        0,
-        Body::Hello {
-            base_sn: 0,
-            next_sn: 1,
-            token: TOKEN,
-            window: 128,
-            replay: true,
-        },
-    );
-    let buf = frame(&hello);
+    let buf = hello_frame(2, 0, 1);
     serve(&mut s, &mut out, cid(2), &buf, t(2));
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
     assert_eq!(out.closed, vec![cid(2)]);
@@ -163,19 +151,7 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
 #[test]
 fn server_rejects_hello_with_next_sn_beyond_sn_max() {
     let (mut s, mut out) = (server(INSTANCE_A), Out::default());
-    let hello = msg(
-        1,
-        0,
-        0,
-        Body::Hello {
-            base_sn: SN_MAX,
-            next_sn: SN_MAX + 1,
-            token: TOKEN,
-            window: 128,
-            replay: true,
-        },
-    );
-    let buf = frame(&hello);
+    let buf = hello_frame(1, SN_MAX, SN_MAX + 1);
     serve(&mut s, &mut out, cid(1), &buf, t(0));
     assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
     assert_eq!(s.session_count(), 0, "no session was created");

@@ -150,19 +150,7 @@ fn an_sn_reported_lost_is_never_delivered_after_the_session_was_evicted() {
         s.handle_disconnected(cid(id as u32));
     }
     // The lost frames' epoch-1 connection comes back to life.
-    let hello = msg(
-        1,
-        0,
-        0,
-        Body::Hello {
-            base_sn: 0,
-            next_sn: 0,
-            token: TOKEN,
-            window: 128,
-            replay: true,
-        },
-    );
-    let mut late = vec![frame(&hello)];
+    let mut late = vec![hello_frame(1, 0, 0)];
     late.extend(in_flight);
     to_server(&mut s, &mut out, 30, &late, t(90));
     assert_eq!(out.rejected().first(), Some(&RejectReason::StaleEpoch));

@@ -193,6 +193,19 @@ pub(super) fn msg(epoch: u32, sn: u64, ack: u64, body: Body<'_>) -> IoMsg<'_> {
     }
 }
 
+/// The owner's `Hello` of `epoch` announcing `base_sn..next_sn` (window
+/// 128, replay on), as bytes.
+pub(super) fn hello_frame(epoch: u32, base_sn: u64, next_sn: u64) -> Vec<u8> {
+    let body = Body::Hello {
+        base_sn,
+        next_sn,
+        token: TOKEN,
+        window: 128,
+        replay: true,
+    };
+    frame(&msg(epoch, 0, 0, body))
+}
+
 /// The bytes of `msg`.
 pub(super) fn frame(msg: &IoMsg<'_>) -> Vec<u8> {
     let mut buf = vec![0u8; msg.buffer_len()];
