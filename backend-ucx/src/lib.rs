@@ -21,5 +21,5 @@ pub mod version;
 mod worker;
 
 pub use status::Status;
-pub use transport::{Accept, Dial, UcxConfig, UcxError, UcxTransport};
+pub use transport::{Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport};
 pub use worker::WaitMode;

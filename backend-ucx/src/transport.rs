@@ -14,19 +14,30 @@
 //! that, so none can arrive for a connection the receiver does not know.
 //!
 //! Frames are tagged messages whose tag is the *receiver's* key in the
-//! upper 32 bits, the lower 32 bits zero:
+//! upper 32 bits and the message kind in the lower 32 bits:
 //!
 //! ```text
 //!   63            32 31             0
 //!  +----------------+----------------+
-//!  |  receiver key  |       0        |
-//!  +----------------+----------------+
+//!  |  receiver key  |      kind      |   kind 0: a frame
+//!  +----------------+----------------+   kind 1: a heartbeat (empty)
 //! ```
 //!
 //! The receiver probes any tag, sizes its buffer from the probe, receives
 //! the message, and finds the connection from the key. A message whose
 //! key names no open connection (a closed one's late frame) is received
 //! and dropped. Keys are not reused while the worker lives.
+//!
+//! # Liveness
+//!
+//! A peer that vanishes without its socket being reset (a link cut for
+//! good, a host lost) is not reported by UCX in bounded time: with bytes
+//! unacknowledged on the tcp socket, TCP's retransmission timeout decides
+//! (many minutes), and keepalive does not run. So each end sends an empty
+//! heartbeat message on a connection that sent nothing for
+//! [`Liveness::interval`], and a connection from which nothing at all (a
+//! frame or a heartbeat) arrived for [`Liveness::timeout`] is closed and
+//! reported as `Disconnected(PeerSilent)`. Both ends must have it on.
 //!
 //! # Buffers and requests
 //!
@@ -40,8 +51,10 @@
 use core::ffi::c_void;
 use core::mem;
 use core::ptr;
+use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::time::Instant as Clock;
 
 use iomsg_core::transport::{
     Capabilities, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
@@ -60,6 +73,33 @@ const MAX_IN_FLIGHT: usize = 1024;
 
 /// The longest worker address a peer may announce.
 const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
+
+/// The tag's lower half: what a tagged message is.
+const KIND_MASK: u64 = 0xffff_ffff;
+const KIND_FRAME: u64 = 0;
+const KIND_HEARTBEAT: u64 = 1;
+
+/// When a silent peer is declared dead (see the module's "Liveness").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Liveness {
+    /// A connection that sent nothing for this long sends a heartbeat.
+    pub interval: Duration,
+    /// A connection from which nothing arrived for this long is closed
+    /// (`Disconnected(PeerSilent)`); a connection still opening after it
+    /// is closed as `ConnectFailed`.
+    pub timeout: Duration,
+}
+
+impl Default for Liveness {
+    /// A heartbeat after 250 ms without sending; dead after 3 s of
+    /// silence (twelve heartbeats missed).
+    fn default() -> Liveness {
+        Liveness {
+            interval: Duration::from_millis(250),
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
 
 /// What a UCX transport is built with.
 #[derive(Clone, Debug)]
@@ -81,12 +121,17 @@ pub struct UcxConfig {
     /// when both ends are on one host and `UCX_TLS` allows it. Both ends
     /// must agree. The socket-address endpoint stays open.
     pub shared_memory: bool,
+    /// Heartbeats and the silence timeout; `None` turns them off (then a
+    /// peer gone without a reset may go unnoticed for minutes). Both ends
+    /// must agree: an end with it on closes a peer that sends none.
+    pub liveness: Option<Liveness>,
 }
 
 impl Default for UcxConfig {
-    /// Busy polling; frames up to the wire's largest; a dead peer noticed
-    /// within about a second without traffic (keepalive); a restarted
-    /// server may listen on its port again at once.
+    /// Busy polling; frames up to the wire's largest; UCX keepalive every
+    /// 200 ms (a peer whose socket is reset noticed without traffic);
+    /// heartbeats with a 3 s silence timeout ([`Liveness::default`]); a
+    /// restarted server may listen on its port again at once.
     fn default() -> UcxConfig {
         UcxConfig {
             mode: WaitMode::BusyPoll,
@@ -94,6 +139,7 @@ impl Default for UcxConfig {
             settings: vec![("KEEPALIVE_INTERVAL".into(), "200ms".into())],
             reuse_address: true,
             shared_memory: false,
+            liveness: Some(Liveness::default()),
         }
     }
 }
@@ -126,6 +172,10 @@ struct Conn {
     /// With `shared_memory`: the endpoint made from the peer's worker
     /// address, which carries the frames, and its handler's argument.
     data: Option<(sys::ucp_ep_h, Box<ErrArg>)>,
+    /// When anything last arrived from the peer (or the connection began).
+    heard: Clock,
+    /// When anything last went to the peer.
+    said: Clock,
 }
 
 impl Conn {
@@ -143,6 +193,8 @@ enum Op {
     Recv {
         buf: Vec<u8>,
         key: u32,
+        /// A heartbeat, not a frame: dropped once received.
+        heartbeat: bool,
     },
     KeySend {
         conn: ConnId,
@@ -233,6 +285,12 @@ pub struct UcxTransport<R: Role> {
     pool: Vec<Vec<u8>>,
     /// Frames dropped because their key named no open connection.
     stray_frames: u64,
+    /// The time as of the last progress call. Liveness runs on its own
+    /// clock, not the driver's: a driver may pass one `now` to a long run
+    /// of calls, which would make a busy peer look silent.
+    now: Clock,
+    /// When the connections' liveness is next looked at.
+    next_beat: Clock,
     /// Declared after the state UCX refers to: dropped after it.
     worker: Worker,
     /// Each request slot's callback argument (`user_data`), by slot.
@@ -360,6 +418,8 @@ impl<R: Role> UcxTransport<R> {
             notices: VecDeque::new(),
             pool: Vec::new(),
             stray_frames: 0,
+            now: Clock::now(),
+            next_beat: Clock::now(),
             worker,
             args: Vec::new(),
         }
@@ -414,6 +474,8 @@ impl<R: Role> UcxTransport<R> {
             },
             err_arg,
             data: None,
+            heard: Clock::now(),
+            said: Clock::now(),
         });
         self.by_key.insert(key, slot);
         self.exchange_keys(id);
@@ -809,6 +871,7 @@ impl<R: Role> UcxTransport<R> {
     /// Progresses the worker and takes what the callbacks recorded.
     fn drive(&mut self) {
         self.worker.progress();
+        self.now = Clock::now();
         self.accept_requests();
         let (failed, done) = {
             let mut shared = self.worker.shared.borrow_mut();
@@ -866,10 +929,28 @@ impl<R: Role> UcxTransport<R> {
                 return;
             }
             let key = (info.sender_tag >> 32) as u32;
+            let kind = info.sender_tag & KIND_MASK;
+            // Anything from the peer shows it alive, a frame or not.
+            let now = self.now;
+            if let Some(c) = self.by_key.get(&key).and_then(|&c| self.conns[c].as_mut()) {
+                c.heard = now;
+            }
             let buf = self.buffer(info.length);
             let worker = self.worker.worker;
             let len = info.length;
-            let (done, slot) = self.start(Op::Recv { buf, key }, |buf, param| {
+            // A kind this version does not know is received and dropped
+            // as a stray (key 0 names no connection).
+            let (key, heartbeat) = match kind {
+                KIND_FRAME => (key, false),
+                KIND_HEARTBEAT => (key, true),
+                _ => (0, false),
+            };
+            let op = Op::Recv {
+                buf,
+                key,
+                heartbeat,
+            };
+            let (done, slot) = self.start(op, |buf, param| {
                 // SAFETY: msg came from the probe above and is consumed
                 // once; buf has `len` bytes and stays in its slot until the
                 // request completes.
@@ -890,9 +971,13 @@ impl<R: Role> UcxTransport<R> {
             let s = self.slots[slot].as_ref()?;
             let status = s.status?;
             self.rx.pop_front();
-            let Op::Recv { key, .. } = s.op else {
+            let Op::Recv { key, heartbeat, .. } = s.op else {
                 continue;
             };
+            if heartbeat {
+                self.drop_frame(slot);
+                continue;
+            }
             let conn = self
                 .by_key
                 .get(&key)
@@ -907,6 +992,70 @@ impl<R: Role> UcxTransport<R> {
                 }
             }
         }
+    }
+
+    /// Heartbeats on the connections that sent nothing for a while, and
+    /// the end of those from which nothing arrived for too long.
+    fn keep_alive(&mut self) {
+        let Some(live) = self.config.liveness else {
+            return;
+        };
+        let now = self.now;
+        if now < self.next_beat {
+            return;
+        }
+        self.next_beat = now + (live.interval / 4).max(Duration::from_millis(1));
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].as_ref() else {
+                continue;
+            };
+            let (id, up) = (c.id, c.state == State::Up);
+            if now.saturating_duration_since(c.heard) >= live.timeout {
+                let reason = if up {
+                    DisconnectReason::PeerSilent
+                } else {
+                    DisconnectReason::ConnectFailed
+                };
+                self.fail(id, reason);
+            } else if up && now.saturating_duration_since(c.said) >= live.interval {
+                self.heartbeat(id);
+            }
+        }
+    }
+
+    /// Sends an empty heartbeat message to the peer of `id`.
+    fn heartbeat(&mut self, id: ConnId) {
+        if self.in_flight_sends >= MAX_IN_FLIGHT {
+            return;
+        }
+        let now = self.now;
+        let Some(c) = self.conn_mut(id) else { return };
+        c.said = now;
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_HEARTBEAT);
+        let buf = self.buffer(0);
+        self.in_flight_sends += 1;
+        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); an empty
+            // message reads nothing from buf, which stays in its slot
+            // until the completion anyway.
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, 0, tag, param) }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+            if !status.is_ok() {
+                self.fail(id, DisconnectReason::PeerFailed);
+            }
+        }
+    }
+
+    /// How soon [`poll`](Transport::poll) must run again to send
+    /// heartbeats and notice a silent peer, while there are connections:
+    /// an application that sleeps on [`event_fd`](Self::event_fd) wakes
+    /// within it.
+    pub fn poll_delay(&self) -> Option<Duration> {
+        let any = self.conns.iter().any(Option::is_some);
+        (any && self.config.liveness.is_some())
+            .then(|| self.next_beat.saturating_duration_since(Clock::now()))
     }
 
     fn drop_frame(&mut self, slot: usize) {
@@ -937,8 +1086,12 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             t.recycle(buf);
             return r;
         };
-        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32);
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_FRAME);
         let len = buf.len();
+        let now = t.now;
+        if let Some(c) = t.conn_mut(self.conn) {
+            c.said = now;
+        }
         t.in_flight_sends += 1;
         let (done, slot) = t.start(Op::Send { buf }, |buf, param| {
             // SAFETY: ep is live (the connection is open); buf holds `len`
@@ -1034,6 +1187,7 @@ impl<R: Role> Transport for UcxTransport<R> {
             return Some(lift(n));
         }
         self.drive();
+        self.keep_alive();
         if let Some(n) = self.notices.pop_front() {
             return Some(lift(n));
         }

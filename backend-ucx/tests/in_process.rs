@@ -186,3 +186,76 @@ fn in_blocking_mode_a_quiet_pair_sleeps_on_the_event_fds_and_still_delivers_ever
         "never armed: the blocking mode was not exercised"
     );
 }
+
+#[test]
+fn heartbeats_keep_a_quiet_connection_up_and_a_silent_peer_is_closed_in_bounded_time() {
+    use iomsg_core::transport::{Connector, DisconnectReason, Event, RxToken, Transport, TxToken};
+    let _env = loopback_only();
+    let live = iomsg_ucx::Liveness {
+        interval: Duration::from_millis(20),
+        timeout: Duration::from_millis(300),
+    };
+    let config = UcxConfig {
+        liveness: Some(live),
+        ..UcxConfig::default()
+    };
+    let mut server = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
+    let mut client = UcxTransport::client(server.local_addr(), config).unwrap();
+    let start = Wall::now();
+    client.connect(clock(start)).unwrap();
+    let (mut cconn, mut sconn) = (None, None);
+    while cconn.is_none() || sconn.is_none() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no connection");
+        if let Some(Event::Connected { conn }) = client.poll(clock(start)) {
+            cconn = Some(conn);
+        }
+        if let Some(Event::Accepted { conn }) = server.poll(clock(start)) {
+            sconn = Some(conn);
+        }
+    }
+    // Quiet for more than three timeouts, both ends polling: heartbeats
+    // alone keep the connection up, and neither end hears of them.
+    let quiet = Wall::now();
+    while quiet.elapsed() < Duration::from_secs(1) {
+        assert!(client.poll(clock(start)).is_none(), "client had an event");
+        assert!(server.poll(clock(start)).is_none(), "server had an event");
+    }
+    // Still carries a frame, from the client to the server.
+    client
+        .transmit(clock(start), cconn.unwrap(), 44)
+        .unwrap()
+        .consume(|b| b.fill(7));
+    let sent = Wall::now();
+    let got = loop {
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "the frame never came"
+        );
+        let _ = client.poll(clock(start));
+        if let Some(Event::Received { conn, frame }) = server.poll(clock(start)) {
+            assert_eq!(Some(conn), sconn);
+            break frame.consume(<[u8]>::to_vec);
+        }
+    };
+    assert_eq!(got, vec![7u8; 44]);
+    // The client freezes (never polls again): the server closes the
+    // connection as silent, no sooner than the timeout and soon after it.
+    let frozen = Wall::now();
+    let reason = loop {
+        assert!(frozen.elapsed() < Duration::from_secs(5), "never noticed");
+        match server.poll(clock(start)) {
+            Some(Event::Disconnected { conn, reason }) => {
+                assert_eq!(Some(conn), sconn);
+                break reason;
+            }
+            Some(_) => panic!("unexpected server event"),
+            None => {}
+        }
+    };
+    let noticed = frozen.elapsed();
+    assert_eq!(reason, DisconnectReason::PeerSilent);
+    assert!(
+        noticed >= Duration::from_millis(250) && noticed < Duration::from_secs(2),
+        "noticed after {noticed:?}"
+    );
+}

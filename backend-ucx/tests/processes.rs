@@ -617,8 +617,36 @@ fn hosts_in_network_namespaces_survive_a_cut_client_link() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    // The link goes down without a reset reaching either end: the server
+    // must notice the silence itself (heartbeats, 3 s by default) and
+    // free client a's connection while client b's stays.
     assert!(ip(&["-n", ca, "link", "set", &links[0].2, "down"]));
-    std::thread::sleep(Duration::from_secs(2));
+    let cut = Instant::now();
+    let deadline = cut + Duration::from_secs(10);
+    loop {
+        let out = fs::read_to_string(dir.file("server1.out")).unwrap_or_default();
+        // The connection count the server printed after it let go.
+        let after = out
+            .lines()
+            .skip_while(|l| !l.ends_with(": PeerSilent"))
+            .find(|l| l.starts_with("conns "));
+        if let Some(count) = after {
+            assert!(count.starts_with("conns 1 "), "server holds: {out}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not notice the silent client in 10 s: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let noticed = cut.elapsed();
+    eprintln!("the server noticed the cut link after {noticed:?}");
+    assert!(
+        noticed >= Duration::from_secs(2),
+        "noticed too soon: {noticed:?}"
+    );
+    std::thread::sleep((cut + Duration::from_secs(4)).saturating_duration_since(Instant::now()));
     assert!(ip(&["-n", ca, "link", "set", &links[0].2, "up"]));
     for (k, (p, sub)) in clients.into_iter().enumerate() {
         assert!(

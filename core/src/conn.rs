@@ -51,6 +51,10 @@ pub enum DisconnectReason {
     /// [`SendError`](crate::transport::SendError)); the driver closed the
     /// connection rather than skip the frame.
     SendFailed,
+    /// Nothing was heard from the peer for longer than the backend's
+    /// liveness timeout: a peer gone without a reset (a cut link, a host
+    /// lost, a process frozen).
+    PeerSilent,
     /// A backend-specific status code.
     Other(i32),
 }
@@ -69,6 +73,9 @@ impl fmt::Display for DisconnectReason {
                     f,
                     "the transport refused a frame; the connection was closed"
                 )
+            }
+            DisconnectReason::PeerSilent => {
+                write!(f, "nothing heard from the peer within the liveness timeout")
             }
             DisconnectReason::Other(code) => write!(f, "transport status {code}"),
         }

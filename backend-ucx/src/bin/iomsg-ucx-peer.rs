@@ -3,9 +3,9 @@
 //! one).
 //!
 //! ```text
-//! iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
+//! iomsg-ucx-peer server ADDR [--shared-memory] [--no-heartbeats] --record FILE|none
 //! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-//!     [--recreate-context] [--stream] [--shared-memory] --record FILE|none
+//!     [--recreate-context] [--stream] [--shared-memory] [--no-heartbeats] --record FILE|none
 //! iomsg-ucx-peer raw ADDR
 //! ```
 //!
@@ -40,11 +40,12 @@ use iomsg_core::session::{
 use iomsg_core::transport::{Client, ClientHandler, Connector, Event, Server, Transport, TxToken};
 use iomsg_core::wire::{Body, IoMsg};
 use iomsg_core::{workload, Instant};
-use iomsg_ucx::{UcxConfig, UcxTransport};
+use iomsg_ucx::{Liveness, UcxConfig, UcxTransport};
 
-const USAGE: &str = "usage: iomsg-ucx-peer server ADDR [--shared-memory] --record FILE|none
+const USAGE: &str =
+    "usage: iomsg-ucx-peer server ADDR [--shared-memory] [--no-heartbeats] --record FILE|none
        iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
-           [--recreate-context] [--stream] [--shared-memory] --record FILE|none
+           [--recreate-context] [--stream] [--shared-memory] [--no-heartbeats] --record FILE|none
        iomsg-ucx-peer raw ADDR";
 
 fn random_u64() -> u64 {
@@ -95,6 +96,9 @@ impl ServerHandler for Recorder {
                 reason,
                 detail,
             } => println!("rejected {conn}: {reason:?} (detail {detail})"),
+            ServerEvent::Disconnected { conn, reason } => {
+                println!("disconnected {conn}: {reason:?}")
+            }
             ServerEvent::LiveLoss {
                 session,
                 epoch,
@@ -199,10 +203,15 @@ fn raw(addr: SocketAddr, ucx: UcxConfig) -> Result<(), String> {
 }
 
 /// The UCX settings of both ends: `--shared-memory` exchanges worker
-/// addresses so that frames may travel over shared memory.
+/// addresses so that frames may travel over shared memory;
+/// `--no-heartbeats` turns the transport's liveness checks off.
 fn ucx_config(args: &[String]) -> UcxConfig {
     UcxConfig {
         shared_memory: args.iter().any(|a| a == "--shared-memory"),
+        liveness: match args.iter().any(|a| a == "--no-heartbeats") {
+            true => None,
+            false => Some(Liveness::default()),
+        },
         ..UcxConfig::default()
     }
 }

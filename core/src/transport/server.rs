@@ -2,7 +2,7 @@
 
 use core::borrow::BorrowMut;
 
-use crate::session::{ServerConfig, ServerCore, ServerHandler};
+use crate::session::{ServerConfig, ServerCore, ServerEvent, ServerHandler};
 use crate::time::Instant;
 use crate::transport::{
     check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken,
@@ -120,7 +120,10 @@ where
                     Some(Event::Received { conn, frame }) => {
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, app));
                     }
-                    Some(Event::Disconnected { conn, .. }) => core.handle_disconnected(conn),
+                    Some(Event::Disconnected { conn, reason }) => {
+                        core.handle_disconnected(conn);
+                        app.event(ServerEvent::Disconnected { conn, reason });
+                    }
                     Some(_) => {}
                 }
                 progress = true;

@@ -4,7 +4,7 @@
 use core::ops::Range;
 use core::time::Duration;
 
-use crate::conn::ConnId;
+use crate::conn::{ConnId, DisconnectReason};
 use crate::session::RequestOp;
 use crate::wire::{RejectReason, WireError};
 
@@ -216,6 +216,16 @@ pub enum ServerEvent {
     Closed {
         /// The session.
         session: u64,
+    },
+    /// The transport ended a connection (from the [`Server`] driver; the
+    /// bare core learns it through `handle_disconnected`).
+    ///
+    /// [`Server`]: crate::transport::Server
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+        /// Why, as the transport says.
+        reason: DisconnectReason,
     },
 }
 
