@@ -152,6 +152,10 @@ where
 
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
+        if self.core.borrow_mut().pending_replies() > 0 {
+            // Whatever the replies acknowledge is kept before they leave.
+            app.flush();
+        }
         loop {
             if let Some(conn) = self.core.borrow_mut().poll_close() {
                 self.transport.close(now, conn);

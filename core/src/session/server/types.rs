@@ -70,6 +70,16 @@ pub trait ServerHandler {
     fn event(&mut self, event: ServerEvent) {
         let _ = event;
     }
+
+    /// Replies are about to go out, acknowledgements among them: an
+    /// application that batches what [`deliver`](Self::deliver) took (a
+    /// record written once per batch) completes the batch here, so that
+    /// nothing is acknowledged before it is kept. The [`Server`] driver
+    /// calls it; a bare [`ServerCore`](crate::session::ServerCore) user
+    /// calls it before taking its transmits.
+    ///
+    /// [`Server`]: crate::transport::Server
+    fn flush(&mut self) {}
 }
 
 /// A message handed to the server's application.
