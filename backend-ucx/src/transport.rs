@@ -441,6 +441,31 @@ impl<R: Role> UcxTransport<R> {
         self.worker.event_fd()
     }
 
+    /// In blocking mode, after [`arm`](Transport::arm) said `Armed`:
+    /// sleeps until the worker's event fd is readable or `timeout`
+    /// passed. Returns whether it woke for work.
+    ///
+    /// # Errors
+    ///
+    /// Busy-poll mode (no event fd), or `poll(2)` failed other than by a
+    /// signal.
+    pub fn sleep(&self, timeout: Duration) -> Result<bool, Status> {
+        let fd = self.worker.event_fd()?;
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
+        // SAFETY: pfd is one valid pollfd on the stack for the call's
+        // duration; fd is the live worker's event fd.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(Status(sys::UCS_ERR_IO_ERROR));
+        }
+        Ok(n > 0)
+    }
+
     /// A new connection slot for endpoint `ep`, with a fresh key.
     fn add_conn(
         &mut self,

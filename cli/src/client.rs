@@ -1,0 +1,525 @@
+//! `iomsg client`: io_demo's workload (random reads and writes of random
+//! sizes, a window of operations in flight) to one or more servers, one
+//! session each, with every read's bytes checked; with `--audit-dir` it
+//! records what it submitted and what it saw, for the soak's ground truth.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::rng::SplitMix64;
+use iomsg_core::session::{
+    Backoff, ClientConfig, ClientEvent, ClientSession, FailReason, Message, ReadData, SubmitError,
+};
+use iomsg_core::transport::{Client, ClientHandler, Readiness};
+use iomsg_core::workload;
+use iomsg_ucx::{Dial, UcxTransport};
+use serde::Serialize;
+
+use crate::args::{Op, Retries, SizeRange};
+use crate::common::{self, Audit, Record};
+
+/// The most messages one session keeps unacknowledged (`--conn-window`
+/// is capped here).
+pub const MAX_CONN_WINDOW: u32 = 1024;
+
+/// What `iomsg client` is asked to do.
+#[derive(Clone, Debug)]
+pub struct ClientJob {
+    /// The servers; one session each, operations spread over them.
+    pub servers: Vec<SocketAddr>,
+    /// The operations to draw from.
+    pub ops: Vec<Op>,
+    /// Each operation's size, drawn uniformly.
+    pub sizes: SizeRange,
+    /// Operations in all (0: no limit).
+    pub iterations: u64,
+    /// Operations in flight at most, over all servers.
+    pub window: u32,
+    /// Operations in flight at most per server.
+    pub conn_window: u32,
+    /// No reply for this long: the connection is considered dead.
+    pub reply_timeout: Duration,
+    /// A connection attempt may take this long.
+    pub connect_timeout: Duration,
+    /// Consecutive failed connection attempts tolerated.
+    pub retries: Retries,
+    /// Delay between connection attempts.
+    pub retry_interval: Duration,
+    /// Stop submitting after this long, then wait for what is in flight.
+    pub run_time: Option<Duration>,
+    /// Seeds the workload (operations and sizes) and the retry jitter;
+    /// never the session ids.
+    pub seed: u64,
+    /// Print every event.
+    pub verbose: bool,
+    /// Payload CRCs on every frame.
+    pub validate: bool,
+    /// A status line this often (none when zero).
+    pub report_interval: Duration,
+    /// Sleep on the workers' event fds when quiet.
+    pub blocking: bool,
+    /// Replay what was unacknowledged after a reconnect.
+    pub replay: bool,
+    /// Rebuild the UCX context and worker after every disconnect.
+    pub recreate_context: bool,
+    /// Frames over shared memory where both ends are on one host.
+    pub shared_memory: bool,
+    /// Write a JSON report here at the end.
+    pub report: Option<PathBuf>,
+    /// Where to keep the audit files, and their name.
+    pub audit: Option<(PathBuf, String)>,
+    /// After stopping, wait this long at most for acknowledgements.
+    pub drain: Duration,
+}
+
+/// One session's figures, for the report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SessionReport {
+    /// The server.
+    pub server: String,
+    /// The session id.
+    pub session: String,
+    /// Messages submitted.
+    pub submitted: u64,
+    /// Acknowledged (every sn below this).
+    pub acked: u64,
+    /// Frames sent again after reconnects.
+    pub replayed: u64,
+    /// Sns given up at disconnects (replay off).
+    pub not_replayed: u64,
+    /// Sns a restarted server may have processed twice (announced).
+    pub announced_duplicates: u64,
+    /// Server restarts seen.
+    pub server_restarts: u64,
+    /// Connections lost.
+    pub disconnects: u64,
+    /// Handshakes completed.
+    pub established: u64,
+    /// Reads answered with the right bytes.
+    pub reads_ok: u64,
+    /// Reads answered with wrong bytes.
+    pub reads_corrupt: u64,
+    /// Why the session failed, if it did.
+    pub failed: Option<String>,
+}
+
+/// The client's report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClientReport {
+    /// Seconds run.
+    pub seconds: f64,
+    /// Acknowledged operations per second.
+    pub ops_per_second: f64,
+    /// Bytes submitted per second (writes and reads; all acknowledged
+    /// when `ok`).
+    pub bytes_per_second: f64,
+    /// Whether everything submitted was acknowledged, no read was
+    /// corrupt and no session failed.
+    pub ok: bool,
+    /// Per server.
+    pub sessions: Vec<SessionReport>,
+}
+
+/// What a session's events leave for the loop.
+#[derive(Default)]
+struct Seen {
+    session: u64,
+    acked: u64,
+    announced: u64,
+    not_replayed: u64,
+    restarts: u64,
+    reads_ok: u64,
+    reads_corrupt: u64,
+    /// An `Established` with no ack progress since.
+    awaiting_first_ack: bool,
+    /// A connection ended since the loop last looked.
+    disconnected: bool,
+    failed: Option<FailReason>,
+    /// Event lines for the audit and `--verbose`.
+    lines: Vec<String>,
+}
+
+impl ClientHandler for Seen {
+    fn event(&mut self, event: ClientEvent) {
+        let s = self.session;
+        let line = match event {
+            ClientEvent::Acked { upto } => {
+                self.acked = upto;
+                if !std::mem::take(&mut self.awaiting_first_ack) {
+                    return;
+                }
+                format!("first_ack {s:016x} {upto}")
+            }
+            ClientEvent::Established {
+                epoch,
+                instance,
+                known,
+                resume_from,
+            } => {
+                self.awaiting_first_ack = true;
+                format!("established {s:016x} epoch {epoch} instance {instance:016x} known {known} resume {resume_from}")
+            }
+            ClientEvent::ServerRestarted {
+                instance,
+                unconfirmed,
+                ..
+            } => {
+                self.restarts += 1;
+                self.announced += unconfirmed.end - unconfirmed.start;
+                format!(
+                    "restarted {s:016x} {} {} instance {instance:016x}",
+                    unconfirmed.start, unconfirmed.end
+                )
+            }
+            ClientEvent::NotReplayed { range } => {
+                self.not_replayed += range.end - range.start;
+                format!("not_replayed {s:016x} {} {}", range.start, range.end)
+            }
+            ClientEvent::Disconnected { epoch, cause } => {
+                self.disconnected = true;
+                format!("disconnected {s:016x} epoch {epoch} {cause:?}")
+            }
+            ClientEvent::Failed(reason) => {
+                self.failed = Some(reason);
+                format!("failed {s:016x} {reason}")
+            }
+            ClientEvent::Connecting { .. } | ClientEvent::Closed => return,
+            other => format!("{other:?}"),
+        };
+        self.lines.push(line);
+    }
+
+    fn read_data(&mut self, data: ReadData<'_>) {
+        if workload::matches(self.session, data.sn, data.data) {
+            self.reads_ok += 1;
+        } else {
+            self.reads_corrupt += 1;
+            self.lines.push(format!(
+                "read_corrupt {:016x} {} {}",
+                self.session,
+                data.sn,
+                data.data.len()
+            ));
+        }
+    }
+}
+
+type Driver = Client<UcxTransport<Dial>, { MAX_CONN_WINDOW as usize }, Vec<u8>>;
+
+struct Peer {
+    addr: SocketAddr,
+    client: Driver,
+    seen: Seen,
+    rebuilds: u64,
+}
+
+/// Runs the client until its iterations or run time are done and what it
+/// sent is acknowledged (or `--drain` passed), or SIGINT/SIGTERM.
+///
+/// # Errors
+///
+/// A transport could not be made, or the audit could not be written.
+pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    let mut audit = match &job.audit {
+        Some((dir, name)) => Some(Audit::create(dir, name)?),
+        None => None,
+    };
+    let ucx = common::ucx_config(job.blocking, job.shared_memory);
+    let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
+    let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
+    // Room for a full window of the largest messages, within 256 MiB, and
+    // never less than two of them.
+    let storage = (conn_window as usize * (max + 8))
+        .min(256 << 20)
+        .max(2 * max + 64);
+    let mut peers = Vec::new();
+    let start = Wall::now();
+    for (k, &addr) in job.servers.iter().enumerate() {
+        let session = common::os_random()?;
+        let mut config = ClientConfig::new(session, common::os_random()?);
+        config.window = conn_window;
+        config.reply_timeout = job.reply_timeout;
+        config.connect_timeout = job.connect_timeout;
+        config.max_retries = job.retries.max();
+        config.backoff = Backoff {
+            initial: job.retry_interval,
+            max: job.retry_interval,
+            jitter_per_mille: 200,
+        };
+        config.replay = job.replay;
+        config.validate = job.validate;
+        config.seed = job.seed.wrapping_add(k as u64);
+        let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
+        config.max_payload = limit.max(1);
+        let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
+        let s = ClientSession::new(config, common::clock(start), vec![0u8; storage]);
+        let mut client = Driver::new(transport, s).map_err(|e| e.to_string())?;
+        let limits = client.session().limits();
+        let most = limits.configured.min(limits.transport).min(limits.storage);
+        if job.sizes.max > most as u64 {
+            return Err(format!(
+                "data size {} is larger than a message may be here ({most} bytes: {limits:?})",
+                job.sizes.max
+            ));
+        }
+        client.start(common::clock(start));
+        if let Some(a) = audit.as_mut() {
+            a.event(format_args!("session {session:016x} server {addr}"));
+        }
+        println!("session {session:016x} to {addr}");
+        peers.push(Peer {
+            addr,
+            client,
+            seen: Seen {
+                session,
+                ..Seen::default()
+            },
+            rebuilds: 0,
+        });
+    }
+    if let Some(a) = audit.as_mut() {
+        a.flush()?;
+    }
+    let mut rng = SplitMix64::new(job.seed);
+    let mut buf = vec![0u8; max];
+    let mut next_op: Option<(Op, usize)> = None;
+    let mut submitted = 0u64;
+    let mut bytes_submitted = 0u64;
+    let mut rr = 0usize;
+    let mut stopped_at: Option<Wall> = None;
+    let mut last_report = Wall::now();
+    let mut last_acked = 0u64;
+    loop {
+        let now = common::clock(start);
+        let done_submitting = stop.load(Ordering::Relaxed)
+            || job.run_time.is_some_and(|l| start.elapsed() >= l)
+            || (job.iterations != 0 && submitted >= job.iterations);
+        if done_submitting && stopped_at.is_none() {
+            stopped_at = Some(Wall::now());
+        }
+        let mut busy = false;
+        if !done_submitting {
+            let outstanding: u64 = peers
+                .iter()
+                .map(|p| p.client.session().next_sn() - p.client.session().base_sn())
+                .sum();
+            let mut room = u64::from(job.window).saturating_sub(outstanding);
+            let mut refused = 0;
+            while room > 0 && refused < peers.len() {
+                if job.iterations != 0 && submitted >= job.iterations {
+                    break;
+                }
+                let (op, size) = *next_op.get_or_insert_with(|| {
+                    let op = job.ops[rng.below(job.ops.len() as u64) as usize];
+                    let span = job.sizes.max - job.sizes.min;
+                    let size = job.sizes.min + rng.below(span.saturating_add(1));
+                    (op, size as usize)
+                });
+                rr = (rr + 1) % peers.len();
+                let p = &mut peers[rr];
+                let session = p.seen.session;
+                let sn = p.client.session().next_sn();
+                let result = match op {
+                    Op::Write => {
+                        workload::fill(session, sn, &mut buf[..size]);
+                        p.client.submit(Message::Write(&buf[..size]))
+                    }
+                    Op::Read => p.client.submit(Message::Read {
+                        len: size as u32,
+                        request: &[],
+                    }),
+                };
+                match result {
+                    Ok(sn) => {
+                        let data: &[u8] = if op == Op::Write { &buf[..size] } else { &[] };
+                        if let Some(a) = audit.as_mut() {
+                            a.record(Record {
+                                session,
+                                sn,
+                                hash: workload::hash(data),
+                            });
+                        }
+                        submitted += 1;
+                        bytes_submitted += size as u64;
+                        room -= 1;
+                        refused = 0;
+                        next_op = None;
+                        busy = true;
+                    }
+                    Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => {
+                        refused += 1;
+                    }
+                    Err(SubmitError::Closed | SubmitError::Exhausted) => refused += 1,
+                    Err(e) => return Err(format!("cannot submit a {size}-byte {op:?}: {e}")),
+                }
+            }
+        }
+        for p in &mut peers {
+            busy |= p.client.poll(now, &mut p.seen);
+            if job.recreate_context && std::mem::take(&mut p.seen.disconnected) {
+                let fresh = UcxTransport::client(p.addr, ucx.clone()).map_err(|e| e.to_string())?;
+                drop(
+                    p.client
+                        .replace_transport(now, fresh)
+                        .map_err(|e| e.to_string())?,
+                );
+                p.rebuilds += 1;
+            }
+            for line in p.seen.lines.drain(..) {
+                if job.verbose {
+                    println!("{line}");
+                }
+                if let Some(a) = audit.as_mut() {
+                    a.event(format_args!("{line}"));
+                }
+            }
+        }
+        let acked: u64 = peers.iter().map(|p| p.seen.acked).sum();
+        if !job.report_interval.is_zero() && last_report.elapsed() >= job.report_interval {
+            let secs = last_report.elapsed().as_secs_f64();
+            let rate = (acked - last_acked) as f64 / secs;
+            let s = |f: fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
+            println!(
+                "status t={:.1} submitted={submitted} acked={acked} rate={rate:.0} restarts={} disconnects={} not_replayed={} reads_corrupt={}",
+                start.elapsed().as_secs_f64(),
+                s(|p| p.seen.restarts),
+                s(|p| p.client.session().stats().disconnects),
+                s(|p| p.seen.not_replayed),
+                s(|p| p.seen.reads_corrupt),
+            );
+            if let Some(a) = audit.as_mut() {
+                a.event(format_args!("sample {acked}"));
+            }
+            last_acked = acked;
+            last_report = Wall::now();
+        }
+        if let Some(a) = audit.as_mut() {
+            a.flush()?;
+        }
+        let settled = peers.iter().all(|p| {
+            p.client.session().is_terminal()
+                || p.client.session().base_sn() == p.client.session().next_sn()
+        });
+        if let Some(t) = stopped_at {
+            if settled || t.elapsed() >= job.drain || stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if peers.iter().all(|p| p.client.session().is_terminal()) {
+            break;
+        }
+        if job.blocking && !busy {
+            let now = common::clock(start);
+            let mut wait = Duration::from_millis(50);
+            let mut all_armed = true;
+            for p in &mut peers {
+                all_armed &= p.client.arm(now) == Readiness::Armed;
+                if let Some(d) = p.client.transport().poll_delay() {
+                    wait = wait.min(d);
+                }
+                if let Some(t) = p.client.poll_timeout() {
+                    wait = wait.min(t.saturating_since(now));
+                }
+            }
+            if all_armed {
+                // One fd per server: wait on the first, then look at all
+                // (bounded by the nearest timer).
+                let per = wait / peers.len().max(1) as u32;
+                for p in &peers {
+                    p.client
+                        .transport()
+                        .sleep(per)
+                        .map_err(|e| format!("cannot wait for UCX: {e}"))?;
+                }
+            }
+        }
+    }
+    // Close the sessions (a Bye each), for a bounded while.
+    let closing = Wall::now();
+    for p in &mut peers {
+        p.client.close(common::clock(start));
+    }
+    while closing.elapsed() < Duration::from_secs(1)
+        && !peers.iter().all(|p| p.client.session().is_terminal())
+    {
+        for p in &mut peers {
+            p.client.poll(common::clock(start), &mut p.seen);
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut report = ClientReport {
+        seconds,
+        ..ClientReport::default()
+    };
+    let mut all_acked = true;
+    for p in &peers {
+        let st = p.client.session().stats();
+        all_acked &= p.seen.acked == p.client.session().next_sn();
+        report.sessions.push(SessionReport {
+            server: p.addr.to_string(),
+            session: format!("{:016x}", p.seen.session),
+            submitted: st.submitted,
+            acked: p.seen.acked,
+            replayed: st.replayed,
+            not_replayed: p.seen.not_replayed,
+            announced_duplicates: p.seen.announced,
+            server_restarts: p.seen.restarts,
+            disconnects: st.disconnects,
+            established: st.established,
+            reads_ok: p.seen.reads_ok,
+            reads_corrupt: p.seen.reads_corrupt,
+            failed: p.seen.failed.map(|f| f.to_string()),
+        });
+    }
+    let acked: u64 = report.sessions.iter().map(|s| s.acked).sum();
+    report.ops_per_second = acked as f64 / seconds.max(1e-9);
+    report.bytes_per_second = bytes_submitted as f64 / seconds.max(1e-9);
+    report.ok = all_acked
+        && report
+            .sessions
+            .iter()
+            .all(|s| s.reads_corrupt == 0 && s.failed.is_none());
+    if let Some(a) = audit.as_mut() {
+        for s in &report.sessions {
+            a.event(format_args!(
+                "done {} submitted {} acked {} replayed {} not_replayed {} announced {}",
+                s.session, s.submitted, s.acked, s.replayed, s.not_replayed, s.announced_duplicates
+            ));
+        }
+        a.flush()?;
+    }
+    for s in &report.sessions {
+        println!(
+            "done {} session {}: submitted={} acked={} replayed={} not_replayed={} restarts={} announced={} reads_corrupt={}{}",
+            s.server,
+            s.session,
+            s.submitted,
+            s.acked,
+            s.replayed,
+            s.not_replayed,
+            s.server_restarts,
+            s.announced_duplicates,
+            s.reads_corrupt,
+            s.failed.as_ref().map_or(String::new(), |f| format!(" FAILED: {f}"))
+        );
+    }
+    println!(
+        "rate {:.0} ops/s, {:.1} MB/s over {seconds:.2} s",
+        report.ops_per_second,
+        report.bytes_per_second / 1e6
+    );
+    if let Some(path) = &job.report {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(report)
+}

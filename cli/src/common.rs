@@ -1,0 +1,170 @@
+//! What the server and the client share: clocks, randomness from the OS,
+//! the UCX settings, the audit files' record format.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant as Wall, SystemTime, UNIX_EPOCH};
+
+use iomsg_core::Instant;
+use iomsg_ucx::{UcxConfig, WaitMode};
+
+/// 64 random bits from the operating system (`/dev/urandom`): session ids
+/// and tokens, never from `--seed`, so that the same command line started
+/// on many hosts makes distinct sessions.
+///
+/// # Errors
+///
+/// `/dev/urandom` could not be read.
+pub fn os_random() -> Result<u64, String> {
+    let mut b = [0u8; 8];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Microseconds since the Unix epoch: the clock every process of a soak
+/// shares.
+pub fn epoch_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The protocol's clock: microseconds since `start`.
+pub fn clock(start: Wall) -> Instant {
+    Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+}
+
+/// The UCX transport's settings from the command line.
+pub fn ucx_config(blocking: bool, shared_memory: bool) -> UcxConfig {
+    UcxConfig {
+        mode: if blocking {
+            WaitMode::Blocking
+        } else {
+            WaitMode::BusyPoll
+        },
+        shared_memory,
+        ..UcxConfig::default()
+    }
+}
+
+/// One audit record: a message handed to the server's application, or
+/// submitted by a client: its session, sn and payload hash
+/// (`workload::hash`), 24 bytes little-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The session.
+    pub session: u64,
+    /// The sn.
+    pub sn: u64,
+    /// The hash of the message's bytes.
+    pub hash: u64,
+}
+
+/// The size of a [`Record`] on disk.
+pub const RECORD_LEN: usize = 24;
+
+impl Record {
+    /// Appends the record's bytes to `out`.
+    pub fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.session.to_le_bytes());
+        out.extend_from_slice(&self.sn.to_le_bytes());
+        out.extend_from_slice(&self.hash.to_le_bytes());
+    }
+
+    /// The records in `bytes`; a torn last record (a write cut by a
+    /// SIGKILL) is ignored.
+    pub fn all(bytes: &[u8]) -> impl Iterator<Item = Record> + '_ {
+        bytes.chunks_exact(RECORD_LEN).map(|c| {
+            let word = |i: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&c[i * 8..i * 8 + 8]);
+                u64::from_le_bytes(w)
+            };
+            Record {
+                session: word(0),
+                sn: word(1),
+                hash: word(2),
+            }
+        })
+    }
+}
+
+/// An audit file pair in `dir`: `NAME.records` (binary [`Record`]s) and
+/// `NAME.log` (text events), both appended to, each batch in one
+/// `write(2)` so that a SIGKILL keeps everything that reached the kernel.
+pub struct Audit {
+    records: File,
+    log: File,
+    batch: Vec<u8>,
+    lines: String,
+}
+
+impl Audit {
+    /// Creates (or appends to) `dir/NAME.records` and `dir/NAME.log`.
+    ///
+    /// # Errors
+    ///
+    /// The directory or files could not be made.
+    pub fn create(dir: &Path, name: &str) -> Result<Audit, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the audit directory {}: {e}", dir.display()))?;
+        let open = |ext: &str| -> Result<File, String> {
+            let path: PathBuf = dir.join(format!("{name}.{ext}"));
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        };
+        Ok(Audit {
+            records: open("records")?,
+            log: open("log")?,
+            batch: Vec::with_capacity(64 * 1024),
+            lines: String::new(),
+        })
+    }
+
+    /// Adds a record to the current batch.
+    pub fn record(&mut self, r: Record) {
+        r.put(&mut self.batch);
+    }
+
+    /// Adds a line (`epoch_us` first) to the current batch of events.
+    pub fn event(&mut self, what: core::fmt::Arguments<'_>) {
+        use core::fmt::Write as _;
+        let _ = writeln!(self.lines, "{} {what}", epoch_us());
+    }
+
+    /// Writes the batches: records first, then events.
+    ///
+    /// # Errors
+    ///
+    /// A write failed.
+    pub fn flush(&mut self) -> Result<(), String> {
+        if !self.batch.is_empty() {
+            self.records
+                .write_all(&self.batch)
+                .map_err(|e| format!("cannot write the audit records: {e}"))?;
+            self.batch.clear();
+        }
+        if !self.lines.is_empty() {
+            self.log
+                .write_all(self.lines.as_bytes())
+                .map_err(|e| format!("cannot write the audit log: {e}"))?;
+            self.lines.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Rounds `d` for people: `1.25 s`, `340 ms`.
+pub fn human(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.2} s", d.as_secs_f64())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}

@@ -1,0 +1,499 @@
+//! `iomsg`: io_demo-style server and client over UCX, `info`, and `soak`,
+//! the field report's reproduction on real UCX in one command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use iomsg_cli::args::{self, Ops, Retries, SizeRange};
+use iomsg_cli::{client, server, soak};
+
+#[derive(Parser)]
+#[command(
+    name = "iomsg",
+    version,
+    about = "io_msgs over UCX that are never lost unnoticed",
+    long_about = "io_msgs over UCX tag matching with sequence numbers, acknowledgements and \
+                  replay: a server restart or a reconnect loses nothing unnoticed, and with \
+                  replay on loses nothing.\n\nSubcommands: `server` and `client` (io_demo's \
+                  options), `info` (which UCX), `soak` (a server killed again and again while \
+                  clients reconnect, judged from audit files)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Take io_msgs from clients: writes are taken, reads answered with
+    /// io_demo's pattern.
+    #[command(after_help = server_help())]
+    Server(ServerArgs),
+    /// Send io_demo's workload (random reads and writes of random sizes)
+    /// to one or more servers and check every reply's bytes.
+    Client(ClientArgs),
+    /// Which UCX this is: its version, the libucp file loaded, the
+    /// transports it offers here; and iomsg's protocol version.
+    Info,
+    /// Kill the server again and again while clients reconnect; judge the
+    /// run from the processes' audit files.
+    Soak(SoakArgs),
+}
+
+fn server_help() -> String {
+    format!(
+        "Capacity: {} sessions and {} connections at most, a receive window of 2,048 sns \
+         per session; the session table takes {} KiB.",
+        server::SESSIONS,
+        server::CONNS,
+        std::mem::size_of::<server::Core>() / 1024
+    )
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    args::duration(s)
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    args::on_off(s)
+}
+
+#[derive(clap::Args)]
+struct Common {
+    /// Print every event (connections, restarts, losses).
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print a status line this often (0: never).
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = duration)]
+    report_interval: Duration,
+    /// Sleep on UCX's event fd when there is nothing to do, instead of
+    /// busy polling.
+    #[arg(short = 'b', long)]
+    blocking: bool,
+    /// Carry frames over shared memory (posix, sysv, cma) when both ends
+    /// are on one host and UCX_TLS allows it; both ends must say so.
+    #[arg(long)]
+    shared_memory: bool,
+    /// Keep audit files (what was handed over or submitted, and events)
+    /// in this directory.
+    #[arg(long, value_name = "DIR")]
+    audit_dir: Option<PathBuf>,
+    /// The audit files' name (default: the role and the process id).
+    #[arg(long, value_name = "NAME", requires = "audit_dir")]
+    audit_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Port to listen on.
+    #[arg(short, long, default_value_t = 1337)]
+    port: u16,
+    /// Address to listen on (`ADDR:PORT`; overrides --port).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// Sessions held at most (past it, idle ones are evicted).
+    #[arg(long, default_value_t = server::SESSIONS)]
+    sessions: usize,
+    /// Check every write's bytes against io_demo's pattern.
+    #[arg(short = 'q', long)]
+    validate: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args)]
+struct ClientArgs {
+    /// Servers, `HOST[:PORT]`; operations are spread over them, one
+    /// session each.
+    #[arg(required = true, value_name = "ADDR[:PORT]")]
+    servers: Vec<String>,
+    /// Port of servers given without one.
+    #[arg(short, long, default_value_t = 1337)]
+    port: u16,
+    /// Operations, drawn at random: `read`, `write` or `read,write`.
+    #[arg(short, long, default_value = "write")]
+    ops: Ops,
+    /// Size of each operation's data, `MIN:MAX` (or one size), with K, M,
+    /// G suffixes; drawn uniformly. At most 1M.
+    #[arg(
+        short,
+        long = "data-size",
+        value_name = "MIN:MAX",
+        default_value = "4K"
+    )]
+    data_size: SizeRange,
+    /// Operations in all (0: no limit).
+    #[arg(short, long, default_value_t = 1000)]
+    iterations: u64,
+    /// Operations in flight at most, over all servers.
+    #[arg(short, long, default_value_t = 16)]
+    window: u32,
+    /// Operations in flight at most per server (at most 1024).
+    #[arg(long, default_value_t = 16)]
+    conn_window: u32,
+    /// No reply for this long while operations are in flight: the
+    /// connection is dead and is made again.
+    #[arg(short = 't', long, value_name = "TIME", default_value = "2s", value_parser = duration)]
+    reply_timeout: Duration,
+    /// How long a connection attempt may take.
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = duration)]
+    connect_timeout: Duration,
+    /// Consecutive failed connection attempts before giving up (a number
+    /// or `inf`).
+    #[arg(short, long, default_value = "20")]
+    retries: Retries,
+    /// Delay between connection attempts (±20 % jitter).
+    #[arg(long, value_name = "TIME", default_value = "100ms", value_parser = duration)]
+    retry_interval: Duration,
+    /// Stop after this long (`17.5s`, `10m`, `1.5h`), then wait for what
+    /// is in flight.
+    #[arg(short = 'l', long, value_name = "TIME", value_parser = duration)]
+    run_time: Option<Duration>,
+    /// After stopping, wait this long at most for acknowledgements.
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
+    drain: Duration,
+    /// Seed of the workload (operations and sizes) and of the retry
+    /// jitter. Session ids come from the OS, never from the seed.
+    #[arg(short, long, default_value_t = 1)]
+    seed: u64,
+    /// Payload CRCs on every frame, checked by the receiver.
+    #[arg(short = 'q', long)]
+    validate: bool,
+    /// Replay what was unacknowledged after a reconnect (`on`: nothing is
+    /// lost; `off`: in-flight io_msgs are given up and reported).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    replay: bool,
+    /// Rebuild the UCX context and worker after every disconnect, as the
+    /// field report's clients did; the session lives on above them.
+    #[arg(long)]
+    recreate_context: bool,
+    /// Write a JSON report here at the end.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// Clients, each its own process and session.
+    #[arg(short = 'n', long, default_value_t = 2)]
+    clients: usize,
+    /// UCX_TLS for every process (`tcp`; `tcp,posix,sysv,cma,self` for
+    /// shared memory on one host).
+    #[arg(long, default_value = "tcp")]
+    tls: String,
+    /// Mean time between server kills (SIGKILL), jittered ±30 % by the
+    /// seed.
+    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = duration)]
+    kill_every: Duration,
+    /// Server kills to do.
+    #[arg(long, default_value_t = 12, conflicts_with = "duration")]
+    kills: u32,
+    /// Run this long instead of a number of kills.
+    #[arg(long, value_name = "TIME", value_parser = duration)]
+    duration: Option<Duration>,
+    /// Seed of the kill times and the clients' workloads.
+    #[arg(short, long, default_value_t = 1)]
+    seed: u64,
+    /// Clients replay after reconnects (`off` shows what is lost
+    /// without it, every sn named).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    replay: bool,
+    /// `local` (this host, loopback device) or `netns` (root: a server
+    /// host and a host per client, network namespaces joined by veth
+    /// pairs, 169.254.78.0/24).
+    #[arg(long, value_name = "local|netns", default_value = "local")]
+    hosts: String,
+    /// Also take client links down for a while (needs --hosts netns).
+    #[arg(long)]
+    cut_links: bool,
+    /// How long a cut link stays down.
+    #[arg(long, value_name = "TIME", default_value = "4s", value_parser = duration)]
+    cut_for: Duration,
+    /// Clients rebuild their UCX context after every disconnect.
+    #[arg(long)]
+    recreate_context: bool,
+    /// The clients' operations.
+    #[arg(short, long, default_value = "write")]
+    ops: Ops,
+    /// The clients' data sizes, `MIN:MAX`.
+    #[arg(
+        short,
+        long = "data-size",
+        value_name = "MIN:MAX",
+        default_value = "64:4K"
+    )]
+    data_size: SizeRange,
+    /// Operations in flight per client (at most 1024).
+    #[arg(short, long, default_value_t = 256)]
+    window: u32,
+    /// Audit files go here (a new directory; default
+    /// `iomsg-soak-<time>` in the temporary directory).
+    #[arg(long, value_name = "DIR")]
+    audit_dir: Option<PathBuf>,
+    /// The JSON report (default `report.json` in the audit directory).
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+    /// The timeline picture (default: the report's name with `.svg`).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// A status line this often when stderr is not a terminal (a progress
+    /// bar when it is).
+    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = duration)]
+    report_interval: Duration,
+    /// After the last kill, clients get this long to finish.
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
+    drain: Duration,
+    /// Run the deterministic simulation instead (loopback transport,
+    /// virtual time; --kills, --clients, --seed, --replay apply).
+    #[arg(long)]
+    sim: bool,
+}
+
+fn audit(common: &Common, role: &str) -> Option<(PathBuf, String)> {
+    let dir = common.audit_dir.clone()?;
+    let name = common
+        .audit_name
+        .clone()
+        .unwrap_or_else(|| format!("{role}-{}", std::process::id()));
+    Some((dir, name))
+}
+
+fn run_server(a: ServerArgs) -> ExitCode {
+    let job = server::ServerJob {
+        listen: a
+            .listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], a.port))),
+        sessions: a.sessions,
+        validate: a.validate,
+        verbose: a.common.verbose,
+        report_interval: a.common.report_interval,
+        blocking: a.common.blocking,
+        shared_memory: a.common.shared_memory,
+        audit: audit(&a.common, "server"),
+    };
+    match server::run(&job) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iomsg server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_client(a: ClientArgs) -> ExitCode {
+    let mut servers = Vec::new();
+    for s in &a.servers {
+        match args::server_addr(s, a.port) {
+            Ok(addr) => servers.push(addr),
+            Err(e) => {
+                eprintln!("iomsg client: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if a.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {
+        eprintln!(
+            "iomsg client: --data-size {}: at most {} bytes per io_msg",
+            a.data_size,
+            iomsg_core::wire::MAX_DATA_LEN
+        );
+        return ExitCode::from(2);
+    }
+    if a.window == 0 || a.conn_window == 0 || a.conn_window > client::MAX_CONN_WINDOW {
+        eprintln!(
+            "iomsg client: --window and --conn-window must be at least 1, --conn-window at most {}",
+            client::MAX_CONN_WINDOW
+        );
+        return ExitCode::from(2);
+    }
+    let job = client::ClientJob {
+        servers,
+        ops: a.ops.0,
+        sizes: a.data_size,
+        iterations: a.iterations,
+        window: a.window,
+        conn_window: a.conn_window,
+        reply_timeout: a.reply_timeout,
+        connect_timeout: a.connect_timeout,
+        retries: a.retries,
+        retry_interval: a.retry_interval,
+        run_time: a.run_time,
+        seed: a.seed,
+        verbose: a.common.verbose,
+        validate: a.validate,
+        report_interval: a.common.report_interval,
+        blocking: a.common.blocking,
+        replay: a.replay,
+        recreate_context: a.recreate_context,
+        shared_memory: a.common.shared_memory,
+        report: a.report,
+        audit: audit(&a.common, "client"),
+        drain: a.drain,
+    };
+    match client::run(&job) {
+        Ok(r) if r.ok => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("iomsg client: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_info() -> ExitCode {
+    let v = iomsg_ucx::version::ucx_version();
+    println!("iomsg {}", env!("CARGO_PKG_VERSION"));
+    println!("protocol version {}", iomsg_core::wire::VERSION);
+    println!(
+        "UCX {} loaded from {} (built against {})",
+        v.number(),
+        v.library_path
+            .as_ref()
+            .map_or("an unknown file".into(), |p| p.display().to_string()),
+        iomsg_ucx::version::BUILT_VERSION
+    );
+    match iomsg_ucx::resources::transports() {
+        Ok(list) => {
+            println!("transports UCX offers here (UCX_TLS and UCX_NET_DEVICES choose among them):");
+            for r in list {
+                println!("  {:<8} {:<12} ({})", r.transport, r.device, r.component);
+            }
+        }
+        Err(e) => println!("transports: cannot list them: {e}"),
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_soak(a: SoakArgs) -> ExitCode {
+    if a.sim {
+        return run_sim(&a);
+    }
+    let hosts = match a.hosts.as_str() {
+        "local" => soak::Hosts::Local,
+        "netns" => soak::Hosts::Netns,
+        other => {
+            eprintln!("iomsg soak: --hosts {other:?}: local or netns");
+            return ExitCode::from(2);
+        }
+    };
+    if a.window == 0 || a.window > client::MAX_CONN_WINDOW {
+        eprintln!(
+            "iomsg soak: --window must be 1 to {}",
+            client::MAX_CONN_WINDOW
+        );
+        return ExitCode::from(2);
+    }
+    if a.kill_every < Duration::from_millis(100) {
+        eprintln!("iomsg soak: --kill-every must be at least 100ms");
+        return ExitCode::from(2);
+    }
+    let audit_dir = a.audit_dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!(
+            "iomsg-soak-{}-{}",
+            iomsg_cli::common::epoch_us() / 1_000_000,
+            std::process::id()
+        ))
+    });
+    let report = a.report.unwrap_or_else(|| audit_dir.join("report.json"));
+    let plot = a.plot.unwrap_or_else(|| report.with_extension("svg"));
+    let job = soak::SoakJob {
+        clients: a.clients,
+        tls: a.tls,
+        kill_every: a.kill_every,
+        kills: a.kills,
+        duration: a.duration,
+        seed: a.seed,
+        replay: a.replay,
+        hosts,
+        cut_links: a.cut_links,
+        cut_for: a.cut_for,
+        recreate_context: a.recreate_context,
+        ops: a.ops.0,
+        sizes: a.data_size,
+        window: a.window,
+        audit_dir,
+        report,
+        plot,
+        report_interval: a.report_interval,
+        drain: a.drain,
+    };
+    println!(
+        "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}, audit in {}",
+        job.clients,
+        job.tls,
+        job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
+        iomsg_cli::common::human(job.kill_every),
+        if job.replay { "on" } else { "off" },
+        job.audit_dir.display()
+    );
+    match soak::run(&job) {
+        Ok(r) => {
+            print!("{}", soak::table(&r));
+            println!("  report: {}", job.report.display());
+            println!("  picture: {}", job.plot.display());
+            if r.verdict == "pass" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("iomsg soak: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_sim(a: &SoakArgs) -> ExitCode {
+    use iomsg_loopback::sim;
+    let mut s = sim::Scenario::field_repro(a.seed, u64::from(a.kills));
+    s.clients = a.clients;
+    s.replay = a.replay;
+    s.rebuild_transport = a.recreate_context;
+    let report = match sim::run(&s) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("iomsg soak --sim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{report}");
+    let kills = s.crash.map_or(0, |c| c.max_kills);
+    if report.kills == kills && report.passed() && (!s.replay || report.lost_total() == 0) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // One clear line, exit code 2.
+            let text = e.to_string();
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ");
+            eprintln!("iomsg: {first} (see `iomsg --help`)");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Cmd::Server(a) => run_server(a),
+        Cmd::Client(a) => run_client(a),
+        Cmd::Info => run_info(),
+        Cmd::Soak(a) => run_soak(a),
+    }
+}

@@ -1,0 +1,230 @@
+//! `iomsg server`: takes io_msgs from any number of clients over UCX,
+//! answers reads, and (with `--audit-dir`) records every message it hands
+//! to the application before any acknowledgement of it leaves.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::session::{
+    Delivery, ReadRequest, RequestOp, ServerConfig, ServerCore, ServerEvent, ServerHandler,
+};
+use iomsg_core::transport::{Readiness, Server};
+use iomsg_core::workload;
+use iomsg_ucx::{Accept, UcxTransport};
+
+use crate::common::{self, Audit, Record};
+
+/// Sessions the server's table holds at most (`--sessions` lowers it).
+pub const SESSIONS: usize = 1024;
+/// Connections held at once.
+pub const CONNS: usize = 1024;
+/// The tracker's words per session: a receive window of 2,048 sns.
+pub const WORDS: usize = 33;
+
+/// The server's session table.
+pub type Core = ServerCore<SESSIONS, CONNS, WORDS>;
+
+/// What `iomsg server` is asked to do.
+#[derive(Clone, Debug)]
+pub struct ServerJob {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Sessions held at most.
+    pub sessions: usize,
+    /// Check every write's bytes against the io_demo pattern.
+    pub validate: bool,
+    /// Print every event.
+    pub verbose: bool,
+    /// A status line this often (none when zero).
+    pub report_interval: Duration,
+    /// Sleep on the worker's event fd when quiet.
+    pub blocking: bool,
+    /// Frames over shared memory where both ends are on one host.
+    pub shared_memory: bool,
+    /// Where to keep the audit files, and their name.
+    pub audit: Option<(PathBuf, String)>,
+}
+
+/// The server's application: io_demo's (it takes writes and answers reads
+/// with the pattern), plus the audit and the counts.
+struct App {
+    audit: Option<Audit>,
+    validate: bool,
+    verbose: bool,
+    corrupt: u64,
+    error: Option<String>,
+}
+
+impl ServerHandler for App {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        if let Some(a) = self.audit.as_mut() {
+            a.record(Record {
+                session: d.session,
+                sn: d.sn,
+                hash: workload::hash(d.data),
+            });
+        }
+        if self.validate && d.op != RequestOp::Read && !workload::matches(d.session, d.sn, d.data) {
+            self.corrupt += 1;
+            eprintln!(
+                "iomsg server: session {:016x} sn {}: {} bytes differ from the pattern",
+                d.session,
+                d.sn,
+                d.data.len()
+            );
+            if let Some(a) = self.audit.as_mut() {
+                a.event(format_args!("corrupt {:016x} {}", d.session, d.sn));
+            }
+        }
+    }
+
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+
+    fn event(&mut self, event: ServerEvent) {
+        let line = match event {
+            ServerEvent::LiveLoss {
+                session,
+                epoch,
+                missing,
+            } => {
+                format!(
+                    "live_gap {session:016x} {epoch} {} {}",
+                    missing.start, missing.end
+                )
+            }
+            ServerEvent::Recovered { session, sn } => format!("recovered {session:016x} {sn}"),
+            ServerEvent::LostInFlight { session, range } => {
+                format!(
+                    "lost_in_flight {session:016x} {} {}",
+                    range.start, range.end
+                )
+            }
+            ServerEvent::LostLive { session, range } => {
+                format!("lost_live {session:016x} {} {}", range.start, range.end)
+            }
+            ServerEvent::Duplicate { session, sn } => format!("duplicate {session:016x} {sn}"),
+            ServerEvent::Stale { session, epoch, sn } => {
+                format!("stale {session:016x} {epoch} {sn}")
+            }
+            ServerEvent::Rejected {
+                conn,
+                reason,
+                detail,
+            } => {
+                // Always said: a client (or something else) is broken.
+                eprintln!("iomsg server: rejected {conn}: {reason} (detail {detail})");
+                format!("rejected {conn} {reason:?} {detail}")
+            }
+            ServerEvent::Disconnected { conn, reason } => format!("disconnected {conn} {reason:?}"),
+            ServerEvent::Evicted { session } => format!("evicted {session:016x}"),
+            ServerEvent::Forgotten { session } => format!("forgotten {session:016x}"),
+            ServerEvent::Closed { session } => format!("closed {session:016x}"),
+            other => format!("{other:?}"),
+        };
+        if self.verbose {
+            println!("{line}");
+        }
+        if let Some(a) = self.audit.as_mut() {
+            a.event(format_args!("{line}"));
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(Err(e)) = self.audit.as_mut().map(Audit::flush) {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+///
+/// # Errors
+///
+/// It could not listen, or the audit could not be written.
+pub fn run(job: &ServerJob) -> Result<(), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    let mut audit = match &job.audit {
+        Some((dir, name)) => Some(Audit::create(dir, name)?),
+        None => None,
+    };
+    let transport = UcxTransport::server(
+        job.listen,
+        common::ucx_config(job.blocking, job.shared_memory),
+    )
+    .map_err(|e| format!("cannot listen on {}: {e}", job.listen))?;
+    let local = transport.local_addr();
+    let instance = common::os_random()?;
+    if let Some(a) = audit.as_mut() {
+        a.event(format_args!("listening {local} instance {instance:016x}"));
+        a.flush()?;
+    }
+    let mut config = ServerConfig::new(instance);
+    config.max_sessions = job.sessions.clamp(1, SESSIONS);
+    let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
+        Server::with_core(transport, Box::new(Core::new(config))).map_err(|e| e.to_string())?;
+    println!("listening on {local} (instance {instance:016x})");
+    let mut app = App {
+        audit,
+        validate: job.validate,
+        verbose: job.verbose,
+        corrupt: 0,
+        error: None,
+    };
+    let start = Wall::now();
+    let mut last_report = Wall::now();
+    let mut last_delivered = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let now = common::clock(start);
+        let busy = server.poll(now, &mut app);
+        if let Some(e) = app.error.take() {
+            return Err(e);
+        }
+        if !job.report_interval.is_zero() && last_report.elapsed() >= job.report_interval {
+            let s = *server.core().stats();
+            let rate = (s.delivered - last_delivered) as f64 / last_report.elapsed().as_secs_f64();
+            println!(
+                "status t={:.1} conns={} sessions={} delivered={} rate={rate:.0} duplicates={} stale={} live_gaps={} lost_live={} corrupt={}",
+                start.elapsed().as_secs_f64(),
+                server.core().conn_count(),
+                server.core().session_count(),
+                s.delivered,
+                s.duplicates,
+                s.stale,
+                s.live_gap_sns,
+                s.lost_live,
+                app.corrupt,
+            );
+            last_delivered = s.delivered;
+            last_report = Wall::now();
+        }
+        if job.blocking && !busy && server.arm(common::clock(start)) == Readiness::Armed {
+            let mut wait = Duration::from_millis(100);
+            if let Some(d) = server.transport().poll_delay() {
+                wait = wait.min(d);
+            }
+            if let Some(t) = server.poll_timeout() {
+                wait = wait.min(t.saturating_since(common::clock(start)));
+            }
+            server
+                .transport()
+                .sleep(wait)
+                .map_err(|e| format!("cannot wait for UCX: {e}"))?;
+        }
+    }
+    app.flush();
+    let s = *server.core().stats();
+    println!(
+        "stopped: delivered={} duplicates={} stale={} lost_live={} lost_in_flight={} corrupt={}",
+        s.delivered, s.duplicates, s.stale, s.lost_live, s.lost_in_flight, app.corrupt
+    );
+    app.error.map_or(Ok(()), Err)
+}
