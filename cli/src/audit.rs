@@ -334,7 +334,7 @@ pub struct AuditCounts {
 pub struct Reconciled {
     /// Messages submitted (the clients' records).
     pub sent: u64,
-    /// Acknowledged (the clients' protocol).
+    /// Acknowledged (the clients' protocol; sns given up are not).
     pub acked: u64,
     /// Frames sent again after reconnects (the clients' protocol).
     pub replayed: u64,
@@ -446,7 +446,14 @@ pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconc
     for c in clients {
         for s in &c.sessions {
             r.sent += s.submitted.len() as u64;
-            r.acked += s.acked;
+            // The cumulative ack passes given-up sns without acknowledging
+            // them.
+            let given_up_below: u64 = s
+                .not_replayed
+                .iter()
+                .map(|g| g.end.min(s.acked).saturating_sub(g.start))
+                .sum();
+            r.acked += s.acked - given_up_below.min(s.acked);
             r.reconnects += s.established.saturating_sub(1);
             r.corrupt += s.reads_corrupt;
             r.failed_sessions += u64::from(s.failed.is_some());
@@ -480,13 +487,15 @@ pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconc
                     continue;
                 }
                 r.audit.missing += 1;
-                let why = if sn < s.acked {
+                // Given-up sns come first: the cumulative ack moves past
+                // them, so `acked` covers them too.
+                let why = if within(&s.not_replayed, sn) {
+                    r.lost_in_flight += 1;
+                    "lost_in_flight"
+                } else if sn < s.acked {
                     r.audit.acked_but_missing += 1;
                     r.audit.unexplained += 1;
                     "acknowledged but never processed"
-                } else if within(&s.not_replayed, sn) {
-                    r.lost_in_flight += 1;
-                    "lost_in_flight"
                 } else if within(live, sn) {
                     "lost_live"
                 } else if s.done.is_none() || s.failed.is_some() {
@@ -729,7 +738,8 @@ mod tests {
     #[test]
     fn without_replay_given_up_sns_are_lost_in_flight_and_named() {
         let mut s = session(1, 10);
-        s.acked = 4;
+        // The cumulative ack passed the given-up sns.
+        s.acked = 10;
         s.not_replayed = std::iter::once(4..7).collect();
         let r = reconcile(
             &[client(s)],
@@ -740,6 +750,8 @@ mod tests {
         );
         assert_eq!(r.lost_in_flight, 3);
         assert_eq!(r.audit.missing, 3);
+        assert_eq!(r.acked, 7);
+        assert_eq!(r.audit.acked_but_missing, 0);
         assert_eq!(
             r.audit.lost,
             vec![Lost {

@@ -247,6 +247,10 @@ struct SoakArgs {
     /// After the last kill, clients get this long to finish.
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
     drain: Duration,
+    /// Keep the audit records (24 bytes per message and side) after a
+    /// pass; after a fail they are always kept.
+    #[arg(long)]
+    keep_records: bool,
     /// Run the deterministic simulation instead (loopback transport,
     /// virtual time; --kills, --clients, --seed, --replay apply).
     #[arg(long)]
@@ -420,6 +424,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         plot,
         report_interval: a.report_interval,
         drain: a.drain,
+        keep_records: a.keep_records,
     };
     println!(
         "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}, audit in {}",

@@ -73,6 +73,9 @@ pub struct SoakJob {
     pub report_interval: Duration,
     /// After the last kill, clients get this long to finish.
     pub drain: Duration,
+    /// Keep the audit records after a pass (they are always kept after a
+    /// fail).
+    pub keep_records: bool,
 }
 
 /// The JSON report.
@@ -146,6 +149,9 @@ pub struct Files {
     pub audit_dir: String,
     /// The picture.
     pub plot: String,
+    /// Whether the audit records (`*.records`) are still there: after a
+    /// pass they are removed unless asked to keep them.
+    pub records_kept: bool,
 }
 
 /// The network namespaces of `--hosts netns`, deleted on drop.
@@ -430,7 +436,14 @@ impl Runner<'_> {
             .args(["--data-size", &self.job.sizes.to_string()])
             .args(["--window", &self.job.window.to_string()])
             .args(["--conn-window", &self.job.window.to_string()])
-            .args(["--iterations", "0", "--retries", "inf", "--retry-interval", "50ms"])
+            .args([
+                "--iterations",
+                "0",
+                "--retries",
+                "inf",
+                "--retry-interval",
+                "50ms",
+            ])
             .args(["--connect-timeout", "1s", "--reply-timeout", "2s"])
             .args(["--report-interval", "250ms"])
             .args([
@@ -755,8 +768,20 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
         files: Files {
             audit_dir: dir.display().to_string(),
             plot: job.plot.display().to_string(),
+            records_kept: true,
         },
     };
+    let mut report = report;
+    if report.verdict == "pass" && !job.keep_records {
+        // Reconciled: the records are large (24 bytes per message and
+        // side) and the report holds what they showed.
+        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+            if e.path().extension().is_some_and(|x| x == "records") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        report.files.records_kept = false;
+    }
     let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     fs::write(&job.report, text + "\n")
         .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
@@ -912,6 +937,12 @@ pub fn table(r: &SoakReport) -> String {
             s,
             "  lost: session {} sns {}..{}: {}",
             l.session, l.from, l.to, l.why
+        );
+    }
+    if !r.files.records_kept {
+        let _ = writeln!(
+            s,
+            "  audit records removed after the pass (--keep-records keeps them)"
         );
     }
     let _ = writeln!(s, "  verdict: {}", r.verdict.to_uppercase());
