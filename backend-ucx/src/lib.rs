@@ -22,5 +22,5 @@ pub mod version;
 mod worker;
 
 pub use status::Status;
-pub use transport::{Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport};
+pub use transport::{sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport};
 pub use worker::WaitMode;

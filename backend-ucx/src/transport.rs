@@ -450,20 +450,7 @@ impl<R: Role> UcxTransport<R> {
     /// Busy-poll mode (no event fd), or `poll(2)` failed other than by a
     /// signal.
     pub fn sleep(&self, timeout: Duration) -> Result<bool, Status> {
-        let fd = self.worker.event_fd()?;
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
-        // SAFETY: pfd is one valid pollfd on the stack for the call's
-        // duration; fd is the live worker's event fd.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(Status(sys::UCS_ERR_IO_ERROR));
-        }
-        Ok(n > 0)
+        sleep_any(&[self.event_fd()?], timeout)
     }
 
     /// A new connection slot for endpoint `ep`, with a fresh key.
@@ -1237,7 +1224,9 @@ impl<R: Role> Transport for UcxTransport<R> {
         if self.worker.mode != WaitMode::Blocking {
             return Readiness::Unsupported;
         }
-        if !self.notices.is_empty() || self.rx.front().is_some() {
+        // Sends in flight need progress calls to complete (UCX's tcp
+        // transport does not wake the event fd for them).
+        if !self.notices.is_empty() || self.rx.front().is_some() || self.in_flight_sends > 0 {
             return Readiness::Pending;
         }
         match self.worker.arm() {
@@ -1245,6 +1234,32 @@ impl<R: Role> Transport for UcxTransport<R> {
             _ => Readiness::Pending,
         }
     }
+}
+
+/// Sleeps until one of `fds` (transports' [`event_fd`](UcxTransport::event_fd)s,
+/// each armed) is readable or `timeout` passed: one thread waiting on
+/// several transports. Returns whether it woke for work.
+///
+/// # Errors
+///
+/// `poll(2)` failed other than by a signal.
+pub fn sleep_any(fds: &[i32], timeout: Duration) -> Result<bool, Status> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
+    let n = pfds.len() as libc::nfds_t;
+    // SAFETY: pfds is a live array of `n` pollfds for the call's duration.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
+    if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+        return Err(Status(sys::UCS_ERR_IO_ERROR));
+    }
+    Ok(r > 0)
 }
 
 /// Endpoint parameters in peer error mode, whose failures reach

@@ -430,15 +430,13 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
                 }
             }
             if all_armed {
-                // One fd per server: wait on the first, then look at all
-                // (bounded by the nearest timer).
-                let per = wait / peers.len().max(1) as u32;
-                for p in &peers {
-                    p.client
-                        .transport()
-                        .sleep(per)
-                        .map_err(|e| format!("cannot wait for UCX: {e}"))?;
-                }
+                let fds = peers
+                    .iter()
+                    .map(|p| p.client.transport().event_fd())
+                    .collect::<Result<Vec<i32>, _>>()
+                    .map_err(|e| format!("no UCX event fd: {e}"))?;
+                iomsg_ucx::sleep_any(&fds, wait)
+                    .map_err(|e| format!("cannot wait for UCX: {e}"))?;
             }
         }
     }
