@@ -864,7 +864,8 @@ pub fn table(r: &SoakReport) -> String {
     let a = &f.audit;
     let mut s = String::new();
     let mut row = |name: &str, value: String, note: String| {
-        let _ = writeln!(s, "  {name:<34} {value:>12}  {note}");
+        let line = format!("  {name:<34} {value:>12}  {note}");
+        let _ = writeln!(s, "{}", line.trim_end());
     };
     row("messages sent", grouped(f.sent), String::new());
     row("acknowledged", grouped(f.acked), String::new());
