@@ -19,9 +19,17 @@
 //! ```text
 //!   63            32 31             0
 //!  +----------------+----------------+
-//!  |  receiver key  |      kind      |   kind 0: a frame
+//!  |  receiver key  |      kind      |   kind 0: one frame
 //!  +----------------+----------------+   kind 1: a heartbeat (empty)
+//!                                        kind 2: a batch of frames
 //! ```
+//!
+//! A batch carries several frames of one connection in one message, each
+//! after its length (`u32`, little-endian): frames of up to
+//! [`COALESCE_MAX_FRAME`] bytes that the driver emits between two polls go
+//! out together (`UcxConfig::coalesce`), larger ones alone. A length that
+//! runs past the message's end makes the rest one frame, which the
+//! driver then rejects as malformed.
 //!
 //! The receiver probes any tag, sizes its buffer from the probe, receives
 //! the message, and finds the connection from the key. A message whose
@@ -54,6 +62,7 @@ use core::ptr;
 use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::time::Instant as Clock;
 
 use iomsg_core::transport::{
@@ -78,6 +87,14 @@ const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
 const KIND_MASK: u64 = 0xffff_ffff;
 const KIND_FRAME: u64 = 0;
 const KIND_HEARTBEAT: u64 = 1;
+const KIND_BATCH: u64 = 2;
+
+/// Frames up to this size are coalesced into batches; larger ones go alone
+/// (sent from the buffer they were emitted into).
+pub const COALESCE_MAX_FRAME: usize = 8 * 1024 + 64;
+
+/// A batch is sent once it would grow past this.
+const BATCH_CAP: usize = 64 * 1024;
 
 /// When a silent peer is declared dead (see the module's "Liveness").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +142,10 @@ pub struct UcxConfig {
     /// peer gone without a reset may go unnoticed for minutes). Both ends
     /// must agree: an end with it on closes a peer that sends none.
     pub liveness: Option<Liveness>,
+    /// Send the small frames a driver emits between two polls in one UCX
+    /// message per connection (see the module's tag layout). Every
+    /// receiver takes batches, whatever its own setting.
+    pub coalesce: bool,
 }
 
 impl Default for UcxConfig {
@@ -140,6 +161,7 @@ impl Default for UcxConfig {
             reuse_address: true,
             shared_memory: false,
             liveness: Some(Liveness::default()),
+            coalesce: true,
         }
     }
 }
@@ -176,6 +198,8 @@ struct Conn {
     heard: Clock,
     /// When anything last went to the peer.
     said: Clock,
+    /// Frames waiting to go out together: each a `u32` length and bytes.
+    batch: Vec<u8>,
 }
 
 impl Conn {
@@ -195,6 +219,10 @@ enum Op {
         key: u32,
         /// A heartbeat, not a frame: dropped once received.
         heartbeat: bool,
+        /// A batch of length-prefixed frames.
+        batch: bool,
+        /// Where the next frame of a batch starts.
+        offset: usize,
     },
     KeySend {
         conn: ConnId,
@@ -285,6 +313,8 @@ pub struct UcxTransport<R: Role> {
     pool: Vec<Vec<u8>>,
     /// Frames dropped because their key named no open connection.
     stray_frames: u64,
+    /// Connections whose batch holds frames.
+    batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
     /// clock, not the driver's: a driver may pass one `now` to a long run
     /// of calls, which would make a busy peer look silent.
@@ -418,6 +448,7 @@ impl<R: Role> UcxTransport<R> {
             notices: VecDeque::new(),
             pool: Vec::new(),
             stray_frames: 0,
+            batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
             worker,
@@ -488,6 +519,7 @@ impl<R: Role> UcxTransport<R> {
             data: None,
             heard: Clock::now(),
             said: Clock::now(),
+            batch: Vec::new(),
         });
         self.by_key.insert(key, slot);
         self.exchange_keys(id);
@@ -952,15 +984,18 @@ impl<R: Role> UcxTransport<R> {
             let len = info.length;
             // A kind this version does not know is received and dropped
             // as a stray (key 0 names no connection).
-            let (key, heartbeat) = match kind {
-                KIND_FRAME => (key, false),
-                KIND_HEARTBEAT => (key, true),
-                _ => (0, false),
+            let (key, heartbeat, batch) = match kind {
+                KIND_FRAME => (key, false, false),
+                KIND_HEARTBEAT => (key, true, false),
+                KIND_BATCH => (key, false, true),
+                _ => (0, false, false),
             };
             let op = Op::Recv {
                 buf,
                 key,
                 heartbeat,
+                batch,
+                offset: 0,
             };
             let (done, slot) = self.start(op, |buf, param| {
                 // SAFETY: msg came from the probe above and is consumed
@@ -976,33 +1011,120 @@ impl<R: Role> UcxTransport<R> {
     }
 
     /// The next received frame whose receive completed, in order: its
-    /// connection and slot. Frames of no open connection are dropped.
-    fn next_frame(&mut self) -> Option<(ConnId, usize)> {
+    /// connection, slot and place in the slot's buffer. The slot stays at
+    /// the front until its last frame is taken ([`UcxRx`]'s drop). Frames
+    /// of no open connection are dropped.
+    fn next_frame(&mut self) -> Option<(ConnId, usize, Range<usize>)> {
         loop {
             let &slot = self.rx.front()?;
             let s = self.slots[slot].as_ref()?;
             let status = s.status?;
-            self.rx.pop_front();
-            let Op::Recv { key, heartbeat, .. } = s.op else {
+            let Op::Recv {
+                key,
+                heartbeat,
+                batch,
+                offset,
+                ref buf,
+            } = s.op
+            else {
+                self.rx.pop_front();
                 continue;
             };
-            if heartbeat {
-                self.drop_frame(slot);
-                continue;
-            }
+            let len = buf.len();
             let conn = self
                 .by_key
                 .get(&key)
                 .and_then(|&c| self.conns[c].as_ref())
                 .filter(|c| c.state == State::Up)
                 .map(|c| c.id);
-            match (status.is_ok(), conn) {
-                (true, Some(conn)) => return Some((conn, slot)),
-                _ => {
-                    self.stray_frames += 1;
-                    self.drop_frame(slot);
-                }
+            let frame = if !batch {
+                Some(0..len)
+            } else if offset >= len {
+                None
+            } else if offset + 4 > len {
+                Some(offset..len)
+            } else {
+                let mut n = [0u8; 4];
+                n.copy_from_slice(&buf[offset..offset + 4]);
+                let start = offset + 4;
+                Some(
+                    start
+                        ..start
+                            .saturating_add(u32::from_le_bytes(n) as usize)
+                            .min(len),
+                )
+            };
+            match (heartbeat, status.is_ok(), conn, frame) {
+                (false, true, Some(conn), Some(frame)) => return Some((conn, slot, frame)),
+                (false, true, Some(_), None) => {}
+                (true, ..) => {}
+                _ => self.stray_frames += 1,
             }
+            self.rx.pop_front();
+            self.drop_frame(slot);
+        }
+    }
+
+    /// The frame ending at `end` of the front slot was taken: the slot is
+    /// released once nothing of it is left.
+    fn frame_taken(&mut self, slot: usize, end: usize) {
+        let done = match self.slots.get_mut(slot).and_then(Option::as_mut) {
+            Some(Slot {
+                op:
+                    Op::Recv {
+                        batch: true,
+                        offset,
+                        buf,
+                        ..
+                    },
+                ..
+            }) => {
+                *offset = end;
+                end >= buf.len()
+            }
+            _ => true,
+        };
+        if done {
+            if self.rx.front() == Some(&slot) {
+                self.rx.pop_front();
+            }
+            self.drop_frame(slot);
+        }
+    }
+
+    /// Sends the frames batched for `id`, as one message.
+    fn flush_batch(&mut self, id: ConnId) {
+        let fresh = self.buffer(0);
+        let Some(c) = self.conn_mut(id) else {
+            self.recycle(fresh);
+            return;
+        };
+        if c.batch.is_empty() {
+            self.recycle(fresh);
+            return;
+        }
+        let buf = mem::replace(&mut c.batch, fresh);
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_BATCH);
+        let len = buf.len();
+        self.in_flight_sends += 1;
+        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); buf holds `len`
+            // bytes and stays in its slot until the send's callback (or
+            // immediate completion, handled right below).
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+            if !status.is_ok() {
+                self.fail(id, DisconnectReason::PeerFailed);
+            }
+        }
+    }
+
+    /// Sends every connection's batch.
+    fn flush_batches(&mut self) {
+        while let Some(id) = self.batched.pop() {
+            self.flush_batch(id);
         }
     }
 
@@ -1087,10 +1209,36 @@ pub struct UcxTx<'a, R: Role> {
     transport: &'a mut UcxTransport<R>,
     conn: ConnId,
     buf: Vec<u8>,
+    /// Emit into the connection's batch (`buf` is unused), this long.
+    batched: Option<usize>,
 }
 
 impl<R: Role> TxToken for UcxTx<'_, R> {
     fn consume<T>(mut self, emit: impl FnOnce(&mut [u8]) -> T) -> T {
+        if let Some(len) = self.batched {
+            let t = self.transport;
+            let now = t.now;
+            let full = t
+                .conn(self.conn)
+                .is_some_and(|c| c.batch.len() + 4 + len > BATCH_CAP);
+            if full {
+                t.flush_batch(self.conn);
+            }
+            let Some(c) = t.conn_mut(self.conn) else {
+                let mut scratch = vec![0u8; len];
+                return emit(&mut scratch);
+            };
+            let first = c.batch.is_empty();
+            let start = c.batch.len() + 4;
+            c.batch.extend_from_slice(&(len as u32).to_le_bytes());
+            c.batch.resize(start + len, 0);
+            c.said = now;
+            let r = emit(&mut c.batch[start..]);
+            if first {
+                t.batched.push(self.conn);
+            }
+            return r;
+        }
         let r = emit(&mut self.buf);
         let t = self.transport;
         let buf = mem::take(&mut self.buf);
@@ -1121,10 +1269,12 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
     }
 }
 
-/// A received frame, lent where it was received.
+/// A received frame, lent where it was received (one of a batch's, or a
+/// whole message).
 pub struct UcxRx<'a, R: Role> {
     transport: &'a mut UcxTransport<R>,
     slot: usize,
+    frame: Range<usize>,
 }
 
 impl<R: Role> RxToken for UcxRx<'_, R> {
@@ -1133,7 +1283,7 @@ impl<R: Role> RxToken for UcxRx<'_, R> {
             Some(Slot {
                 op: Op::Recv { buf, .. },
                 ..
-            }) => buf,
+            }) => buf.get(self.frame.clone()).unwrap_or(&[]),
             _ => &[],
         };
         read(bytes)
@@ -1142,7 +1292,7 @@ impl<R: Role> RxToken for UcxRx<'_, R> {
 
 impl<R: Role> Drop for UcxRx<'_, R> {
     fn drop(&mut self) {
-        self.transport.drop_frame(self.slot);
+        self.transport.frame_taken(self.slot, self.frame.end);
     }
 }
 
@@ -1186,15 +1336,28 @@ impl<R: Role> Transport for UcxTransport<R> {
                 return Err(SendError::WouldBlock);
             }
         }
+        if self.config.coalesce && len <= COALESCE_MAX_FRAME {
+            return Ok(UcxTx {
+                transport: self,
+                conn,
+                buf: Vec::new(),
+                batched: Some(len),
+            });
+        }
+        // A large frame goes alone, after what is batched before it.
+        self.flush_batch(conn);
         let buf = self.buffer(len);
         Ok(UcxTx {
             transport: self,
             conn,
             buf,
+            batched: None,
         })
     }
 
     fn poll(&mut self, _now: Instant) -> Option<Event<UcxRx<'_, R>>> {
+        // The driver polls after it emitted: what it batched goes now.
+        self.flush_batches();
         if let Some(n) = self.notices.pop_front() {
             return Some(lift(n));
         }
@@ -1203,17 +1366,21 @@ impl<R: Role> Transport for UcxTransport<R> {
         if let Some(n) = self.notices.pop_front() {
             return Some(lift(n));
         }
-        let (conn, slot) = self.next_frame()?;
+        let (conn, slot, frame) = self.next_frame()?;
         Some(Event::Received {
             conn,
             frame: UcxRx {
                 transport: self,
                 slot,
+                frame,
             },
         })
     }
 
     fn close(&mut self, _now: Instant, conn: ConnId) {
+        // What the driver emitted before closing (a `Bye`) goes first.
+        self.flush_batch(conn);
+        self.batched.retain(|&c| c != conn);
         self.notices.retain(|n| match *n {
             Notice::Connected(c) | Notice::Accepted(c) | Notice::Disconnected(c, _) => c != conn,
         });
@@ -1221,6 +1388,7 @@ impl<R: Role> Transport for UcxTransport<R> {
     }
 
     fn arm(&mut self) -> Readiness {
+        self.flush_batches();
         if self.worker.mode != WaitMode::Blocking {
             return Readiness::Unsupported;
         }

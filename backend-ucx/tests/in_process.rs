@@ -259,3 +259,58 @@ fn heartbeats_keep_a_quiet_connection_up_and_a_silent_peer_is_closed_in_bounded_
         "noticed after {noticed:?}"
     );
 }
+
+#[test]
+fn frames_emitted_between_polls_arrive_whole_and_in_order_batched_or_alone() {
+    use iomsg_core::transport::{Connector, Event, RxToken, Transport, TxToken};
+    let _env = loopback_only();
+    let config = UcxConfig::default();
+    assert!(config.coalesce);
+    let mut server = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
+    let mut client = UcxTransport::client(server.local_addr(), config).unwrap();
+    let start = Wall::now();
+    let cconn = client.connect(clock(start)).unwrap();
+    let mut up = (false, false);
+    while !(up.0 && up.1) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no connection");
+        if let Some(Event::Connected { .. }) = client.poll(clock(start)) {
+            up.0 = true;
+        }
+        if let Some(Event::Accepted { .. }) = server.poll(clock(start)) {
+            up.1 = true;
+        }
+    }
+    // Small frames (batched) and large ones (alone, past
+    // COALESCE_MAX_FRAME) interleaved, all emitted before the next poll.
+    let sizes: Vec<usize> = (0..300)
+        .map(|i| match i % 7 {
+            0 => iomsg_ucx::transport::COALESCE_MAX_FRAME + 1 + i,
+            1 => 1,
+            _ => 48 + i * 13,
+        })
+        .collect();
+    let frame =
+        |i: usize, len: usize| -> Vec<u8> { (0..len).map(|b| (i * 31 + b) as u8).collect() };
+    for (i, &len) in sizes.iter().enumerate() {
+        client
+            .transmit(clock(start), cconn, len)
+            .unwrap()
+            .consume(|b| b.copy_from_slice(&frame(i, len)));
+    }
+    let mut got = Vec::new();
+    while got.len() < sizes.len() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "got {}",
+            got.len()
+        );
+        let _ = client.poll(clock(start));
+        if let Some(Event::Received { frame, .. }) = server.poll(clock(start)) {
+            got.push(frame.consume(<[u8]>::to_vec));
+        }
+    }
+    for (i, (g, &len)) in got.iter().zip(&sizes).enumerate() {
+        assert_eq!(g, &frame(i, len), "frame {i}");
+    }
+    assert_eq!(server.stray_frames(), 0);
+}
