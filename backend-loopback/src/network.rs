@@ -3,7 +3,7 @@
 use core::cell::RefCell;
 use core::cmp::{Ordering, Reverse};
 use core::time::Duration;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use iomsg_core::transport::{
@@ -138,11 +138,93 @@ impl Ord for Pending {
     }
 }
 
+/// An endpoint's queue, ordered by delivery time then sequence. Events
+/// usually arrive in that order already (one latency for all): those go to
+/// a FIFO; the others (a delayed frame, an earlier reset notice) to a
+/// heap, and the earlier of the two fronts comes out first.
+#[derive(Debug, Default)]
+struct Inbox {
+    fifo: VecDeque<Pending>,
+    heap: BinaryHeap<Reverse<Pending>>,
+}
+
+impl Inbox {
+    fn push(&mut self, p: Pending) {
+        if self.heap.is_empty() && self.fifo.back().is_none_or(|b| *b <= p) {
+            self.fifo.push_back(p);
+        } else {
+            self.heap.push(Reverse(p));
+        }
+    }
+
+    fn peek(&self) -> Option<&Pending> {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(f), Some(Reverse(h))) => Some(if h < f { h } else { f }),
+            (f, h) => f.or(h.map(|r| &r.0)),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Pending> {
+        let from_heap = match (self.fifo.front(), self.heap.peek()) {
+            (Some(f), Some(Reverse(h))) => h < f,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if from_heap {
+            self.heap.pop().map(|r| r.0)
+        } else {
+            self.fifo.pop_front()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fifo.len() + self.heap.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Pending> {
+        self.fifo.iter().chain(self.heap.iter().map(|r| &r.0))
+    }
+
+    fn into_all(self) -> impl Iterator<Item = Pending> {
+        self.fifo
+            .into_iter()
+            .chain(self.heap.into_iter().map(|r| r.0))
+    }
+}
+
+/// Hashes the network's small integer keys (connection ids, addresses)
+/// with one multiply: the tables are the network's hot path, and its keys
+/// are its own, not an adversary's.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl core::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type KeyMap<K, V> = HashMap<K, V, core::hash::BuildHasherDefault<KeyHasher>>;
+
 #[derive(Debug, Default)]
 struct Endpoint {
     /// Ordered by delivery time; one connection's events keep their order
     /// because their times never decrease (see `Conn::last_at`).
-    inbox: BinaryHeap<Reverse<Pending>>,
+    inbox: Inbox,
     alive: bool,
     /// The identity of the endpoint that holds the slot now.
     uid: EndpointId,
@@ -185,8 +267,8 @@ struct Inner {
     now: Instant,
     endpoints: Vec<Endpoint>,
     free_endpoints: Vec<EpId>,
-    listeners: HashMap<Addr, EpId>,
-    conns: HashMap<ConnId, Conn>,
+    listeners: KeyMap<Addr, EpId>,
+    conns: KeyMap<ConnId, Conn>,
     next_conn: u64,
     pool: Vec<Vec<u8>>,
     seq: u64,
@@ -226,8 +308,8 @@ impl Network {
                 now: Instant::ZERO,
                 endpoints: Vec::new(),
                 free_endpoints: Vec::new(),
-                listeners: HashMap::new(),
-                conns: HashMap::new(),
+                listeners: KeyMap::default(),
+                conns: KeyMap::default(),
                 next_conn: 0,
                 pool: Vec::new(),
                 seq: 0,
@@ -274,7 +356,7 @@ impl Network {
             .endpoints
             .iter()
             .filter(|e| e.alive)
-            .filter_map(|e| e.inbox.peek().map(|p| p.0.at))
+            .filter_map(|e| e.inbox.peek().map(|p| p.at))
             .min()
     }
 
@@ -336,7 +418,7 @@ impl Network {
         let queued = inner.endpoints.get(c.server).map_or(0, |ep| {
             ep.inbox
                 .iter()
-                .filter(|Reverse(p)| p.conn == conn && matches!(p.kind, Kind::Frame(_)))
+                .filter(|p| p.conn == conn && matches!(p.kind, Kind::Frame(_)))
                 .count()
         });
         queued
@@ -425,14 +507,14 @@ impl Inner {
             .get_mut(ep)
             .filter(|e| e.alive && e.uid == uid)
         {
-            Some(e) => e.inbox.push(Reverse(Pending {
+            Some(e) => e.inbox.push(Pending {
                 at,
                 seq,
                 sent_at,
                 conn,
                 to_server,
                 kind,
-            })),
+            }),
             None => {
                 self.counts.to_dead_endpoint += 1;
                 self.recycle(kind);
@@ -608,8 +690,8 @@ impl Inner {
         self.listeners.retain(|_, &mut e| e != ep);
         let inbox = core::mem::take(&mut self.endpoints[ep].inbox);
         self.counts.to_dead_endpoint += inbox.len() as u64;
-        for p in inbox {
-            self.recycle(p.0.kind);
+        for p in inbox.into_all() {
+            self.recycle(p.kind);
         }
         self.endpoints[ep].alive = false;
         self.free_endpoints.push(ep);
@@ -625,10 +707,10 @@ impl Inner {
         self.advance(now);
         loop {
             let front = self.endpoints.get(ep)?.inbox.peek()?;
-            if front.0.at > now {
+            if front.at > now {
                 return None;
             }
-            let p = self.endpoints[ep].inbox.pop()?.0;
+            let p = self.endpoints[ep].inbox.pop()?;
             let Some(c) = self.conns.get_mut(&p.conn) else {
                 self.discard(p.kind);
                 continue;
