@@ -1031,12 +1031,16 @@ impl<R: Role> UcxTransport<R> {
                 continue;
             };
             let len = buf.len();
-            let conn = self
-                .by_key
-                .get(&key)
-                .and_then(|&c| self.conns[c].as_ref())
-                .filter(|c| c.state == State::Up)
-                .map(|c| c.id);
+            let known = self.by_key.get(&key).and_then(|&c| self.conns[c].as_ref());
+            if known.is_some_and(|c| c.state != State::Up) {
+                // The peer's first frames can overtake the end of this
+                // side's handshake (the address exchange, its key's
+                // completion): they wait for it, and the frames behind
+                // them too, rather than be dropped. A handshake that never
+                // ends fails (liveness timeout) and they go as strays.
+                return None;
+            }
+            let conn = known.map(|c| c.id);
             let frame = if !batch {
                 Some(0..len)
             } else if offset >= len {
