@@ -89,12 +89,14 @@ const KIND_FRAME: u64 = 0;
 const KIND_HEARTBEAT: u64 = 1;
 const KIND_BATCH: u64 = 2;
 
+/// A batch is sent once it would grow past this: within UCX's tcp eager
+/// segment (`UCX_TCP_TX_SEG_SIZE`, 8 KiB), so that batches never take the
+/// rendezvous protocol.
+const BATCH_CAP: usize = 8000;
+
 /// Frames up to this size are coalesced into batches; larger ones go alone
 /// (sent from the buffer they were emitted into).
-pub const COALESCE_MAX_FRAME: usize = 8 * 1024 + 64;
-
-/// A batch is sent once it would grow past this.
-const BATCH_CAP: usize = 64 * 1024;
+pub const COALESCE_MAX_FRAME: usize = BATCH_CAP - 4;
 
 /// When a silent peer is declared dead (see the module's "Liveness").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,14 +152,24 @@ pub struct UcxConfig {
 
 impl Default for UcxConfig {
     /// Busy polling; frames up to the wire's largest; UCX keepalive every
-    /// 200 ms (a peer whose socket is reset noticed without traffic);
+    /// 200 ms (a peer whose socket is reset noticed without traffic); every
+    /// message sent by copy (`ZCOPY_THRESH` and `RNDV_THRESH` infinite: UCX
+    /// 1.13.1's zero-copy paths can abort the process when a peer dies);
     /// heartbeats with a 3 s silence timeout ([`Liveness::default`]); a
     /// restarted server may listen on its port again at once.
     fn default() -> UcxConfig {
         UcxConfig {
             mode: WaitMode::BusyPoll,
             max_frame: MAX_FRAME_LEN,
-            settings: vec![("KEEPALIVE_INTERVAL".into(), "200ms".into())],
+            settings: vec![
+                ("KEEPALIVE_INTERVAL".into(), "200ms".into()),
+                // Every message by copy, in fragments: UCX 1.13.1's tcp
+                // zero-copy and rendezvous paths abort the process when a
+                // peer dies mid-transfer (assertions at tcp_ep.c:939 and
+                // uct_iface.h:884, seen in soaks with 16-64 KiB messages).
+                ("ZCOPY_THRESH".into(), "inf".into()),
+                ("RNDV_THRESH".into(), "inf".into()),
+            ],
             reuse_address: true,
             shared_memory: false,
             liveness: Some(Liveness::default()),
