@@ -1377,12 +1377,22 @@ impl<R: Role> Transport for UcxTransport<R> {
         if let Some(n) = self.notices.pop_front() {
             return Some(lift(n));
         }
-        self.drive();
-        self.keep_alive();
-        if let Some(n) = self.notices.pop_front() {
-            return Some(lift(n));
-        }
-        let (conn, slot, frame) = self.next_frame()?;
+        // A frame already received (the rest of a batch) is handed over
+        // without a progress call: one `ucp_worker_progress` (an
+        // `epoll_wait` on the tcp sockets among others) per frame was the
+        // bound of small frames over shared memory.
+        let ready = match self.next_frame() {
+            Some(ready) => ready,
+            None => {
+                self.drive();
+                self.keep_alive();
+                if let Some(n) = self.notices.pop_front() {
+                    return Some(lift(n));
+                }
+                self.next_frame()?
+            }
+        };
+        let (conn, slot, frame) = ready;
         Some(Event::Received {
             conn,
             frame: UcxRx {
