@@ -89,14 +89,12 @@ const KIND_FRAME: u64 = 0;
 const KIND_HEARTBEAT: u64 = 1;
 const KIND_BATCH: u64 = 2;
 
-/// A batch is sent once it would grow past this: within UCX's tcp eager
-/// segment (`UCX_TCP_TX_SEG_SIZE`, 8 KiB), so that batches never take the
-/// rendezvous protocol.
-const BATCH_CAP: usize = 8000;
+/// A batch is sent once it would grow past this.
+const BATCH_CAP: usize = 32 * 1024;
 
 /// Frames up to this size are coalesced into batches; larger ones go alone
 /// (sent from the buffer they were emitted into).
-pub const COALESCE_MAX_FRAME: usize = BATCH_CAP - 4;
+pub const COALESCE_MAX_FRAME: usize = 8 * 1024 + 64;
 
 /// When a silent peer is declared dead (see the module's "Liveness").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
