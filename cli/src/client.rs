@@ -5,8 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
@@ -223,11 +222,7 @@ struct Peer {
 ///
 /// A transport could not be made, or the audit could not be written.
 pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
-    }
+    let stop = common::stop_on_signals()?;
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,

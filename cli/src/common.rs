@@ -4,10 +4,27 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, Instant as Wall, SystemTime, UNIX_EPOCH};
 
 use iomsg_core::Instant;
 use iomsg_ucx::{UcxConfig, WaitMode};
+
+/// A flag that SIGINT or SIGTERM raises: the loops stop, flush what they
+/// hold and report, instead of dying mid-write.
+///
+/// # Errors
+///
+/// The handlers could not be installed.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
+    }
+    Ok(stop)
+}
 
 /// 64 random bits from the operating system (`/dev/urandom`): session ids
 /// and tokens, never from `--seed`, so that the same command line started

@@ -4,8 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
@@ -147,11 +146,7 @@ impl ServerHandler for App {
 ///
 /// It could not listen, or the audit could not be written.
 pub fn run(job: &ServerJob) -> Result<(), String> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
-    }
+    let stop = common::stop_on_signals()?;
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,

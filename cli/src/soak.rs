@@ -9,8 +9,7 @@ use std::fs;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
@@ -18,7 +17,7 @@ use serde::Serialize;
 
 use crate::args::{Op, SizeRange};
 use crate::audit::{self, ClientTrail, InstanceTrail, Reconciled};
-use crate::common::epoch_us;
+use crate::common::{self, epoch_us};
 use crate::plot;
 
 /// Where the processes run.
@@ -531,11 +530,7 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     }
     fs::create_dir_all(&job.audit_dir)
         .map_err(|e| format!("cannot create {}: {e}", job.audit_dir.display()))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
-    }
+    let stop = common::stop_on_signals()?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let lab = match job.hosts {
         Hosts::Netns => Some(Lab::new(job.clients)?),
