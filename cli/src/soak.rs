@@ -441,7 +441,7 @@ impl Runner<'_> {
                 "--retries",
                 "inf",
                 "--retry-interval",
-                "50ms",
+                "10ms",
             ])
             .args(["--connect-timeout", "1s", "--reply-timeout", "2s"])
             .args(["--report-interval", "250ms"])
