@@ -7,21 +7,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use iomsg_benches::ack;
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::seq::{DefaultTracker, PayloadRing, SendWindow};
 use iomsg_core::wire::{parse, Body, IoMsg};
-
-fn ack() -> IoMsg<'static> {
-    IoMsg {
-        session: 7,
-        epoch: 1,
-        sn: 42,
-        ack: 41,
-        validate: false,
-        stream: false,
-        body: Body::Ack,
-    }
-}
 
 fn header(c: &mut Criterion) {
     let mut g = c.benchmark_group("header");

@@ -21,6 +21,7 @@
 use std::hint::black_box;
 use std::process::ExitCode;
 
+use iomsg_benches::ack;
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::seq::{DefaultTracker, PayloadRing, SendWindow};
 use iomsg_core::wire::{parse, Body, IoMsg};
@@ -95,19 +96,6 @@ const KERNELS: [Kernel; 12] = [
         run: send_window,
     },
 ];
-
-/// The header-only message of `benches/core.rs`.
-fn ack() -> IoMsg<'static> {
-    IoMsg {
-        session: 7,
-        epoch: 1,
-        sn: 42,
-        ack: 41,
-        validate: false,
-        stream: false,
-        body: Body::Ack,
-    }
-}
 
 /// Stops the run: a kernel's input was refused, so its loop would count an
 /// error path instead of the kernel.

@@ -9,8 +9,23 @@ use iomsg_core::session::{
     ClientConfig, ClientSession, Delivery, Message, ReadRequest, ServerConfig, ServerHandler,
 };
 use iomsg_core::transport::{Client, Server};
+use iomsg_core::wire::{Body, IoMsg};
 use iomsg_core::{workload, Instant};
 use iomsg_loopback::{ClientPort, Network, NetworkConfig, ServerPort};
+
+/// The header-only message the header kernels emit and parse (an `Ack`),
+/// shared by `benches/core.rs` and the `kernels` example.
+pub fn ack() -> IoMsg<'static> {
+    IoMsg {
+        session: 7,
+        epoch: 1,
+        sn: 42,
+        ack: 41,
+        validate: false,
+        stream: false,
+        body: Body::Ack,
+    }
+}
 
 /// A server application that takes every message and answers reads with
 /// the workload's pattern.
