@@ -5,7 +5,10 @@
 //! slice: smoltcp's storage manner, so the core never allocates). A
 //! message that would wrap past the end starts again at the beginning;
 //! positions are byte offsets that only grow, so a message's place is
-//! `pos % capacity`. Messages are released oldest first.
+//! `pos % capacity`. Messages are released oldest first; the bytes a
+//! message skipped at the end of the storage go with the message before
+//! it, and when nothing is held nothing is skipped: an empty ring takes
+//! any message up to its capacity.
 
 use core::fmt;
 
@@ -41,6 +44,9 @@ pub struct PayloadRing<S> {
     tail: u64,
     /// Where the next message goes (before any skip to the start).
     head: u64,
+    /// `head` before the newest [`alloc`](PayloadRing::alloc), which
+    /// [`unalloc`](PayloadRing::unalloc) restores with any bytes it skipped.
+    prev_head: u64,
 }
 
 impl<S: AsRef<[u8]> + AsMut<[u8]>> PayloadRing<S> {
@@ -50,6 +56,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> PayloadRing<S> {
             storage,
             tail: 0,
             head: 0,
+            prev_head: 0,
         }
     }
 
@@ -58,7 +65,8 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> PayloadRing<S> {
         self.storage.as_ref().len()
     }
 
-    /// Bytes between the oldest message held and the next free byte.
+    /// Bytes between the oldest message held and the next free byte
+    /// (bytes skipped at the end of the storage included).
     pub fn used(&self) -> usize {
         // At most the capacity.
         (self.head - self.tail) as usize
@@ -89,17 +97,26 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> PayloadRing<S> {
                 start += (cap - off) as u64;
             }
         }
+        if self.tail == self.head {
+            // No byte is held (only empty messages, if any): the skipped
+            // bytes hold nothing either.
+            self.tail = start;
+        }
         if start + len as u64 - self.tail > cap as u64 {
             return Err(full);
         }
+        self.prev_head = self.head;
         self.head = start + len as u64;
         let bytes = self.slot_mut(start, len);
         Ok((start, bytes))
     }
 
-    /// Undoes the newest [`alloc`](Self::alloc), which returned `pos`.
+    /// Undoes the newest [`alloc`](Self::alloc), which returned `pos`,
+    /// bytes it skipped at the end of the storage included.
     pub fn unalloc(&mut self, pos: u64) {
-        self.head = pos.max(self.tail);
+        if self.head > pos {
+            self.head = self.prev_head.max(self.tail);
+        }
     }
 
     /// The `len` bytes at `pos`.
@@ -137,6 +154,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> PayloadRing<S> {
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+    use std::{vec, vec::Vec};
 
     #[test]
     fn messages_are_contiguous_and_survive_until_released() {
@@ -188,5 +206,156 @@ mod tests {
                 assert!(r.get(pos, len).iter().all(|&b| b == tag), "round {round}");
             }
         }
+    }
+
+    /// The storage as a trivial oracle: a flag per byte, and the live
+    /// messages oldest first. A message goes where the newest one ended,
+    /// or at the start of the storage when it would not fit before the
+    /// end (the bytes it skips then go with the message before it); it is
+    /// accepted exactly when those bytes are free.
+    #[derive(Clone)]
+    struct Oracle {
+        used: Vec<bool>,
+        /// (offset, len, bytes held incl. skipped ones after it, tag).
+        live: VecDeque<(usize, usize, usize, u8)>,
+        /// Where the next message would go, before any skip.
+        write: usize,
+    }
+
+    impl Oracle {
+        fn new(cap: usize) -> Self {
+            Oracle {
+                used: vec![false; cap],
+                live: VecDeque::new(),
+                write: 0,
+            }
+        }
+
+        fn free(&self, from: usize, to: usize) -> bool {
+            self.used[from..to].iter().all(|&u| !u)
+        }
+
+        /// The offset a message of `len` bytes goes to, if it fits now.
+        fn place(&self, len: usize) -> Option<usize> {
+            let cap = self.used.len();
+            if len > cap {
+                None
+            } else if self.write + len <= cap {
+                self.free(self.write, self.write + len).then_some(self.write)
+            } else {
+                (self.free(self.write, cap) && self.free(0, len)).then_some(0)
+            }
+        }
+
+        fn alloc(&mut self, len: usize, tag: u8) -> Option<usize> {
+            let cap = self.used.len();
+            let at = self.place(len)?;
+            let holds_bytes = self.live.iter().any(|m| m.2 > 0);
+            if let Some(newest) = self.live.back_mut().filter(|_| at != self.write && holds_bytes) {
+                // The skipped bytes go with the newest message, unless
+                // nothing holds a byte.
+                newest.2 += cap - self.write;
+                for b in &mut self.used[self.write..cap] {
+                    *b = true;
+                }
+            }
+            for b in &mut self.used[at..at + len] {
+                *b = true;
+            }
+            self.live.push_back((at, len, len, tag));
+            self.write = at + len;
+            Some(at)
+        }
+
+        fn release(&mut self) {
+            let cap = self.used.len();
+            if let Some((at, _, held, _)) = self.live.pop_front() {
+                for i in at..at + held {
+                    self.used[i % cap] = false;
+                }
+            }
+        }
+    }
+
+    /// Every sequence of `depth` allocations (0 to `cap` bytes) and
+    /// releases of the oldest message, from `ring` and `oracle` alike.
+    fn explore(
+        ring: &PayloadRing<Vec<u8>>,
+        oracle: &Oracle,
+        positions: &VecDeque<u64>,
+        depth: u32,
+        tag: u8,
+    ) {
+        if depth == 0 {
+            return;
+        }
+        let cap = ring.capacity();
+        for len in 0..=cap + 1 {
+            let (mut r, mut o, mut p) = (ring.clone(), oracle.clone(), positions.clone());
+            let empty = o.live.is_empty();
+            let got = r.alloc(len).map(|(pos, buf)| {
+                buf.fill(tag);
+                pos
+            });
+            let want = o.alloc(len, tag);
+            assert_eq!(
+                got.ok().map(|pos| (pos % cap as u64) as usize),
+                want.map(|at| at % cap),
+                "cap {cap}, alloc {len} with {:?} live",
+                oracle.live
+            );
+            if empty && len <= cap {
+                assert!(got.is_ok(), "an empty ring refused {len} of {cap} bytes");
+            }
+            if let Ok(pos) = got {
+                p.push_back(pos);
+            }
+            check_live(&r, &o, &p);
+            explore(&r, &o, &p, depth - 1, tag.wrapping_add(1));
+        }
+        if !oracle.live.is_empty() {
+            let (mut r, mut o, mut p) = (ring.clone(), oracle.clone(), positions.clone());
+            o.release();
+            p.pop_front();
+            r.release_to(p.front().copied().unwrap_or(r.head()));
+            check_live(&r, &o, &p);
+            explore(&r, &o, &p, depth - 1, tag.wrapping_add(1));
+        }
+    }
+
+    fn check_live(r: &PayloadRing<Vec<u8>>, o: &Oracle, p: &VecDeque<u64>) {
+        for (&pos, &(_, len, _, tag)) in p.iter().zip(&o.live) {
+            assert!(r.get(pos, len).iter().all(|&b| b == tag));
+        }
+    }
+
+    #[test]
+    fn every_short_sequence_matches_the_oracle() {
+        for cap in 1..=6 {
+            let ring = PayloadRing::new(vec![0u8; cap]);
+            explore(&ring, &Oracle::new(cap), &VecDeque::new(), 6, 1);
+        }
+    }
+
+    #[test]
+    fn an_empty_ring_takes_a_message_longer_than_what_is_left_before_the_end() {
+        let mut r = PayloadRing::new(vec![0u8; 1000]);
+        let (a, _) = r.alloc(300).unwrap();
+        r.release_to(r.head());
+        assert_eq!(r.used(), 0);
+        let (b, buf) = r.alloc(800).expect("nothing is held");
+        assert_eq!((a, b, buf.len(), r.used()), (0, 1000, 800, 800));
+    }
+
+    #[test]
+    fn unalloc_gives_back_the_bytes_a_message_skipped() {
+        let mut r = PayloadRing::new([0u8; 10]);
+        let (_, _) = r.alloc(4).unwrap();
+        let (b, _) = r.alloc(4).unwrap();
+        r.release_to(b);
+        let (c, _) = r.alloc(3).unwrap();
+        assert_eq!((c, r.used()), (10, 9));
+        r.unalloc(c);
+        assert_eq!(r.used(), 4);
     }
 }

@@ -208,3 +208,22 @@ fn discarded_transmit_ends_its_connection() {
     assert_eq!(s.poll_transmit(), None, "the other reply died with it");
     assert_eq!(s.stats().replies_discarded, 2);
 }
+
+#[test]
+fn a_message_past_half_the_storage_is_taken_once_nothing_is_outstanding() {
+    let (mut s, mut out) = (server(INSTANCE_A), Out::default());
+    let mut c = small::<16>(1000, &mut s, &mut out);
+    assert_eq!(c.submit(Message::Write(&payload(0, 300))), Ok(0));
+    round_trip(&mut c, &mut s, &mut out);
+    assert_eq!(c.outstanding(), 0, "acknowledged");
+    // 700 bytes are left before the end of the storage, 1000 in all.
+    assert_eq!(c.submit(Message::Write(&payload(1, 800))), Ok(1));
+    round_trip(&mut c, &mut s, &mut out);
+    assert_eq!(c.submit(Message::Write(&payload(2, 900))), Ok(2));
+    round_trip(&mut c, &mut s, &mut out);
+    let lens: Vec<(u64, usize)> = out.deliveries.iter().map(|d| (d.sn, d.len)).collect();
+    assert_eq!(lens, vec![(0, 300), (1, 800), (2, 900)]);
+    for d in &out.deliveries {
+        assert_eq!(d.hash, workload::hash(&payload(d.sn, d.len)), "sn {}", d.sn);
+    }
+}
