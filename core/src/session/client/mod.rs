@@ -1,5 +1,6 @@
 //! The client session: connection lifecycle, send window, replay.
 
+mod reads;
 mod types;
 
 pub use types::{
@@ -29,8 +30,14 @@ struct Entry {
     pos: u64,
     /// How many bytes it keeps there.
     bytes: u32,
-    /// A read whose data the application already got.
-    answered: bool,
+    /// Nothing more is expected for it: a write, or a read whose data the
+    /// application got or that was given up (and named).
+    settled: bool,
+    /// A read asked again on this connection (see `reads`).
+    reasked: bool,
+    /// When it was last sent (the session's `frames_out` then); 0 for a
+    /// read below the ack that waits to be asked again.
+    asked: u64,
 }
 
 /// The fields of a `Welcome` body.
@@ -50,8 +57,25 @@ pub struct ClientSession<const N: usize, S> {
     config: ClientConfig,
     state: ClientState,
     epoch: u32,
+    /// Unacknowledged messages, and from its base on, reads below
+    /// `acked` still waiting for their answer.
     window: SendWindow<Entry, N>,
     payloads: PayloadRing<S>,
+    /// The cumulative ack: every sn below it was delivered or given up.
+    acked: u64,
+    /// Reads in the window neither answered nor given up.
+    unsettled_reads: u32,
+    /// Reads below `acked` to ask again on this connection.
+    reask_due: u32,
+    /// No read below it is due to be asked again.
+    reask_cursor: u64,
+    /// Reads asked again on this connection, not answered yet.
+    reasks_awaited: u32,
+    /// Request frames (data, reads asked again, probes) sent so far.
+    frames_out: u64,
+    /// `frames_out` when this connection's `Hello` went out: a frame
+    /// sent later has a larger number.
+    conn_start: u64,
     /// What the transport carries in one frame's payload (set by the driver).
     transport_limit: usize,
     /// One past the highest sn ever transmitted.
@@ -107,6 +131,13 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             epoch: 0,
             window: SendWindow::new(0),
             payloads: PayloadRing::new(storage),
+            acked: 0,
+            unsettled_reads: 0,
+            reask_due: 0,
+            reask_cursor: 0,
+            reasks_awaited: 0,
+            frames_out: 0,
+            conn_start: 0,
             transport_limit: MAX_DATA_LEN as usize,
             sent_hw: 0,
             tx_cursor: 0,
@@ -150,9 +181,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     pub fn stats(&self) -> &ClientStats {
         &self.stats
     }
-    /// Oldest unacknowledged sn.
+    /// Oldest unacknowledged sn: the cumulative ack.
     pub fn base_sn(&self) -> u64 {
-        self.window.base()
+        self.acked
     }
     /// Next sn `submit` will assign.
     pub fn next_sn(&self) -> u64 {
@@ -162,9 +193,19 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     pub fn sent_sn(&self) -> u64 {
         self.sent_hw
     }
-    /// Unacknowledged requests (sent or not).
+    /// Messages the session still holds: unacknowledged requests (sent or
+    /// not), and acknowledged reads whose data has not come yet.
     pub fn outstanding(&self) -> usize {
         self.window.len()
+    }
+    /// Acknowledged reads whose data has not come yet: asked again until
+    /// it does.
+    pub fn reads_unanswered(&self) -> usize {
+        self.window
+            .iter_from(self.window.base())
+            .take_while(|&(sn, _)| sn < self.acked)
+            .filter(|(_, e)| !e.settled)
+            .count()
     }
     /// Whether the window has room for another message (its bytes may
     /// still not fit the payload storage: `submit` says so).
@@ -284,7 +325,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             len,
             pos,
             bytes: bytes as u32,
-            answered: false,
+            settled: op != RequestOp::Read,
+            reasked: false,
+            asked: 0,
         };
         let sn = self.window.push(entry).map_err(|e| {
             self.payloads.unalloc(pos);
@@ -296,6 +339,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             }
         })?;
         self.stats.submitted += 1;
+        if op == RequestOp::Read {
+            self.unsettled_reads += 1;
+        }
         Ok(sn)
     }
 
@@ -532,13 +578,19 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             Body::WriteComp | Body::Ack if established => {
                 if msg.body == Body::WriteComp {
                     self.stats.completions += 1;
+                    self.completed(msg.sn);
                 }
                 self.handle_ack(now, msg.ack);
             }
             Body::ReadComp { data } if established => {
                 self.stats.completions += 1;
+                self.completed(msg.sn);
                 let read = self.take_read(msg.sn, data);
                 self.handle_ack(now, msg.ack);
+                if read.is_some() {
+                    self.last_progress = now;
+                    self.check_close(now);
+                }
                 return read;
             }
             Body::Reject {
@@ -574,23 +626,6 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         None
     }
 
-    /// The data of a read completion for `sn`, if `sn` is an
-    /// unacknowledged read not answered before and the data is as long as
-    /// asked: each read's data reaches the application once.
-    fn take_read<'f>(&mut self, sn: u64, data: &'f [u8]) -> Option<ReadData<'f>> {
-        let Some(entry) = self.window.get_mut(sn) else {
-            self.stats.stray_read_data += 1;
-            return None;
-        };
-        if entry.op != RequestOp::Read || entry.answered || data.len() != entry.len as usize {
-            self.stats.stray_read_data += 1;
-            return None;
-        }
-        entry.answered = true;
-        self.stats.reads_answered += 1;
-        Some(ReadData { sn, data })
-    }
-
     /// The next frame to send, if any: its length, for the transport's
     /// transmit buffer. Nothing changes until
     /// [`write_transmit`](Self::write_transmit) writes it; a frame not
@@ -601,11 +636,13 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             ClientState::Handshaking { .. } if self.hello_pending => Frame::Hello,
             ClientState::Handshaking { .. } if self.may_send_early() => self.data_frame()?,
             ClientState::Established { .. } => {
-                let limit = self.window.base().saturating_add(self.agreed);
+                let limit = self.acked.saturating_add(self.agreed);
                 let stalled = self.sent_hw > self.window.base()
                     && now >= self.last_progress + self.config.reply_timeout;
                 if self.probe_pending {
                     Frame::Probe
+                } else if let Some(sn) = self.next_reask() {
+                    Frame::Reask { sn }
                 } else if self.tx_cursor < self.window.next() && self.tx_cursor < limit && !stalled
                 {
                     self.data_frame()?
@@ -619,7 +656,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         };
         let payload = match frame {
             Frame::Hello => crate::wire::HELLO_BODY_LEN,
-            Frame::Data { sn } => {
+            Frame::Data { sn } | Frame::Reask { sn } => {
                 let entry = self.window.get(sn)?;
                 match entry.op {
                     RequestOp::Read => crate::wire::READ_BODY_LEN + entry.bytes as usize,
@@ -657,7 +694,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         };
         match t.frame {
             Frame::Hello => {
-                let (base_sn, next_sn) = (self.window.base(), self.sent_hw);
+                let (base_sn, next_sn) = (self.acked, self.sent_hw);
                 // A control body is protocol state: always checksummed.
                 msg.validate = true;
                 msg.body = Body::Hello {
@@ -670,8 +707,10 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 self.hello_pending = false;
                 self.hello = (base_sn, next_sn);
                 self.tx_cursor = next_sn;
+                self.conn_start = self.frames_out;
             }
             Frame::Probe => {
+                self.frames_out += 1;
                 msg.sn = self.tx_cursor;
                 msg.body = Body::Probe;
                 self.probe_pending = false;
@@ -685,6 +724,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 self.push_event(ClientEvent::Closed);
             }
             Frame::Data { sn } => return self.write_data(now, sn, out),
+            Frame::Reask { sn } => return self.write_reask(sn, out),
         }
         let written = msg.emit(out);
         debug_assert_eq!(written, Ok(t.len));
@@ -718,10 +758,32 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     }
 
     fn write_data(&mut self, now: Instant, sn: u64, out: &mut [u8]) -> usize {
-        let Some(&entry) = self.window.get(sn) else {
+        let written = self.emit_request(sn, out);
+        if self.sent_hw == self.acked || self.tx_cursor == self.acked {
+            // Nothing was outstanding: the reply timer starts now.
+            self.last_progress = now;
+        }
+        self.tx_cursor += 1;
+        if sn >= self.sent_hw {
+            self.sent_hw = sn + 1;
+            self.stats.sent += 1;
+        } else {
+            self.stats.replayed += 1;
+        }
+        written
+    }
+
+    /// Emits the request `sn` of the window into `out` and numbers it as
+    /// the next frame sent.
+    fn emit_request(&mut self, sn: u64, out: &mut [u8]) -> usize {
+        self.frames_out += 1;
+        let asked = self.frames_out;
+        let Some(entry) = self.window.get_mut(sn) else {
             debug_assert!(false, "data frame of an sn outside the window");
             return 0;
         };
+        entry.asked = asked;
+        let entry = *entry;
         let bytes = self.payloads.get(entry.pos, entry.bytes as usize);
         let body = match entry.op {
             RequestOp::Read => Body::Read {
@@ -742,17 +804,6 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         };
         let written = msg.emit(out);
         debug_assert!(written.is_ok(), "{written:?}");
-        if self.sent_hw == self.window.base() || self.tx_cursor == self.window.base() {
-            // Nothing was outstanding: the reply timer starts now.
-            self.last_progress = now;
-        }
-        self.tx_cursor += 1;
-        if sn >= self.sent_hw {
-            self.sent_hw = sn + 1;
-            self.stats.sent += 1;
-        } else {
-            self.stats.replayed += 1;
-        }
         written.unwrap_or(0)
     }
 
@@ -798,7 +849,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 unconfirmed: confirmed..next_sn,
             });
         }
-        self.release(confirmed);
+        self.ack_to(confirmed);
         if self.config.replay {
             if !proven {
                 self.stats.possible_duplicates += next_sn - confirmed;
@@ -812,10 +863,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             self.push_event(ClientEvent::NotReplayed {
                 range: confirmed..next_sn,
             });
-            // Given up, not acknowledged: leave `acked` alone.
-            let _ = self.window.release(next_sn);
-            self.free_payloads();
+            self.give_up_to(next_sn);
         }
+        self.schedule_reasks();
         self.instance = Some(instance);
         self.trusted = Some(incarnation);
         self.agreed = u64::from(window).min(self.own_window());
@@ -847,22 +897,11 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             };
             return self.protocol_error(now, e);
         }
-        if self.release(ack) > 0 {
+        if self.ack_to(ack) > 0 {
             self.last_progress = now;
             self.push_event(ClientEvent::Acked { upto: ack });
             self.check_close(now);
         }
-    }
-
-    fn release(&mut self, ack: u64) -> u64 {
-        // `ack <= sent_hw <= window.next()` is checked by every caller.
-        let released = self.window.release(ack).unwrap_or(0);
-        self.free_payloads();
-        self.stats.acked += released;
-        if self.tx_cursor < self.window.base() {
-            self.tx_cursor = self.window.base();
-        }
-        released
     }
 
     /// Frees the bytes of released messages.

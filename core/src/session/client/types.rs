@@ -92,7 +92,13 @@ impl Transmit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Frame {
     Hello,
-    Data { sn: u64 },
+    Data {
+        sn: u64,
+    },
+    /// A read asked again: its answer was lost.
+    Reask {
+        sn: u64,
+    },
     Probe,
     Bye,
 }
@@ -544,6 +550,9 @@ pub struct ClientStats {
     pub completions: u64,
     /// Reads whose data was handed to the application.
     pub reads_answered: u64,
+    /// Reads asked again because their answer was lost (with a
+    /// connection, or on a live one) after an ack had passed them.
+    pub reads_reasked: u64,
     /// Read completions ignored: for an sn that is not an unanswered read
     /// of the window, or of another length than asked.
     pub stray_read_data: u64,

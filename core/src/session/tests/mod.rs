@@ -345,5 +345,6 @@ mod handshake;
 mod loss_guarantees;
 mod lost_welcome;
 mod payloads;
+mod reads;
 mod session_table;
 mod timers;
