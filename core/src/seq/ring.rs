@@ -241,7 +241,8 @@ mod tests {
             if len > cap {
                 None
             } else if self.write + len <= cap {
-                self.free(self.write, self.write + len).then_some(self.write)
+                self.free(self.write, self.write + len)
+                    .then_some(self.write)
             } else {
                 (self.free(self.write, cap) && self.free(0, len)).then_some(0)
             }
@@ -251,7 +252,11 @@ mod tests {
             let cap = self.used.len();
             let at = self.place(len)?;
             let holds_bytes = self.live.iter().any(|m| m.2 > 0);
-            if let Some(newest) = self.live.back_mut().filter(|_| at != self.write && holds_bytes) {
+            if let Some(newest) = self
+                .live
+                .back_mut()
+                .filter(|_| at != self.write && holds_bytes)
+            {
                 // The skipped bytes go with the newest message, unless
                 // nothing holds a byte.
                 newest.2 += cap - self.write;

@@ -202,11 +202,23 @@ pub enum RejectReason {
     /// A data frame before the connection's `Hello`: frames of a
     /// connection arrive in order and the `Hello` comes first.
     NotBound = 13,
+    /// A `Hello` for a session this instance does not know, on a connection
+    /// accepted before the instance forgot a closed session's tombstone:
+    /// it may be a delayed `Hello` of that session, whose sns the instance
+    /// may have delivered. Nothing changed; the client connects again (a
+    /// new connection is judged).
+    StaleConnection = 14,
+    /// A `Hello` whose sns move backwards under the session's token: the
+    /// server has seen sns up to `detail` of this session, the `Hello`
+    /// says fewer were ever sent. A client restarted with the same session
+    /// id and token; its new sns would be taken for the old ones. Fatal
+    /// for the client: a restarted client needs a new session id.
+    Rewound = 15,
 }
 
 impl RejectReason {
     /// Every reason, in wire-value order.
-    pub const ALL: [RejectReason; 13] = [
+    pub const ALL: [RejectReason; 15] = [
         RejectReason::Malformed,
         RejectReason::StaleEpoch,
         RejectReason::BacklogOverflow,
@@ -220,6 +232,8 @@ impl RejectReason {
         RejectReason::SessionOwned,
         RejectReason::Superseded,
         RejectReason::NotBound,
+        RejectReason::StaleConnection,
+        RejectReason::Rewound,
     ];
 
     /// The reason with wire value `v`, or `None` if there is none.
@@ -238,6 +252,8 @@ impl RejectReason {
             11 => RejectReason::SessionOwned,
             12 => RejectReason::Superseded,
             13 => RejectReason::NotBound,
+            14 => RejectReason::StaleConnection,
+            15 => RejectReason::Rewound,
             _ => return None,
         })
     }
@@ -263,6 +279,8 @@ impl RejectReason {
             RejectReason::SessionOwned => "SessionOwned",
             RejectReason::Superseded => "Superseded",
             RejectReason::NotBound => "NotBound",
+            RejectReason::StaleConnection => "StaleConnection",
+            RejectReason::Rewound => "Rewound",
         }
     }
 }
@@ -430,7 +448,7 @@ mod tests {
             assert_eq!(RejectReason::from_u16(reason.as_u16()), Some(reason));
         }
         for v in 0..=u16::MAX {
-            let known = (1..=13).contains(&v);
+            let known = (1..=15).contains(&v);
             assert_eq!(RejectReason::from_u16(v).is_some(), known, "value {v}");
         }
     }

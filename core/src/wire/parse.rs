@@ -557,7 +557,7 @@ mod tests {
 
     #[test]
     fn unassigned_reject_reason_gives_unknown_reject_reason() {
-        for code in [0, 14, u16::MAX] {
+        for code in [0, 16, u16::MAX] {
             let mut f = fixtures::REJECT_FRAME;
             f[48..50].copy_from_slice(&code.to_le_bytes());
             reseal(&mut f, false);

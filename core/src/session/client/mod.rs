@@ -594,16 +594,14 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 return read;
             }
             Body::Reject {
-                reason: RejectReason::SessionOwned,
+                reason: reason @ (RejectReason::SessionOwned | RejectReason::Rewound),
                 detail,
             } => {
-                // Another client owns this session id: retrying would only
-                // be refused again (or, worse, take it from its owner).
+                // Another client owns this session id, or this client
+                // restarted it: retrying would only be refused again (or,
+                // worse, take it from its owner).
                 self.stats.rejects += 1;
-                let cause = DisconnectCause::Rejected {
-                    reason: RejectReason::SessionOwned,
-                    detail,
-                };
+                let cause = DisconnectCause::Rejected { reason, detail };
                 self.action = Some(Action::Close);
                 self.stats.disconnects += 1;
                 self.hello_pending = false;
@@ -612,8 +610,13 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                     epoch: self.epoch,
                     cause,
                 });
-                self.fail(FailReason::SessionOwned {
-                    session: self.config.session,
+                let session = self.config.session;
+                self.fail(match reason {
+                    RejectReason::Rewound => FailReason::Rewound {
+                        session,
+                        seen: detail,
+                    },
+                    _ => FailReason::SessionOwned { session },
                 });
             }
             Body::Reject { reason, detail } => {

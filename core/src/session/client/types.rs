@@ -263,6 +263,17 @@ pub enum FailReason {
         /// The session id in dispute.
         session: u64,
     },
+    /// The server refused the `Hello`: it has seen sns of this session up
+    /// to `seen`, more than this client says it ever sent. A client was
+    /// restarted with the same session id and token and counts its sns
+    /// from 0 again; its new sns would be taken for the old ones. Give
+    /// every client run a new session id (or keep its sn state).
+    Rewound {
+        /// The session id.
+        session: u64,
+        /// One past the highest sn the server has of it.
+        seen: u64,
+    },
     /// The transport refused a frame as too large although its
     /// capabilities say it carries it: retrying would fail the same way.
     TransportRefused {
@@ -276,10 +287,19 @@ pub enum FailReason {
 impl core::fmt::Display for FailReason {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
+            FailReason::RetriesExceeded {
+                attempts,
+                last: DisconnectCause::Rejected { reason, detail },
+            } => write!(
+                f,
+                "gave up after {attempts} failed connection attempts in a row: the server \
+                 refused the last one: {}",
+                RefusalHelp(*reason, *detail)
+            ),
             FailReason::RetriesExceeded { attempts, last } => write!(
                 f,
                 "gave up after {attempts} failed connection attempts in a row \
-                 (last: {last:?}); check that the server runs and is reachable"
+                 (last: {last}); check that the server runs and is reachable"
             ),
             FailReason::Timeout { limit } => {
                 write!(f, "the run limit of {limit:?} passed")
@@ -287,6 +307,11 @@ impl core::fmt::Display for FailReason {
             FailReason::EpochExhausted => {
                 write!(f, "the session reconnected 2^32 times; start a new session")
             }
+            FailReason::Rewound { session, seen } => write!(
+                f,
+                "session {session:#x} was restarted: the server has its sns up to {seen}, more \
+                 than this client ever sent; start every client run with a new session id"
+            ),
             FailReason::SessionOwned { session } => write!(
                 f,
                 "session {session:#x} belongs to another client (its token differs): \
@@ -303,6 +328,31 @@ impl core::fmt::Display for FailReason {
 }
 
 impl core::error::Error for FailReason {}
+
+/// A server's refusal, with what the user can do about it.
+struct RefusalHelp(RejectReason, u64);
+
+impl core::fmt::Display for RefusalHelp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let RefusalHelp(reason, detail) = *self;
+        match reason {
+            RejectReason::SessionTableFull => write!(
+                f,
+                "SessionTableFull: its table of {detail} sessions (or connections) is full. \
+                 Sessions with sns still missing are never evicted: they wait for their \
+                 clients to reconnect and replay, however long that takes. It frees when \
+                 those clients come back, close, or the server restarts; or give the \
+                 server a larger table"
+            ),
+            RejectReason::StaleConnection => write!(
+                f,
+                "StaleConnection: each attempt's connection was older than a session the \
+                 server forgot (detail {detail}); it is busy closing sessions, retry later"
+            ),
+            other => write!(f, "{other} (detail {detail})"),
+        }
+    }
+}
 
 impl core::fmt::Display for DisconnectCause {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

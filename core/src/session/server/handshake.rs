@@ -54,7 +54,18 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 let current = u64::from(current);
                 return self.reject(conn, id, epoch, RejectReason::StaleEpoch, current, sink);
             }
+            let seen = self.seen_upto(id);
+            if next_sn < seen {
+                // The owner's token, but fewer sns than it sent before.
+                return self.reject(conn, id, epoch, RejectReason::Rewound, seen, sink);
+            }
+        } else if self.conn_seq(conn) <= self.forgotten_upto {
+            // Perhaps a delayed Hello of a session whose tombstone is gone:
+            // opening it anew could deliver its sns a second time.
+            let upto = self.forgotten_upto;
+            return self.reject(conn, id, epoch, RejectReason::StaleConnection, upto, sink);
         }
+        let conn_seq = self.conn_seq(conn);
         let agreed = u64::from(window).min(self.window());
         if !self.sessions.contains_key(&id) {
             if let Some(tomb) = self.tombs.get(&id).copied() {
@@ -78,6 +89,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     ack_due: None,
                     last_active: now,
                     delivered: 0,
+                    conn_seq,
+                    hello_next: next_sn,
                     given_up_from: tomb.given_up_from,
                 };
                 // Out of the tomb table first, so that making room (which
@@ -136,6 +149,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 }
             }
             let old = s.conn.replace(conn);
+            s.conn_seq = conn_seq;
+            s.hello_next = s.hello_next.max(next_sn);
             s.epoch = epoch;
             s.window = agreed;
             s.last_active = now;
@@ -166,6 +181,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 ack_due: None,
                 last_active: now,
                 delivered: 0,
+                conn_seq,
+                hello_next: next_sn,
                 // Without replay, [base_sn, next_sn) is skipped unseen.
                 given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
             };
@@ -202,6 +219,22 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             known,
             resume_from,
         });
+    }
+
+    /// The `seq` of connection `conn` (0 if it is not in the table).
+    fn conn_seq(&self, conn: ConnId) -> u64 {
+        self.conns.get(&conn).map_or(0, |c| c.seq)
+    }
+
+    /// One past the highest sn this instance knows session `id` sent: the
+    /// most its tracker received or a `Hello` announced, or a tombstone's
+    /// cumulative point.
+    fn seen_upto(&self, id: u64) -> u64 {
+        match (self.sessions.get(&id), self.tombs.get(&id)) {
+            (Some(s), _) => s.tracker.top().max(s.hello_next),
+            (None, Some(t)) => t.cum.max(t.hello_next),
+            (None, None) => 0,
+        }
     }
 
     /// Makes room for one more session: evicts an idle one if the table is
@@ -248,6 +281,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             // cumulative point is done and none past it arrived.
             cum: s.tracker.cumulative(),
             given_up_from: s.given_up_from,
+            conn_seq: s.conn_seq,
+            hello_next: s.hello_next,
             at: now,
         };
         if self.tombs.len() == TOMBS && !self.tombs.contains_key(&id) {
@@ -257,7 +292,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 .min_by_key(|(_, t)| t.at)
                 .map(|(&id, _)| id);
             if let Some(oldest) = oldest {
-                self.tombs.remove(&oldest);
+                if let Some(t) = self.tombs.remove(&oldest) {
+                    self.forgotten_upto = self.forgotten_upto.max(t.conn_seq);
+                }
                 self.stats.tombs_forgotten += 1;
                 sink.event(ServerEvent::Forgotten { session: oldest });
             }

@@ -76,6 +76,11 @@ struct Session<const WORDS: usize> {
     ack_due: Option<Instant>,
     last_active: Instant,
     delivered: u64,
+    /// The `seq` of the connection of its latest `Hello`.
+    conn_seq: u64,
+    /// The largest `next_sn` a `Hello` of this record carried: a client
+    /// never sends fewer sns than it said before.
+    hello_next: u64,
     /// The lowest sn given up (not delivered) that the client may not know
     /// about yet: its Welcome may have been lost. Until the client's
     /// `base_sn` passes it, `resume_from` never exceeds it, so a later
@@ -95,6 +100,10 @@ struct Tomb {
     incarnation: u64,
     cum: u64,
     given_up_from: Option<u64>,
+    /// The `seq` of the connection of the session's latest `Hello`.
+    conn_seq: u64,
+    /// The session's `hello_next`.
+    hello_next: u64,
     at: Instant,
 }
 
@@ -130,6 +139,8 @@ struct Conn {
     /// Rejected or closed by the server: its close is queued. Nothing it
     /// carries from now on is processed.
     closing: bool,
+    /// Its place in the order of accepted connections (from 1).
+    seq: u64,
 }
 
 /// The server's sessions and connections: at most `SESSIONS` sessions and
@@ -155,6 +166,12 @@ pub struct ServerCore<
     replies: Deque<Reply, REPLIES>,
     /// Records created so far: makes each incarnation distinct.
     created: u64,
+    /// Connections accepted so far: the last one's `seq`.
+    accepted: u64,
+    /// The largest connection `seq` of a session whose tombstone was
+    /// forgotten: a connection accepted at or before it may carry a delayed
+    /// `Hello` of that session, so it opens no new record.
+    forgotten_upto: u64,
     next_ack_due: Option<Instant>,
     /// The largest payload the transport carries in one frame.
     transport_limit: usize,
@@ -182,6 +199,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             conns: FnvIndexMap::new(),
             replies: Deque::new(),
             created: 0,
+            accepted: 0,
+            forgotten_upto: 0,
             next_ack_due: None,
             transport_limit: MAX_DATA_LEN as usize,
             stats: ServerStats::ZERO,
@@ -199,6 +218,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.conns.clear();
         self.replies.clear();
         self.created = 0;
+        self.accepted = 0;
+        self.forgotten_upto = 0;
         self.next_ack_due = None;
         // The transport's limit stays: the driver set it for its backend.
         self.stats = ServerStats::ZERO;
@@ -276,11 +297,21 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
 
     /// A connection was accepted. Returns `false` (and closes it) when the
     /// connection table is full.
+    ///
+    /// Connections must be handed in in the order their clients opened
+    /// them (both backends do): a `Hello` on a connection accepted before
+    /// this instance forgot a session's tombstone opens no new session
+    /// ([`RejectReason::StaleConnection`]).
     pub fn handle_accepted(&mut self, conn: ConnId, sink: &mut impl ServerHandler) -> bool {
         if self.conns.contains_key(&conn) {
             return true;
         }
-        if self.conns.insert(conn, Conn::default()).is_err() {
+        self.accepted += 1;
+        let accepted = Conn {
+            seq: self.accepted,
+            ..Conn::default()
+        };
+        if self.conns.insert(conn, accepted).is_err() {
             self.reject(
                 conn,
                 0,

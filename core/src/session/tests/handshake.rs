@@ -129,7 +129,7 @@ fn client_treats_resume_from_outside_base_and_next_as_protocol_error() {
 }
 
 #[test]
-fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
+fn server_rejects_hello_whose_sns_fall_short_of_what_it_received() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
@@ -139,12 +139,12 @@ fn server_rejects_hello_whose_range_excludes_its_cumulative_point() {
     // A Hello claiming only sn 0 was ever sent, though the server has 0 and 1.
     let buf = hello_frame(2, 0, 1);
     serve(&mut s, &mut out, cid(2), &buf, t(2));
-    assert_eq!(out.rejected(), vec![RejectReason::BadHandshake]);
+    assert_eq!(out.rejected(), vec![RejectReason::Rewound]);
     assert_eq!(out.closed, vec![cid(2)]);
     assert_eq!(
         out.last_reject(),
-        Some((RejectReason::BadHandshake, 2)),
-        "the detail names the server's cumulative point"
+        Some((RejectReason::Rewound, 2)),
+        "the detail names one past the highest sn the server has"
     );
 }
 

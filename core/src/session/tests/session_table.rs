@@ -72,3 +72,117 @@ fn closed_sessions_leave_tombstones_and_the_oldest_is_forgotten_with_an_event() 
     assert!(out.events.contains(&ServerEvent::Forgotten { session: 1 }));
     assert!(!out.events.contains(&ServerEvent::Forgotten { session: 2 }));
 }
+
+// ---- tombstones and what an instance can still judge ----------------------
+
+/// Room for two tombstones.
+type FewTombs = ServerCore<4, 8, 3, 2>;
+
+/// Opens session `id` on `conn`, sends `writes` writes and says `Bye`:
+/// the session leaves a tombstone.
+fn open_and_close(s: &mut FewTombs, out: &mut Out, id: u64, conn: u32, writes: usize, now: u64) {
+    let mut c = client(ClientConfig::new(id, TOKEN));
+    c.start(t(now));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(now));
+    for f in client_frames(&mut c, t(now)) {
+        serve(s, out, cid(conn), &f, t(now));
+    }
+    for (to, f) in out.take() {
+        if to == cid(conn) {
+            assert_eq!(c.handle_frame(t(now), &f), None);
+        }
+    }
+    for _ in 0..writes {
+        let sn = c.next_sn();
+        assert_eq!(c.submit(Message::Write(&payload(sn, 16))), Ok(sn));
+    }
+    c.close(t(now));
+    for _ in 0..3 {
+        for f in client_frames(&mut c, t(now)) {
+            serve(s, out, cid(conn), &f, t(now));
+        }
+        for (to, f) in out.take() {
+            if to == cid(conn) {
+                let _ = c.handle_frame(t(now), &f);
+            }
+        }
+    }
+    assert_eq!(c.state(), ClientState::Closed);
+}
+
+#[test]
+fn a_delayed_hello_of_a_forgotten_session_opens_nothing_and_delivers_nothing() {
+    let mut s = FewTombs::new(ServerConfig::new(INSTANCE_A));
+    let mut out = Out::default();
+    // The client's first connection: its Hello and an early write are
+    // held up in the network. The client gives it up, and on its next
+    // connection sends sns 0..3 and says Bye.
+    assert!(s.handle_accepted(cid(1), &mut out));
+    open_and_close(&mut s, &mut out, SESSION, 2, 3, 1);
+    assert_eq!(out.delivered(), vec![0, 1, 2]);
+    // Two more sessions close: the first one's tombstone is forgotten.
+    open_and_close(&mut s, &mut out, 7, 3, 0, 2);
+    open_and_close(&mut s, &mut out, 8, 4, 0, 3);
+    assert!(out
+        .events
+        .contains(&ServerEvent::Forgotten { session: SESSION }));
+    // Now the held Hello and write arrive.
+    let early = payload(0, 16);
+    for f in [
+        hello_frame(1, 0, 0),
+        frame(&msg(1, 0, 0, Body::Write { data: &early })),
+    ] {
+        serve(&mut s, &mut out, cid(1), &f, t(4));
+    }
+    assert_eq!(
+        out.delivered(),
+        vec![0, 1, 2],
+        "sn 0 is not delivered twice"
+    );
+    assert_eq!(out.rejected().first(), Some(&RejectReason::StaleConnection));
+    assert!(s.session(SESSION).is_none());
+    // A connection accepted after the forgetting is judged: its Hello
+    // opens the session anew.
+    let refused = out.rejected().len();
+    assert!(s.handle_accepted(cid(5), &mut out));
+    serve(&mut s, &mut out, cid(5), &hello_frame(2, 3, 3), t(5));
+    assert_eq!(out.rejected().len(), refused, "accepted");
+    assert!(s.session(SESSION).is_some());
+}
+
+#[test]
+fn a_hello_whose_sns_move_backwards_under_the_same_token_is_refused() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 5);
+    exchange(&mut c, &mut s, &mut out, 1, t(1));
+    s.handle_disconnected(cid(1));
+    // The same id and token, restarted: its sns start at 0 again, and
+    // after enough refused attempts its epoch is past the session's.
+    let mut restarted = client(config());
+    restarted.start(t(2));
+    assert_eq!(restarted.poll_action(), Some(Action::Connect));
+    restarted.handle_connected(t(2));
+    let _ = client_frames(&mut restarted, t(2));
+    let epoch = restarted.epoch();
+    to_server(&mut s, &mut out, 2, &[hello_frame(epoch + 5, 0, 1)], t(2));
+    assert_eq!(out.last_reject(), Some((RejectReason::Rewound, 5)));
+    for (_, f) in out.take() {
+        let m = wire::parse(&f).unwrap();
+        let reject = IoMsg { epoch, ..m };
+        assert_eq!(restarted.handle_frame(t(2), &frame(&reject)), None);
+    }
+    assert_eq!(
+        restarted.state(),
+        ClientState::Failed(FailReason::Rewound {
+            session: SESSION,
+            seen: 5
+        })
+    );
+    assert_eq!(
+        out.delivered(),
+        vec![0, 1, 2, 3, 4],
+        "nothing new taken for the old"
+    );
+}
