@@ -61,9 +61,11 @@ pub trait ServerHandler {
 
     /// Writes the data a read asked for into `out` (exactly `read.len`
     /// bytes, the transport's own buffer). Called when the read
-    /// completion goes out, after [`deliver`](Self::deliver) saw the read;
-    /// a read whose completion was lost is answered again, so answers
-    /// should not depend on being asked once.
+    /// completion goes out. A client asks a read again when its answer
+    /// was lost, so `respond` may be called for one read more than once,
+    /// and after a restart by an instance whose [`deliver`](Self::deliver)
+    /// never saw it: answer from `read` (session, sn, length, request),
+    /// and do not depend on being asked once.
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]);
 
     /// Something the reports may want (losses, rejections, sessions).
