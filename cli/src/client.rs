@@ -304,7 +304,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if !done_submitting {
             let outstanding: u64 = peers
                 .iter()
-                .map(|p| p.client.session().next_sn() - p.client.session().base_sn())
+                .map(|p| p.client.session().outstanding() as u64)
                 .sum();
             let mut room = u64::from(job.window).saturating_sub(outstanding);
             let mut refused = 0;
@@ -401,7 +401,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
         let settled = peers.iter().all(|p| {
             p.client.session().is_terminal()
-                || p.client.session().base_sn() == p.client.session().next_sn()
+                || p.client.session().outstanding() == 0
         });
         if let Some(t) = stopped_at {
             if settled || t.elapsed() >= job.drain || stop.load(Ordering::Relaxed) {
