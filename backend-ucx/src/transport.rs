@@ -91,6 +91,10 @@ const KIND_BATCH: u64 = 2;
 
 /// A batch is sent once it would grow past this.
 const BATCH_CAP: usize = 32 * 1024;
+/// Connections whose received frames [`UcxTransport::next_frame`] passes
+/// over at most in one search, because a frame of theirs ahead in the
+/// queue is still being received: past that it waits.
+const HELD_KEYS: usize = 16;
 
 /// Frames up to this size are coalesced into batches; larger ones go alone
 /// (sent from the buffer they were emitted into).
@@ -1020,15 +1024,23 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// The next received frame whose receive completed, in order: its
-    /// connection, slot and place in the slot's buffer. The slot stays at
-    /// the front until its last frame is taken ([`UcxRx`]'s drop). Frames
-    /// of no open connection are dropped.
+    /// The next received frame whose receive completed, in order per
+    /// connection: its connection, slot and place in the slot's buffer.
+    /// A receive still in progress (a message whose sender stopped or died
+    /// halfway) holds back the frames of its own connection only. The slot
+    /// stays in the queue until its last frame is taken ([`UcxRx`]'s
+    /// drop). Frames of no open connection are dropped.
     fn next_frame(&mut self) -> Option<(ConnId, usize, Range<usize>)> {
-        loop {
-            let &slot = self.rx.front()?;
-            let s = self.slots[slot].as_ref()?;
-            let status = s.status?;
+        // Keys with a frame waiting ahead in the queue: their later frames
+        // wait behind it. A full list stops the search (order is kept).
+        let mut held = [0u32; HELD_KEYS];
+        let mut n_held = 0;
+        let mut i = 0;
+        while let Some(&slot) = self.rx.get(i) {
+            let Some(s) = self.slots[slot].as_ref() else {
+                self.rx.remove(i);
+                continue;
+            };
             let Op::Recv {
                 key,
                 heartbeat,
@@ -1037,19 +1049,29 @@ impl<R: Role> UcxTransport<R> {
                 ref buf,
             } = s.op
             else {
-                self.rx.pop_front();
+                self.rx.remove(i);
                 continue;
             };
-            let len = buf.len();
             let known = self.by_key.get(&key).and_then(|&c| self.conns[c].as_ref());
-            if known.is_some_and(|c| c.state != State::Up) {
-                // The peer's first frames can overtake the end of this
-                // side's handshake (the address exchange, its key's
-                // completion): they wait for it, and the frames behind
-                // them too, rather than be dropped. A handshake that never
-                // ends fails (liveness timeout) and they go as strays.
-                return None;
+            // The peer's first frames can overtake the end of this side's
+            // handshake (the address exchange, its key's completion): they
+            // wait for it, and the frames behind them too, rather than be
+            // dropped. A handshake that never ends fails (liveness
+            // timeout) and they go as strays.
+            let waits = s.status.is_none() || known.is_some_and(|c| c.state != State::Up);
+            if waits || held[..n_held].contains(&key) {
+                if !held[..n_held].contains(&key) {
+                    if n_held == HELD_KEYS {
+                        return None;
+                    }
+                    held[n_held] = key;
+                    n_held += 1;
+                }
+                i += 1;
+                continue;
             }
+            let ok = s.status.is_some_and(|st| st.is_ok());
+            let len = buf.len();
             let conn = known.map(|c| c.id);
             let frame = if !batch {
                 Some(0..len)
@@ -1068,18 +1090,19 @@ impl<R: Role> UcxTransport<R> {
                             .min(len),
                 )
             };
-            match (heartbeat, status.is_ok(), conn, frame) {
+            match (heartbeat, ok, conn, frame) {
                 (false, true, Some(conn), Some(frame)) => return Some((conn, slot, frame)),
                 (false, true, Some(_), None) => {}
                 (true, ..) => {}
                 _ => self.stray_frames += 1,
             }
-            self.rx.pop_front();
+            self.rx.remove(i);
             self.drop_frame(slot);
         }
+        None
     }
 
-    /// The frame ending at `end` of the front slot was taken: the slot is
+    /// The frame ending at `end` of `slot` was taken: the slot is
     /// released once nothing of it is left.
     fn frame_taken(&mut self, slot: usize, end: usize) {
         let done = match self.slots.get_mut(slot).and_then(Option::as_mut) {
@@ -1099,8 +1122,8 @@ impl<R: Role> UcxTransport<R> {
             _ => true,
         };
         if done {
-            if self.rx.front() == Some(&slot) {
-                self.rx.pop_front();
+            if let Some(at) = self.rx.iter().position(|&s| s == slot) {
+                self.rx.remove(at);
             }
             self.drop_frame(slot);
         }
