@@ -9,7 +9,9 @@
 //! 64 to 4096, so either may be the larger; 4 to 64 sessions per server;
 //! two clients sharing one session id; a stray peer's `Hello` for a
 //! client's session; a server kill right after the nth accept, `Hello`,
-//! delivery or live loss), runs it with [`sim::run`] and checks the
+//! delivery or live loss; writes of mixed sizes in a client storage
+//! barely larger than the largest; 4 tombstones per server), runs it
+//! with [`sim::run`] and checks the
 //! [`Report`]:
 //!
 //! 1. always: every invariant of the simulation holds against its ground
@@ -29,8 +31,8 @@
 use core::time::Duration;
 
 use crate::sim::{
-    self, CrashPlan, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, SERVER_SESSIONS,
-    SERVER_WINDOWS,
+    self, CrashPlan, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, READ_REQUEST_LEN,
+    SERVER_SESSIONS, SERVER_TOMBS, SERVER_WINDOWS,
 };
 use crate::{Direction, FaultConfig, FrameFault, ScheduledFault};
 
@@ -93,6 +95,8 @@ pub fn scenario(data: &[u8]) -> Scenario {
     let workload = Workload {
         messages: u64::from(c.u16() % 301),
         size: u32::from(c.u16() % 513),
+        size_spread: 0,
+        storage: 0,
         read_per_mille,
         stream_per_mille,
         validate: flags & 1 != 0,
@@ -175,6 +179,18 @@ pub fn scenario(data: &[u8]) -> Scenario {
             nth: 1 + u64::from(c.byte() % 16),
             down_for: Duration::from_micros(u64::from(c.byte()) * 4),
         });
+    }
+    // The storage's and tombstones' knobs: mixed write sizes in a storage
+    // barely larger than the largest, a table of 4 tombstones.
+    let more = c.byte();
+    if more & 1 != 0 {
+        let w = &mut s.workload;
+        w.size_spread = u32::from(c.u16()) % (w.size + 1);
+        let least = (w.size as usize).max(READ_REQUEST_LEN);
+        w.storage = least + usize::from(c.u16()) % (least + 1);
+    }
+    if more & 2 != 0 {
+        s.server_tombs = SERVER_TOMBS[0];
     }
     s
 }

@@ -279,6 +279,7 @@ fn random_scenario(seed: u64, replay: bool) -> Scenario {
             stream_per_mille: pick(300) as u16,
             validate: pick(2) == 1,
             interval: Duration::from_micros(u64::from(pick(20))),
+            ..Workload::default()
         },
         faults: FaultConfig {
             drop_ppm: pick(3000),

@@ -4,8 +4,17 @@
 //!
 //! A repro line replays through `sweep --repro "<line>"` too.
 
+use core::time::Duration;
+
+use iomsg_core::session::{
+    ClientConfig, ClientEvent, ClientSession, Delivery, Message, ReadRequest, ServerConfig,
+    ServerHandler, SubmitError,
+};
+use iomsg_core::transport::{Client, Server};
+use iomsg_core::Instant;
 use iomsg_loopback::sim::{self, Invariant};
 use iomsg_loopback::sweep::repro;
+use iomsg_loopback::{Network, NetworkConfig};
 
 /// Runs the scenario of `line` and asserts that every invariant holds.
 /// `was` names what the core violated before the fix, for the message.
@@ -107,5 +116,116 @@ fn a_corrupted_read_completion_never_reaches_the_application() {
     holds(
         "seed=3947602601716923177 clients=1 msgs=38 size=4 reads=966 corrupt=2925 depth=1 delay_by=500us dur=195us drain=3s cwin=4",
         &[Invariant::ReadMismatch],
+    );
+}
+
+#[test]
+// Was: a read whose ReadComp was silently dropped on a live connection is
+// released by the next ack and never answered, and nobody is told.
+fn a_read_whose_answer_was_dropped_is_answered() {
+    // Seed 7 draws a Read (sn 0), then a Write (sn 1); the server's second
+    // outgoing frame, after the Welcome, is the read's ReadComp.
+    let line = "seed=7 clients=1 msgs=2 size=8 reads=500 sched=1:c:0:silent dur=1ms drain=3s";
+    holds(line, &[Invariant::ReadUnanswered]);
+    let r = sim::run(&repro::decode(line).expect("a valid repro line")).expect("a valid scenario");
+    assert_eq!(r.faults.silent_dropped, 1, "{r}");
+    assert_eq!(r.submitted, 2, "{r}");
+    assert_eq!(
+        (r.reads, r.reads_answered),
+        (1, 1),
+        "the read's data must reach the client's application\n{r}"
+    );
+}
+
+#[test]
+// Was: a message over half the client's storage, after a smaller one was
+// acknowledged, is refused (BufferFull) with nothing outstanding.
+fn the_workload_never_meets_a_full_storage_with_nothing_outstanding() {
+    // One message at a time, 8 to 800 bytes, in 1000 bytes of storage.
+    holds(
+        "seed=3 clients=1 msgs=40 size=800 spread=792 store=1000 dur=1ms drain=3s cwin=1",
+        &[Invariant::BufferFullWhileIdle],
+    );
+}
+
+#[test]
+// Was: a Hello held up past its client's reconnect, finish and Bye arrives
+// after other sessions' Byes made the server forget the session: the
+// instance opens it again and delivers its writes a second time,
+// unannounced.
+fn a_held_up_hello_after_its_tombstone_was_forgotten_delivers_nothing_again() {
+    holds(
+        "seed=6668440357076588639 clients=6 msgs=1 size=0 delay=69133 depth=1 delay_by=20ms sched=10:s:0:delay,6:s:0:delay dur=1us drain=3s lat=0us cwin=32 swin=64 tombs=4",
+        &[Invariant::UnannouncedDuplicate],
+    );
+}
+
+/// A client with `storage` bytes of payload storage and a server, on a
+/// quiet loopback network: every message `sizes` names is submitted in
+/// turn, each once the one before is acknowledged. Returns the refusals
+/// `submit` made with nothing outstanding: `(size, error)`.
+fn submit_one_at_a_time(storage: usize, sizes: &[usize]) -> Vec<(usize, SubmitError)> {
+    let net = Network::new(NetworkConfig {
+        latency: Duration::from_micros(5),
+        detect_delay: Duration::from_micros(50),
+    });
+    let port = net.listen(1, Instant::ZERO).expect("a free address");
+    let mut server: Server<_> = Server::new(port, ServerConfig::new(7)).expect("a server");
+    let config = ClientConfig::new(0x5e55, 0x70ce);
+    let session = ClientSession::<8, _>::new(config, Instant::ZERO, vec![0u8; storage]);
+    let mut client = Client::new(net.client(1), session).expect("a client");
+    let mut app = Sink;
+    let mut now = Instant::ZERO;
+    let mut refused = Vec::new();
+    client.start(now);
+    for &size in sizes {
+        let payload = vec![0xA5u8; size];
+        match client.submit(Message::Write(&payload)) {
+            Ok(_) => {}
+            Err(e) => {
+                refused.push((size, e));
+                continue;
+            }
+        }
+        let mut steps = 0u64;
+        while client.session().outstanding() > 0 {
+            client.poll(now, &mut |_: ClientEvent| {});
+            server.poll(now, &mut app);
+            now = net
+                .next_event()
+                .into_iter()
+                .chain(client.poll_timeout())
+                .chain(server.poll_timeout())
+                .min()
+                .unwrap_or(now + Duration::from_millis(1))
+                .max(now + Duration::from_micros(1));
+            steps += 1;
+            assert!(
+                steps < 100_000,
+                "the {size}-byte write is never acknowledged"
+            );
+        }
+    }
+    refused
+}
+
+/// A server application that takes everything and answers reads with zeros.
+struct Sink;
+
+impl ServerHandler for Sink {
+    fn deliver(&mut self, _: Delivery<'_>) {}
+    fn respond(&mut self, _: ReadRequest<'_>, out: &mut [u8]) {
+        out.fill(0);
+    }
+}
+
+#[test]
+// Was: a message over half the storage is refused forever once a smaller
+// one was acknowledged, though nothing is outstanding.
+fn a_large_message_fits_an_empty_storage_after_a_small_one() {
+    let refused = submit_one_at_a_time(1000, &[300, 800]);
+    assert!(
+        refused.is_empty(),
+        "with nothing outstanding in 1000 B of storage, submit refused {refused:?}"
     );
 }

@@ -1,20 +1,15 @@
-//! The sweep's parts: every invariant can fail (checked on hand-made
-//! truths), repro lines round-trip, the shrinker shrinks, the generator
-//! turns every knob, and a short sweep of clean scenarios passes.
+//! The sweep's invariants: each can fail, checked on hand-made truths.
+//! (The sweep's scenarios, repro lines, shrinker and generator are tested
+//! in `sweep_scenarios.rs`.)
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use iomsg_core::session::{ClientEvent, DisconnectCause, ServerEvent};
 use iomsg_core::transport::ConnId;
 use iomsg_core::wire::Op;
 use iomsg_core::workload;
 use iomsg_loopback::sim::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
-use iomsg_loopback::sim::{
-    CrashPlan, Invariant, KillEvent, KillOn, Scenario, StrayPeer, Verdict, Workload,
-};
-use iomsg_loopback::sweep::{self, repro, Profile, ShrinkBudget};
-use iomsg_loopback::{Direction, FaultConfig, FrameFault, ScheduledFault};
+use iomsg_loopback::sim::{Invariant, Verdict};
 
 const S: u64 = 0xA11CE;
 
@@ -239,6 +234,26 @@ fn unannounced_duplicate_fails_and_an_announced_one_does_not() {
 }
 
 #[test]
+fn an_announcement_before_the_first_delivery_announces_no_duplicate() {
+    // The client announces sn 0 at a reconnect, instance 1 then delivers
+    // it, forgets the session, and delivers it again from an old
+    // connection's late frames: nothing announced that repeat.
+    let mut t = truth(1, true);
+    t.client_event(
+        0,
+        &ClientEvent::ServerRestarted {
+            previous: None,
+            instance: 1,
+            unconfirmed: 0..1,
+        },
+    );
+    carry_and_deliver(&mut t, 2, 1, 0, 2);
+    t.forgotten(1, S);
+    carry_and_deliver(&mut t, 1, 1, 0, 1);
+    only(&verdict(&t), Invariant::UnannouncedDuplicate);
+}
+
+#[test]
 fn delivery_counts_are_exact_past_255() {
     let mut t = truth(1, true);
     for gen in 1..=300 {
@@ -413,6 +428,144 @@ fn untraced_delivery_fails_when_no_received_frame_carried_it() {
     only(&verdict(&t), Invariant::UntracedDelivery);
 }
 
+/// Client 0's read `sn` carried on `conn` and handed to instance 1's
+/// application.
+fn carry_and_deliver_read(t: &mut Truth, conn: u32, sn: u64) {
+    t.read_submitted(0, sn);
+    let f = FrameInfo {
+        op: Op::Read,
+        ..data(sn, 1)
+    };
+    t.carried(Owner::Client(0), ConnId::new(conn, 0), 1, Some(&f));
+    t.delivered(
+        1,
+        0,
+        Owner::Client(0),
+        Some(ConnId::new(conn, 0)),
+        taken(sn, sn),
+    );
+}
+
+#[test]
+fn read_unanswered_fails_when_a_released_read_never_reached_the_application() {
+    // Sns 0 (a read) and 1 delivered, both acknowledged, the read's data
+    // never handed to the client's application.
+    let mut t = truth(2, true);
+    established(&mut t, 1);
+    carry_and_deliver_read(&mut t, 1, 0);
+    carry_and_deliver(&mut t, 1, 1, 1, 1);
+    acked(&mut t, 2);
+    t.client_final(0, 2, [1, 1, 0]);
+    let v = verdict(&t);
+    only(&v, Invariant::ReadUnanswered);
+    assert_eq!(v.findings.total(), 1, "{:?}", v.findings);
+    assert_eq!((v.reads, v.reads_answered), (1, 0));
+}
+
+#[test]
+fn read_unanswered_holds_for_an_answer_after_the_ack_and_for_a_named_read() {
+    // Answered after the ack passed it: the client kept it.
+    let mut t = truth(2, true);
+    established(&mut t, 1);
+    carry_and_deliver_read(&mut t, 1, 0);
+    carry_and_deliver(&mut t, 1, 1, 1, 1);
+    acked(&mut t, 2);
+    t.read_answered(0, 0, workload::Check::Intact);
+    t.client_final(0, 2, [1, 1, 0]);
+    let v = verdict(&t);
+    none_of(&v, Invariant::ReadUnanswered);
+    assert_eq!((v.reads, v.reads_answered), (1, 1));
+    // Named: given up (NotReplayed), or the client failed.
+    let mut t = truth(1, false);
+    t.read_submitted(0, 0);
+    t.client_event(0, &ClientEvent::NotReplayed { range: 0..1 });
+    t.client_final(0, 1, [0; 3]);
+    none_of(&verdict(&t), Invariant::ReadUnanswered);
+    let mut t = truth(1, true);
+    carry_and_deliver_read(&mut t, 1, 0);
+    acked(&mut t, 1);
+    t.client_event(
+        0,
+        &ClientEvent::Failed(iomsg_core::session::FailReason::EpochExhausted),
+    );
+    none_of(&verdict(&t), Invariant::ReadUnanswered);
+}
+
+#[test]
+fn a_read_asked_again_below_the_ack_is_no_jump_on_its_connection() {
+    // Sns 0..3 delivered on connection 1 and acknowledged; a later
+    // connection carries the re-asked read 0, then sn 3: nothing was
+    // jumped over.
+    let mut t = truth(4, true);
+    established(&mut t, 1);
+    hello(&mut t, 1, 1, 0, 0, true);
+    carry_and_deliver_read(&mut t, 1, 0);
+    carry_and_deliver(&mut t, 1, 1, 1, 1);
+    carry_and_deliver(&mut t, 1, 1, 2, 1);
+    acked(&mut t, 3);
+    hello(&mut t, 2, 2, 3, 3, true);
+    let reask = FrameInfo {
+        op: Op::Read,
+        ..data(0, 2)
+    };
+    t.carried(Owner::Client(0), ConnId::new(2, 0), 1, Some(&reask));
+    carry_and_deliver(&mut t, 2, 1, 3, 2);
+    none_of(&verdict(&t), Invariant::LiveLossUndetected);
+}
+
+#[test]
+fn buffer_full_while_idle_fails_only_with_nothing_outstanding() {
+    let full = iomsg_core::seq::RingFull {
+        need: 800,
+        used: 700,
+        capacity: 1000,
+    };
+    let mut t = truth(1, true);
+    t.refused_for_storage(0, 1, 1, full);
+    none_of(&verdict(&t), Invariant::BufferFullWhileIdle);
+    t.refused_for_storage(0, 1, 0, full);
+    t.refused_for_storage(0, 1, 0, full);
+    let v = verdict(&t);
+    only(&v, Invariant::BufferFullWhileIdle);
+    assert_eq!(
+        v.findings.count(Invariant::BufferFullWhileIdle),
+        1,
+        "once per client"
+    );
+    assert!(
+        v.findings.listed[0].note.contains("800-byte"),
+        "{:?}",
+        v.findings
+    );
+}
+
+#[test]
+fn a_forgetting_instance_may_deliver_again_only_what_was_announced() {
+    // Instance 1 delivered sn 0, then forgot the session.
+    let mut t = truth(1, true);
+    carry_and_deliver(&mut t, 1, 1, 0, 1);
+    t.forgotten(1, S);
+    carry_and_deliver(&mut t, 2, 1, 0, 2);
+    let v = verdict(&t);
+    none_of(&v, Invariant::DeliveredTwiceByOneInstance);
+    only(&v, Invariant::UnannouncedDuplicate);
+    let mut t = truth(1, true);
+    carry_and_deliver(&mut t, 1, 1, 0, 1);
+    t.forgotten(1, S);
+    t.client_event(
+        0,
+        &ClientEvent::ServerRestarted {
+            previous: Some(1),
+            instance: 1,
+            unconfirmed: 0..1,
+        },
+    );
+    carry_and_deliver(&mut t, 2, 1, 0, 2);
+    let v = verdict(&t);
+    none_of(&v, Invariant::DeliveredTwiceByOneInstance);
+    none_of(&v, Invariant::UnannouncedDuplicate);
+}
+
 #[test]
 fn every_invariant_has_a_failing_test_above() {
     // The names this file's tests flag, kept in step with Invariant::ALL.
@@ -433,286 +586,12 @@ fn every_invariant_has_a_failing_test_above() {
         "payload-mismatch",
         "client-events-lost",
         "untraced-delivery",
+        "read-unanswered",
+        "buffer-full-while-idle",
     ];
     let all: BTreeSet<&str> = Invariant::ALL.iter().map(|i| i.name()).collect();
     assert_eq!(all, tested.into_iter().collect::<BTreeSet<_>>());
     for name in tested {
         assert_eq!(Invariant::from_name(name).map(|i| i.name()), Some(name));
     }
-}
-
-/// A scenario with every field away from its default.
-fn everything() -> Scenario {
-    Scenario {
-        seed: u64::MAX - 3,
-        clients: 9,
-        servers: 3,
-        workload: Workload {
-            messages: u64::MAX,
-            size: 4112,
-            read_per_mille: 300,
-            stream_per_mille: 250,
-            validate: true,
-            interval: Duration::from_nanos(1500),
-        },
-        faults: FaultConfig {
-            drop_ppm: 1,
-            silent_drop_ppm: 2,
-            duplicate_ppm: 3,
-            reorder_ppm: 4,
-            corrupt_ppm: 5,
-            delay_ppm: 6,
-            disconnect_ppm: 7,
-            reorder_depth: 5,
-            delay: Duration::from_millis(3),
-            schedule: vec![
-                ScheduledFault {
-                    nth: 12,
-                    direction: Direction::ToClient,
-                    data_only: true,
-                    fault: FrameFault::Corrupt,
-                },
-                ScheduledFault {
-                    nth: 0,
-                    direction: Direction::Any,
-                    data_only: false,
-                    fault: FrameFault::Disconnect,
-                },
-            ],
-        },
-        crash: Some(CrashPlan {
-            every: Duration::from_secs(2),
-            down_for: Duration::ZERO,
-            max_kills: 17,
-        }),
-        kill_on: vec![
-            KillOn {
-                event: KillEvent::SessionOpened,
-                nth: 2,
-                down_for: Duration::from_micros(100),
-            },
-            KillOn {
-                event: KillEvent::LiveLoss,
-                nth: 1,
-                down_for: Duration::ZERO,
-            },
-        ],
-        duration: Duration::from_millis(20),
-        drain: Duration::from_secs(3),
-        replay: false,
-        rebuild_transport: true,
-        latency: Duration::ZERO,
-        detect_delay: Duration::from_micros(3000),
-        client_window: 4096,
-        server_window: 64,
-        server_sessions: 4,
-        shared_session_pairs: 2,
-        stray: Some(StrayPeer {
-            victim: 8,
-            at: Duration::from_micros(1234),
-            ahead: 1 << 20,
-            writes: 3,
-            bye: true,
-        }),
-        max_steps: 12345,
-    }
-}
-
-#[test]
-fn repro_lines_round_trip() {
-    let all = everything();
-    let line = repro::encode(&all);
-    assert_eq!(repro::decode(&line), Ok(all), "{line}");
-    let plain = Scenario::default();
-    assert_eq!(repro::encode(&plain), "seed=1");
-    assert_eq!(repro::decode("seed=1"), Ok(plain));
-    for seed in 0..300 {
-        for profile in [Profile::Full, Profile::Clean] {
-            let s = sweep::generate(seed, profile);
-            let line = repro::encode(&s);
-            assert_eq!(repro::decode(&line).as_ref(), Ok(&s), "{line}");
-            assert!(!line.contains('\n'));
-        }
-    }
-}
-
-#[test]
-fn bad_repro_lines_say_which_token_is_wrong() {
-    for (line, token) in [
-        ("seed=1 clients=x", "clients=x"),
-        ("seed=1 bogus=3", "bogus=3"),
-        ("seed=1 dur=5", "dur=5"),
-        ("seed=1 crash=1ms/2ms", "crash=1ms/2ms"),
-        ("seed=1 kill=opened:1", "kill=opened:1"),
-        ("seed=1 replay", "replay"),
-    ] {
-        let e = repro::decode(line).unwrap_err();
-        assert_eq!(e.token, token);
-        assert!(e.to_string().contains(token), "{e}");
-    }
-}
-
-#[test]
-fn the_shrinker_reduces_a_synthetic_failure_to_its_cause() {
-    // "Fails" when there are at least 3 clients and any drop fault.
-    let fails = |s: &Scenario| s.clients >= 3 && s.faults.drop_ppm > 0;
-    let big = everything();
-    let mut start = big.clone();
-    start.faults.drop_ppm = 40_000;
-    start.clients = 40;
-    assert!(fails(&start));
-    let small = sweep::shrink(&start, fails, ShrinkBudget::default());
-    assert!(fails(&small), "still fails");
-    assert_eq!(small.clients, 3);
-    assert_eq!(small.faults.drop_ppm, 1, "halved down to the least rate");
-    let f = &small.faults;
-    assert_eq!(
-        (
-            f.silent_drop_ppm,
-            f.duplicate_ppm,
-            f.reorder_ppm,
-            f.corrupt_ppm,
-            f.delay_ppm,
-            f.disconnect_ppm
-        ),
-        (0, 0, 0, 0, 0, 0),
-        "other fault kinds dropped"
-    );
-    assert!(f.schedule.is_empty());
-    assert_eq!(small.servers, 1);
-    assert_eq!(small.crash, None);
-    assert!(small.kill_on.is_empty());
-    assert_eq!(small.stray, None);
-    assert_eq!(small.shared_session_pairs, 0);
-    assert_eq!(small.workload.messages, 0);
-    assert_eq!(small.duration, Duration::ZERO);
-    assert!(!small.rebuild_transport);
-    assert!(small.validate().is_ok());
-    // Nothing smaller fails: the shrinker returns its input.
-    let minimal = sweep::shrink(&small, fails, ShrinkBudget::default());
-    assert_eq!(minimal, small);
-}
-
-#[test]
-fn the_shrinker_keeps_the_same_invariant_on_a_real_run() {
-    // Latency past half the 1 ms connect timeout: no client ever connects,
-    // whatever the core does, so every submitted sn stays pending.
-    let s = Scenario {
-        clients: 6,
-        servers: 2,
-        latency: Duration::from_micros(600),
-        workload: Workload {
-            messages: 50,
-            size: 300,
-            ..Workload::default()
-        },
-        faults: FaultConfig {
-            duplicate_ppm: 5000,
-            ..FaultConfig::default()
-        },
-        client_window: 4,
-        duration: Duration::from_millis(5),
-        drain: Duration::from_millis(30),
-        ..Scenario::default()
-    };
-    assert!(sweep::violates(&s, Invariant::Pending));
-    let small = sweep::shrink(
-        &s,
-        |c| sweep::violates(c, Invariant::Pending),
-        ShrinkBudget::default(),
-    );
-    assert!(sweep::violates(&small, Invariant::Pending));
-    let line = repro::encode(&small);
-    assert_eq!(small.clients, 1, "{line}");
-    assert_eq!(small.servers, 1, "{line}");
-    assert_eq!(small.workload.messages, 1, "{line}");
-    assert_eq!(small.workload.size, 0, "{line}");
-    assert_eq!(small.faults, FaultConfig::default(), "{line}");
-    assert_eq!(small.latency, Duration::from_micros(600), "the cause stays");
-}
-
-#[test]
-fn the_generator_turns_every_knob() {
-    let all: Vec<Scenario> = (0..600)
-        .map(|i| sweep::generate(i, Profile::Full))
-        .collect();
-    let any = |f: &dyn Fn(&Scenario) -> bool| all.iter().any(f);
-    assert!(all.iter().all(|s| s.validate().is_ok()));
-    assert!(any(&|s| s.clients == 1) && any(&|s| s.clients > 16));
-    assert!(
-        any(&|s| s.clients > s.servers * s.server_sessions),
-        "eviction"
-    );
-    assert!((1..=3).all(|n| any(&|s| s.servers == n)));
-    assert!(any(&|s| s.client_window as u64 > s.server_window));
-    assert!(any(&|s| (s.client_window as u64) < s.server_window));
-    let f = |s: &Scenario| s.faults.clone();
-    assert!(any(&|s| f(s).drop_ppm > 50_000));
-    assert!(any(&|s| f(s).silent_drop_ppm > 0));
-    assert!(any(&|s| f(s).duplicate_ppm > 0));
-    assert!(any(&|s| f(s).reorder_ppm > 0));
-    assert!(any(&|s| f(s).corrupt_ppm > 0));
-    assert!(any(&|s| f(s).delay_ppm > 0));
-    assert!(any(&|s| f(s).disconnect_ppm > 0));
-    assert!(any(&|s| !f(s).schedule.is_empty()));
-    assert!(any(&|s| s.faults
-        == FaultConfig {
-            reorder_depth: s.faults.reorder_depth,
-            delay: s.faults.delay,
-            ..FaultConfig::default()
-        }));
-    for e in KillEvent::ALL {
-        assert!(any(&|s| s.kill_on.iter().any(|k| k.event == e)), "{e:?}");
-    }
-    assert!(any(&|s| s.crash.is_some_and(|c| c.down_for.is_zero())));
-    assert!(any(&|s| s
-        .crash
-        .is_some_and(|c| c.down_for >= Duration::from_millis(5))));
-    assert!(any(&|s| s.replay) && any(&|s| !s.replay));
-    assert!(any(&|s| s.rebuild_transport));
-    assert!(any(&|s| s.workload.size == 0) && any(&|s| s.workload.size == 4112));
-    assert!(any(&|s| s.workload.read_per_mille > 0));
-    assert!(any(&|s| s.workload.stream_per_mille > 0));
-    assert!(any(&|s| s.workload.interval.is_zero()));
-    assert!(any(&|s| s.workload.interval == Duration::from_millis(3)));
-    assert!(any(&|s| s.workload.messages == u64::MAX));
-    assert!(any(&|s| s.latency.is_zero()) && any(&|s| s.latency >= Duration::from_micros(200)));
-    assert!(any(&|s| s.shared_session_pairs > 0));
-    assert!(any(&|s| s.stray.is_some()));
-}
-
-#[test]
-fn a_short_sweep_of_clean_scenarios_passes() {
-    let mut runs = 0;
-    for i in 0..60 {
-        let s = sweep::generate(0xC1EA_0000 + i, Profile::Clean);
-        let out = sweep::check(&s);
-        let r = out.report.as_ref().expect("generated scenarios validate");
-        assert!(out.passed(), "run {i}: {}\nrepro: {}", r, repro::encode(&s));
-        runs += 1;
-    }
-    assert_eq!(runs, 60);
-}
-
-#[test]
-fn check_names_the_violated_invariants_and_reports_invalid_scenarios() {
-    let bad = Scenario {
-        clients: 0,
-        ..Scenario::default()
-    };
-    let out = sweep::check(&bad);
-    assert!(out.report.is_none() && !out.passed());
-    let unconnectable = Scenario {
-        latency: Duration::from_micros(600),
-        drain: Duration::from_millis(20),
-        client_window: 4,
-        ..Scenario::default()
-    };
-    let out = sweep::check(&unconnectable);
-    assert!(
-        out.violated.contains(&Invariant::Pending),
-        "{:?}",
-        out.violated
-    );
-    assert!(!out.passed());
 }

@@ -399,10 +399,9 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if let Some(a) = audit.as_mut() {
             a.flush()?;
         }
-        let settled = peers.iter().all(|p| {
-            p.client.session().is_terminal()
-                || p.client.session().outstanding() == 0
-        });
+        let settled = peers
+            .iter()
+            .all(|p| p.client.session().is_terminal() || p.client.session().outstanding() == 0);
         if let Some(t) = stopped_at {
             if settled || t.elapsed() >= job.drain || stop.load(Ordering::Relaxed) {
                 break;

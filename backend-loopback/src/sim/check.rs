@@ -56,11 +56,20 @@ pub enum Invariant {
     ClientEventsLost,
     /// A server delivered an sn that no frame it received carried.
     UntracedDelivery,
+    /// A client released a read (its cumulative ack or its `base_sn`
+    /// passed it, or the run ended) whose data never reached its
+    /// application, and no client event named it: it was not inside a
+    /// `NotReplayed` range and the client did not fail.
+    ReadUnanswered,
+    /// `submit` refused a message with `BufferFull` while the client had
+    /// nothing outstanding: the storage holds nothing, yet refuses a
+    /// message no larger than itself.
+    BufferFullWhileIdle,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 16] = [
+    pub const ALL: [Invariant; 18] = [
         Invariant::Pending,
         Invariant::NotFinished,
         Invariant::LostWithReplay,
@@ -77,6 +86,8 @@ impl Invariant {
         Invariant::PayloadMismatch,
         Invariant::ClientEventsLost,
         Invariant::UntracedDelivery,
+        Invariant::ReadUnanswered,
+        Invariant::BufferFullWhileIdle,
     ];
 
     /// Its stable name (reports, repro lines, `--shrink`).
@@ -98,6 +109,8 @@ impl Invariant {
             Invariant::PayloadMismatch => "payload-mismatch",
             Invariant::ClientEventsLost => "client-events-lost",
             Invariant::UntracedDelivery => "untraced-delivery",
+            Invariant::ReadUnanswered => "read-unanswered",
+            Invariant::BufferFullWhileIdle => "buffer-full-while-idle",
         }
     }
 

@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use iomsg_core::rng::{mix64, SplitMix64};
-use iomsg_core::session::{
-    ClientEvent, ClientSession, DisconnectCause, ReadData, RequestOp, ServerEvent, SubmitError,
-};
+use iomsg_core::session::{ClientEvent, ClientSession, DisconnectCause, ReadData, ServerEvent};
 use iomsg_core::transport::{Client, ClientHandler, ConnId};
 use iomsg_core::{workload, Instant};
 
@@ -23,9 +21,6 @@ use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
 use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
-
-/// Bytes of a read's request in the workload: the read's sn.
-const READ_REQUEST_LEN: usize = 8;
 
 type SimClient = Client<Faulty<ClientPort>, CLIENT_WINDOW_MAX, Box<[u8]>>;
 
@@ -304,10 +299,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         let port = net.client(spec.server);
         rec.register(port.endpoint(), EpOwner::Client(i));
         let port = Faulty::new(port, faults.clone(), true);
-        // Room for a full window of the largest messages, plus what a
-        // message that would wrap leaves unused.
-        let size = (s.workload.size as usize).max(READ_REQUEST_LEN);
-        let storage = vec![0u8; (s.client_window + 1) * size].into_boxed_slice();
+        let storage = vec![0u8; s.client_storage()].into_boxed_slice();
         let driver = Client::new(port, ClientSession::new(cfg, now, storage))
             .map_err(|_| ScenarioError::Size(s.workload.size))?;
         clients.push(ClientSlot {
@@ -370,7 +362,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 let instance = mix64(rng.next_u64());
                 let (_, cfg) = configs(s, 0, instance);
                 let port = Faulty::new(port, faults.clone(), false);
-                let d = server::build(port, cfg, s.server_window, s.server_sessions);
+                let d = server::build(
+                    port,
+                    cfg,
+                    s.server_window,
+                    s.server_sessions,
+                    s.server_tombs,
+                );
                 generations += 1;
                 sl.generation = generations;
                 rec.register(
@@ -413,54 +411,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             }
             let mut submitted_any = false;
             for (i, c) in clients.iter_mut().enumerate() {
-                while c.driver.session().next_sn() < w.messages
-                    && !c.closing
-                    && now >= c.next_submit
-                    && !c.driver.session().is_terminal()
-                    && (faults_on || !unbounded)
-                {
-                    if c.driver.session().outstanding() >= s.client_window {
-                        report.backpressure += 1;
-                        break;
-                    }
-                    let roll = rng.below(1000) as u16;
-                    let op = if roll < w.read_per_mille {
-                        RequestOp::Read
-                    } else if roll < w.read_per_mille + w.stream_per_mille {
-                        RequestOp::StreamWrite
-                    } else {
-                        RequestOp::Write
-                    };
-                    // The workload's bytes: a write's payload, or a read's
-                    // request (its sn), written straight into the window.
-                    let session = c.driver.session();
-                    let (id, next) = (session.session(), session.next_sn());
-                    let (bytes, read_len) = match op {
-                        RequestOp::Read => (READ_REQUEST_LEN, Some(w.size)),
-                        _ => (w.size as usize, None),
-                    };
-                    let mut hash = 0;
-                    let submitted = c.driver.submit_with(op, bytes, read_len, |buf| {
-                        if op == RequestOp::Read {
-                            buf.copy_from_slice(&next.to_le_bytes());
-                        } else {
-                            workload::fill(id, next, buf);
-                        }
-                        hash = workload::hash(buf);
-                    });
-                    match submitted {
-                        Ok(sn) => {
-                            submitted_any = true;
-                            rec.truth.submitted(i, sn, hash);
-                            c.next_submit = now + w.interval;
-                        }
-                        Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => {
-                            report.backpressure += 1;
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
+                let mut workload = submit::Workload {
+                    scenario: s,
+                    rng: &mut rng,
+                    truth: &mut rec.truth,
+                    backpressure: &mut report.backpressure,
+                };
+                submitted_any |= workload.submit_due(i, c, now, faults_on);
                 let done_submitting =
                     c.driver.session().next_sn() >= w.messages || (!faults_on && unbounded);
                 if done_submitting && !c.closing && !faults_on {
@@ -577,6 +534,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     } => {
                                         report.live_loss(now, *session, missing.clone());
                                         rec.truth.server_event(addr, e);
+                                    }
+                                    ServerEvent::Forgotten { session } => {
+                                        rec.truth.forgotten(generation, *session);
                                     }
                                     ServerEvent::SessionOpened { session, conn, .. } => {
                                         rec.truth.conn_bound(addr, *session, *conn);
@@ -758,6 +718,8 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     report.absorb_verdict(rec.truth.verdict());
     Ok(report)
 }
+
+mod submit;
 
 #[cfg(test)]
 mod tests {

@@ -32,7 +32,8 @@ pub use report::{lost_line, Latency, LossClass, LostRange, Report, MAX_LISTED_LI
 pub use scenario::{
     configs, sim_client_config, CrashPlan, KillEvent, KillOn, Scenario, ScenarioError, StrayPeer,
     Workload, CLIENT_WINDOW_MAX, DEFAULT_MAX_STEPS, MAX_CLIENTS, MAX_ROUNDS_PER_INSTANT,
-    MAX_SERVERS, MAX_SIZE, MAX_VIRTUAL_TIME, MTU, SERVER_SESSIONS, SERVER_WINDOWS,
+    MAX_SERVERS, MAX_SIZE, MAX_STORAGE, MAX_VIRTUAL_TIME, MTU, READ_REQUEST_LEN, SERVER_SESSIONS,
+    SERVER_TOMBS, SERVER_WINDOWS,
 };
 pub use truth::{Truth, Verdict, MAX_LISTED_LOST};
 

@@ -177,6 +177,10 @@ pub struct Report {
     pub corrupt: u64,
     /// Client events the sessions dropped.
     pub events_dropped: u64,
+    /// Reads the clients submitted.
+    pub reads: u64,
+    /// Of those, reads whose data reached the client's application.
+    pub reads_answered: u64,
     /// What the fault injector did.
     pub faults: FaultCounts,
     /// What the network threw away.
@@ -238,6 +242,8 @@ impl Report {
             reconnects: 0,
             failed_clients: 0,
             corrupt: 0,
+            reads: 0,
+            reads_answered: 0,
             events_dropped: 0,
             faults: FaultCounts::default(),
             network: NetworkCounts::default(),
@@ -333,6 +339,8 @@ impl Report {
         self.failed_clients = v.failed_clients;
         self.corrupt = v.corrupt;
         self.events_dropped = v.events_dropped;
+        self.reads = v.reads;
+        self.reads_answered = v.reads_answered;
         self.violations = v.findings.counts;
         self.discrepancies = v.findings.listed;
         self.discrepancies_unlisted = v.findings.unlisted;
@@ -420,6 +428,13 @@ impl fmt::Display for Report {
             )?;
         }
         row(f, "acknowledged to clients", &self.acknowledged)?;
+        if self.reads > 0 {
+            row(
+                f,
+                "reads submitted/answered",
+                &format_args!("{}/{}", self.reads, self.reads_answered),
+            )?;
+        }
         row(f, "given up by clients", &self.given_up)?;
         row(f, "  reported as live losses", &self.reported_live)?;
         row(f, "  reported as in flight", &self.reported_in_flight)?;

@@ -21,6 +21,13 @@ pub const CLIENT_WINDOW_MAX: usize = 4096;
 pub const SERVER_WINDOWS: [u64; 4] = [64, 256, 2048, 4096];
 /// Server session-table sizes the simulation can run.
 pub const SERVER_SESSIONS: [usize; 3] = [4, 16, 64];
+/// Server tombstone-table sizes the simulation can run (the core's
+/// `TOMBS`; 256 is its default).
+pub const SERVER_TOMBS: [usize; 2] = [4, 256];
+/// Bytes of a read's request in the workload: the read's sn.
+pub const READ_REQUEST_LEN: usize = 8;
+/// Largest client payload storage a scenario may ask for.
+pub const MAX_STORAGE: usize = 1 << 24;
 /// Most clients in one scenario.
 pub const MAX_CLIENTS: usize = 1024;
 /// Most servers in one scenario.
@@ -39,6 +46,12 @@ pub struct Workload {
     pub messages: u64,
     /// Payload of a write, requested length of a read (at most [`MAX_SIZE`]).
     pub size: u32,
+    /// Each write's payload is drawn from `size - size_spread ..= size`
+    /// (from 0 when the spread is larger); 0: every write is `size` bytes.
+    pub size_spread: u32,
+    /// Bytes of each client's payload storage; 0: room for a full window
+    /// of `size`-byte messages, `(client_window + 1) * size`.
+    pub storage: usize,
     /// Share of reads, per mille.
     pub read_per_mille: u16,
     /// Share of streamed writes (no completion), per mille.
@@ -56,6 +69,8 @@ impl Default for Workload {
         Workload {
             messages: 10_000,
             size: 64,
+            size_spread: 0,
+            storage: 0,
             read_per_mille: 0,
             stream_per_mille: 0,
             validate: false,
@@ -186,6 +201,9 @@ pub struct Scenario {
     pub server_window: u64,
     /// A server's session table size (one of [`SERVER_SESSIONS`]).
     pub server_sessions: usize,
+    /// A server's tombstone table size (one of [`SERVER_TOMBS`]): how many
+    /// closed or evicted sessions it remembers.
+    pub server_tombs: usize,
     /// Clients `2k` and `2k + 1`, for `k` below this, are built with the
     /// same session id (two hosts started with the same command line).
     pub shared_session_pairs: usize,
@@ -262,6 +280,17 @@ impl Scenario {
         self.duration.saturating_add(self.drain)
     }
 
+    /// Bytes of each client's payload storage: the workload's `storage`,
+    /// or room for a full window of the largest messages plus what a
+    /// message that would wrap leaves unused.
+    pub fn client_storage(&self) -> usize {
+        let w = &self.workload;
+        if w.storage > 0 {
+            return w.storage;
+        }
+        (self.client_window + 1) * (w.size as usize).max(READ_REQUEST_LEN)
+    }
+
     /// Checks that a run of this scenario can be built and can end.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         use ScenarioError as E;
@@ -314,6 +343,16 @@ impl Scenario {
         if !SERVER_SESSIONS.contains(&self.server_sessions) {
             return Err(E::ServerSessions(self.server_sessions));
         }
+        if !SERVER_TOMBS.contains(&self.server_tombs) {
+            return Err(E::ServerTombs(self.server_tombs));
+        }
+        let least = (w.size as usize).max(READ_REQUEST_LEN);
+        if w.storage != 0 && !(least..=MAX_STORAGE).contains(&w.storage) {
+            return Err(E::Storage {
+                storage: w.storage,
+                least,
+            });
+        }
         if self.shared_session_pairs > self.clients / 2 {
             return Err(E::SharedPairs {
                 pairs: self.shared_session_pairs,
@@ -337,7 +376,8 @@ impl Scenario {
 
 impl Default for Scenario {
     /// Two clients, one server, no faults, 100 ms, then up to 1 s to drain;
-    /// client window 64, server window 2048, 16 sessions per server.
+    /// client window 64, server window 2048, 16 sessions and 256
+    /// tombstones per server.
     fn default() -> Self {
         Scenario {
             seed: 1,
@@ -356,6 +396,7 @@ impl Default for Scenario {
             client_window: 64,
             server_window: 2048,
             server_sessions: 16,
+            server_tombs: 256,
             shared_session_pairs: 0,
             stray: None,
             max_steps: DEFAULT_MAX_STEPS,
@@ -397,6 +438,17 @@ pub enum ScenarioError {
     ServerWindow(u64),
     /// `server_sessions` is not one of [`SERVER_SESSIONS`].
     ServerSessions(usize),
+    /// `server_tombs` is not one of [`SERVER_TOMBS`].
+    ServerTombs(usize),
+    /// The workload's `storage` cannot hold its largest message (or a
+    /// read's request), or exceeds [`MAX_STORAGE`].
+    Storage {
+        /// `storage`.
+        storage: usize,
+        /// The least it must be: the workload's size, at least a read's
+        /// request.
+        least: usize,
+    },
     /// More shared-session pairs than the clients can form.
     SharedPairs {
         /// `shared_session_pairs`.
@@ -465,6 +517,15 @@ impl fmt::Display for ScenarioError {
                 f,
                 "server_sessions {n} is not one the simulation runs: use one of {SERVER_SESSIONS:?}"
             ),
+            E::ServerTombs(n) => write!(
+                f,
+                "server_tombs {n} is not one the simulation runs: use one of {SERVER_TOMBS:?}"
+            ),
+            E::Storage { storage, least } => write!(
+                f,
+                "client storage of {storage} bytes: use 0 (room for a full window) or \
+                 {least} to {MAX_STORAGE} bytes, enough for the largest message"
+            ),
             E::SharedPairs { pairs, clients } => write!(
                 f,
                 "{pairs} shared-session pairs need {} clients, there are {clients}",
@@ -507,7 +568,8 @@ pub fn sim_client_config(
 /// every client gets a token of its own (clients of a shared pair share a
 /// session id, not a token), the window `client_window`, and the servers
 /// offer `server_window` and hold `server_sessions` sessions. The servers
-/// are also built with those as their capacities (`sim::server::build`).
+/// are also built with those as their capacities, and `server_tombs`
+/// tombstones (`sim::server::build`).
 pub fn configs(scenario: &Scenario, client: usize, instance: u64) -> (ClientConfig, ServerConfig) {
     let w = &scenario.workload;
     let token = mix64(scenario.seed ^ mix64(0x70CE_0000 + client as u64));

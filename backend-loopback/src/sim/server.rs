@@ -1,9 +1,9 @@
 //! The simulation's server driver: a [`ServerCore`] over a [`ServerPort`],
 //! as the core's `Server` driver runs it, with two additions the
-//! simulation needs: the receive window is a const capacity chosen by the
-//! scenario (the core's driver fixes it), and the caller can stop the
-//! driver right after any transport event (to kill the server right after
-//! a chosen protocol event).
+//! simulation needs: the receive window and the tombstone table are const
+//! capacities chosen by the scenario (the core's driver fixes them), and
+//! the caller can stop the driver right after any transport event (to
+//! kill the server right after a chosen protocol event).
 
 use core::ops::Range;
 
@@ -53,9 +53,9 @@ pub(crate) trait SimServer {
     fn next_release(&self) -> Option<Instant>;
 }
 
-struct Driver<const S: usize, const C: usize, const W: usize> {
+struct Driver<const S: usize, const C: usize, const W: usize, const T: usize> {
     transport: Faulty<ServerPort>,
-    core: ServerCore<S, C, W>,
+    core: ServerCore<S, C, W, T>,
 }
 
 /// The simulated application: reports what it takes, answers reads with
@@ -82,7 +82,7 @@ impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerHandler for App<'_, F> {
     }
 }
 
-impl<const S: usize, const C: usize, const W: usize> Driver<S, C, W> {
+impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C, W, T> {
     /// Sends what the core has queued, as the core's driver does.
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
@@ -114,7 +114,9 @@ impl<const S: usize, const C: usize, const W: usize> Driver<S, C, W> {
     }
 }
 
-impl<const S: usize, const C: usize, const W: usize> SimServer for Driver<S, C, W> {
+impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
+    for Driver<S, C, W, T>
+{
     fn poll(&mut self, now: Instant, on: &mut dyn FnMut(Notice<'_>) -> bool) -> (bool, bool) {
         let mut app = App { on, stop: false };
         let mut progress = false;
@@ -185,42 +187,59 @@ impl<const S: usize, const C: usize, const W: usize> SimServer for Driver<S, C, 
     }
 }
 
-fn boxed<const S: usize, const C: usize, const W: usize>(
+fn boxed<const S: usize, const C: usize, const W: usize, const T: usize>(
     transport: Faulty<ServerPort>,
     config: ServerConfig,
 ) -> Box<dyn SimServer> {
     let mut core = ServerCore::new(config);
     core.set_transport_limit(transport.capabilities().max_payload());
-    Box::new(Driver::<S, C, W> { transport, core })
+    Box::new(Driver::<S, C, W, T> { transport, core })
 }
 
-/// A server with a receive window of `window` sns per session and a table
-/// of `sessions` sessions (connections: twice that, at least 16).
+/// [`boxed`] with `tombs` tombstones: one of
+/// [`SERVER_TOMBS`](super::SERVER_TOMBS), the default (256) for others.
+fn with_tombs<const S: usize, const C: usize, const W: usize>(
+    transport: Faulty<ServerPort>,
+    config: ServerConfig,
+    tombs: usize,
+) -> Box<dyn SimServer> {
+    match tombs {
+        4 => boxed::<S, C, W, 4>(transport, config),
+        _ => boxed::<S, C, W, 256>(transport, config),
+    }
+}
+
+/// A server with a receive window of `window` sns per session, a table
+/// of `sessions` sessions (connections: twice that, at least 16) and
+/// `tombs` tombstones.
 ///
 /// Until the core takes these as runtime limits (see
 /// [`configs`](super::configs)), they are const capacities, so only the
-/// sizes in [`SERVER_WINDOWS`](super::SERVER_WINDOWS) and
-/// [`SERVER_SESSIONS`](super::SERVER_SESSIONS) exist; `Scenario::validate`
+/// sizes in [`SERVER_WINDOWS`](super::SERVER_WINDOWS),
+/// [`SERVER_SESSIONS`](super::SERVER_SESSIONS) and
+/// [`SERVER_TOMBS`](super::SERVER_TOMBS) exist; `Scenario::validate`
 /// refuses others, and this falls back to the defaults for them.
 pub(crate) fn build(
     transport: Faulty<ServerPort>,
     config: ServerConfig,
     window: u64,
     sessions: usize,
+    tombs: usize,
 ) -> Box<dyn SimServer> {
+    let (t, c) = (transport, config);
     // WORDS = window / 64 + 1 (one word of the ring is the one being filled).
     match (sessions, window) {
-        (4, 64) => boxed::<4, 16, 2>(transport, config),
-        (4, 256) => boxed::<4, 16, 5>(transport, config),
-        (4, 2048) => boxed::<4, 16, 33>(transport, config),
-        (4, 4096) => boxed::<4, 16, 65>(transport, config),
-        (64, 64) => boxed::<64, 128, 2>(transport, config),
-        (64, 256) => boxed::<64, 128, 5>(transport, config),
-        (64, 2048) => boxed::<64, 128, 33>(transport, config),
-        (64, 4096) => boxed::<64, 128, 65>(transport, config),
-        (_, 64) => boxed::<16, 32, 2>(transport, config),
-        (_, 256) => boxed::<16, 32, 5>(transport, config),
-        (_, 4096) => boxed::<16, 32, 65>(transport, config),
-        _ => boxed::<16, 32, 33>(transport, config),
+        (4, 64) => with_tombs::<4, 16, 2>(t, c, tombs),
+        (4, 256) => with_tombs::<4, 16, 5>(t, c, tombs),
+        (4, 2048) => with_tombs::<4, 16, 33>(t, c, tombs),
+        (4, 4096) => with_tombs::<4, 16, 65>(t, c, tombs),
+        (64, 64) => with_tombs::<64, 128, 2>(t, c, tombs),
+        (64, 256) => with_tombs::<64, 128, 5>(t, c, tombs),
+        (64, 2048) => with_tombs::<64, 128, 33>(t, c, tombs),
+        (64, 4096) => with_tombs::<64, 128, 65>(t, c, tombs),
+        (_, 64) => with_tombs::<16, 32, 2>(t, c, tombs),
+        (_, 256) => with_tombs::<16, 32, 5>(t, c, tombs),
+        (_, 4096) => with_tombs::<16, 32, 65>(t, c, tombs),
+        _ => with_tombs::<16, 32, 33>(t, c, tombs),
     }
 }

@@ -12,7 +12,12 @@
 //! * **what each client released**: the acknowledged sns as the client
 //!   application sees them (`Acked`, a known session's `resume_from`), the
 //!   sns it gave up (`NotReplayed`), and its final `base_sn`
-//!   ([`Truth::client_event`], [`Truth::client_final`]).
+//!   ([`Truth::client_event`], [`Truth::client_final`]);
+//! * **what each client application submitted and was handed**: every
+//!   sn's bytes ([`Truth::submitted`]), which sns were reads
+//!   ([`Truth::read_submitted`]) and which reads' data reached it
+//!   ([`Truth::read_answered`]), and every `submit` refused for want of
+//!   storage while nothing was outstanding ([`Truth::refused_for_storage`]).
 //!
 //! The claims (`LiveLoss`, `LostLive`, `LostInFlight`, open holes,
 //! `ServerRestarted`) are kept as flags next to the truth and never
@@ -27,18 +32,21 @@ use std::collections::{HashMap, HashSet};
 
 use iomsg_core::session::{ClientEvent, ServerEvent};
 use iomsg_core::transport::ConnId;
-use iomsg_core::wire::{self, Op};
-use iomsg_core::workload;
+use iomsg_core::wire::Op;
 
 use super::check::{Findings, Invariant};
 
+mod reads;
+mod records;
 mod verdict;
+pub use records::{ClientSpec, FrameInfo, Owner, Taken};
 pub use verdict::{Verdict, MAX_LISTED_LOST};
 
 /// The network carried a frame of the sn to a server at least once.
 const CARRIED: u16 = 1;
 /// Claim: the client announced the sn as a possible duplicate (consumed by
-/// the duplicate delivery it announces).
+/// the next delivery: an announcement covers a duplicate of what was
+/// delivered before it).
 const ANNOUNCED: u16 = 1 << 1;
 /// Claim: the client gave the sn up (`NotReplayed`).
 const GIVEN_UP: u16 = 1 << 2;
@@ -61,82 +69,10 @@ const TRUTH_LIVE: u16 = 1 << 8;
 /// up on the connection by its reply timeout while it was still up (a
 /// trailing loss).
 const TRUTH_TRAILING: u16 = 1 << 9;
-
-/// Who owns a connection's client end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Owner {
-    /// One of the scenario's clients (its index).
-    Client(usize),
-    /// The stray peer.
-    Stray,
-    /// Nobody the simulation knows.
-    Unknown,
-}
-
-/// The header fields of a frame, as the recorder parses them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameInfo {
-    /// Session.
-    pub session: u64,
-    /// Epoch.
-    pub epoch: u32,
-    /// Sn.
-    pub sn: u64,
-    /// Op.
-    pub op: Op,
-    /// A `Hello`'s `(base_sn, next_sn, replay)`.
-    pub hello: Option<(u64, u64, bool)>,
-}
-
-impl FrameInfo {
-    /// Parses a raw frame with `iomsg_core::wire::parse`; `None` when it
-    /// does not parse (a corrupted frame).
-    pub fn parse(frame: &[u8]) -> Option<FrameInfo> {
-        wire::parse(frame).ok().map(|m| FrameInfo {
-            session: m.session,
-            epoch: m.epoch,
-            sn: m.sn,
-            op: m.body.op(),
-            hello: match m.body {
-                wire::Body::Hello {
-                    base_sn,
-                    next_sn,
-                    replay,
-                    ..
-                } => Some((base_sn, next_sn, replay)),
-                _ => None,
-            },
-        })
-    }
-
-    /// Whether it carries an sn (`Write` or `Read`).
-    pub fn is_data(&self) -> bool {
-        matches!(self.op, Op::Write | Op::Read)
-    }
-}
-
-/// What the truth needs to know of a client up front.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientSpec {
-    /// Its session id.
-    pub session: u64,
-    /// The server address it talks to.
-    pub server: u16,
-    /// Whether it replays.
-    pub replay: bool,
-}
-
-/// What a server application was handed: a session's sn and
-/// [`workload::hash`] of its bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Taken {
-    /// The session.
-    pub session: u64,
-    /// The sn.
-    pub sn: u64,
-    /// The hash of its bytes (a read's: of its request).
-    pub hash: u64,
-}
+/// Truth: the client submitted the sn as a read.
+const READ: u16 = 1 << 10;
+/// Truth: the read's data reached the client's application.
+const ANSWERED: u16 = 1 << 11;
 
 /// What the sim's workload checker found, apart from the protocol.
 const CORRUPT_FOUND: &str = "bytes differ from what the client submitted";
@@ -197,6 +133,8 @@ struct ClientTruth {
     conns: Vec<ConnTrack>,
     drops: Vec<DropRecord>,
     final_base: Option<u64>,
+    /// `submit` refused a message with nothing outstanding (reported once).
+    refused_idle: bool,
     /// `Connecting`, `Established` and `Disconnected` events seen.
     seen: [u64; 3],
     /// The client's own counts of the same: what the events must match.
@@ -271,6 +209,10 @@ pub struct Truth {
     owners: HashMap<(u16, u64), usize>,
     /// `(generation, session, sn)` delivered from a stray peer's frames.
     stray_deliveries: HashSet<(u32, u64, u64)>,
+    /// `(generation, session)`: that instance forgot the session's
+    /// tombstone (`ServerEvent::Forgotten`), so it may deliver the
+    /// session's sns again, as a new instance would.
+    forgotten: HashSet<(u32, u64)>,
     findings: Findings,
     unparsable: u64,
     carried_frames: u64,
@@ -306,6 +248,7 @@ impl Truth {
                     conns: Vec::new(),
                     drops: Vec::new(),
                     final_base: None,
+                    refused_idle: false,
                     seen: [0; 3],
                     counted: [0; 3],
                 })
@@ -313,6 +256,7 @@ impl Truth {
             by_session,
             owners: HashMap::new(),
             stray_deliveries: HashSet::new(),
+            forgotten: HashSet::new(),
             findings: Findings::default(),
             unparsable: 0,
             carried_frames: 0,
@@ -340,26 +284,6 @@ impl Truth {
     /// reported, not violations.
     pub fn set_undetectable_corruption(&mut self, possible: bool) {
         self.undetectable_corruption = possible;
-    }
-
-    /// Client `client` got the data of its read `sn`; the workload's
-    /// checker judged it.
-    pub fn read_answered(&mut self, client: usize, sn: u64, check: workload::Check) {
-        if check == workload::Check::Intact {
-            return;
-        }
-        let session = self.clients[client].spec.session;
-        if self.undetectable_corruption {
-            self.clients[client].corrupt += 1;
-        } else {
-            self.findings.add(
-                Invariant::ReadMismatch,
-                Some(client),
-                session,
-                Some(sn),
-                || "the read's data is not what the server's application wrote".into(),
-            );
-        }
     }
 
     /// The network handed a frame to a server endpoint whose instance is
@@ -391,6 +315,11 @@ impl Truth {
         if f.is_data() {
             let idx = c.grow(f.sn);
             c.flags[idx] |= CARRIED;
+        }
+        if f.op == Op::Read && f.sn < c.acked_upto {
+            // A read asked again because its answer was lost: its sn is
+            // one the client acknowledged, not where the connection is.
+            return;
         }
         let k = match c.conns.iter().rposition(|t| t.conn == conn) {
             Some(k) => k,
@@ -475,6 +404,11 @@ impl Truth {
         }
         let c = &mut self.clients[i];
         c.grow(f.sn);
+        if f.op == Op::Read && f.sn < c.acked_upto {
+            // A read asked again: delivered before, so no server can find
+            // it missing; the client asks once more on its next connection.
+            return;
+        }
         if !c.delivered_by(f.sn, generation) {
             c.drops.push(DropRecord {
                 conn,
@@ -544,11 +478,14 @@ impl Truth {
         taken: Taken,
     ) {
         let Taken { session, sn, hash } = taken;
+        // An instance that forgot the session is new to it: what it
+        // delivered before may come again, announced by the client.
+        let forgot = self.forgotten.contains(&(generation, session));
         let i = match owner {
             Owner::Client(i) if self.clients[i].spec.session == session => i,
             Owner::Stray => {
                 self.deliveries_by_stray += 1;
-                if self.delivered_by_another(None, generation, server, session, sn) {
+                if !forgot && self.delivered_by_another(None, generation, server, session, sn) {
                     self.findings.add(
                         Invariant::DeliveredTwiceByOneInstance,
                         None,
@@ -557,7 +494,7 @@ impl Truth {
                         || format!("instance {generation} delivered it again, from a stray peer's frame"),
                     );
                 }
-                if !self.stray_deliveries.insert((generation, session, sn)) {
+                if !self.stray_deliveries.insert((generation, session, sn)) && !forgot {
                     self.findings.add(
                         Invariant::DeliveredTwiceByOneInstance,
                         None,
@@ -578,7 +515,7 @@ impl Truth {
                 return;
             }
         };
-        if self.delivered_by_another(Some(i), generation, server, session, sn) {
+        if !forgot && self.delivered_by_another(Some(i), generation, server, session, sn) {
             self.findings.add(
                 Invariant::DeliveredTwiceByOneInstance,
                 Some(i),
@@ -594,7 +531,7 @@ impl Truth {
         let idx = c.grow(sn);
         let flags = c.flags[idx];
         if c.deliveries[idx] > 0 {
-            if c.last_gen[idx] == generation {
+            if c.last_gen[idx] == generation && !forgot {
                 findings.add(
                     Invariant::DeliveredTwiceByOneInstance,
                     Some(i),
@@ -612,8 +549,10 @@ impl Truth {
                     || format!("delivered by instance {first}, then again by instance {generation}, never announced"),
                 );
             }
-            c.flags[idx] &= !ANNOUNCED;
         }
+        // An announcement covers one delivery after it: made before the
+        // sn's first delivery, it announced nothing that delivery repeats.
+        c.flags[idx] &= !ANNOUNCED;
         if c.hashes[idx] != hash {
             if self.undetectable_corruption {
                 c.corrupt += 1;
@@ -810,6 +749,14 @@ impl Truth {
             }
             self.clients[i].flag(range.clone(), flag);
         }
+    }
+
+    /// Server instance `generation` forgot `session`'s tombstone
+    /// (`ServerEvent::Forgotten`): from then on it may deliver the
+    /// session's sns again, from any peer's frames, as a new instance
+    /// would; its client must have announced them first.
+    pub fn forgotten(&mut self, generation: u32, session: u64) {
+        self.forgotten.insert((generation, session));
     }
 
     /// Holes still open in a running server at the end: claimed lost on a

@@ -11,8 +11,10 @@
 //!   zero and long downtimes; replay and rebuild on and off; payloads from
 //!   0 bytes to [`MAX_SIZE`]; reads and streamed writes; paced and unpaced
 //!   workloads; small and large latencies; clients sharing a session id;
-//!   a stray peer). [`Profile::Clean`] stays inside what today's core
-//!   handles.
+//!   a stray peer; writes of mixed sizes in a storage barely larger than
+//!   the largest; 4 tombstones per server), and draws the [`Shape`]s
+//!   that provoke known defects on purpose ([`SHAPE_PER_MILLE`]).
+//!   [`Profile::Clean`] stays inside what today's core handles.
 //! * [`check`] runs one scenario and names the invariants it violates.
 //! * [`repro::encode`] / [`repro::decode`] turn a scenario into the
 //!   one-line reproduction a failing run prints, and back.
@@ -22,6 +24,7 @@
 //! `max_steps`); a sweep is bounded by its run count and time budget.
 
 pub mod repro;
+mod shapes;
 
 use core::time::Duration;
 use std::time::Instant as WallClock;
@@ -33,6 +36,7 @@ use crate::sim::{
     self, CrashPlan, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, MAX_SIZE,
     SERVER_SESSIONS, SERVER_WINDOWS,
 };
+pub use shapes::{Shape, SHAPE_PER_MILLE};
 
 /// Step cap of a generated scenario: generous for the largest ones (40
 /// clients, a few thousand requests each), small enough that no run takes
@@ -269,13 +273,15 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         writes: 1 + d.below(5) as u32,
         bye: d.chance(300),
     });
-    Scenario {
+    let mut s = Scenario {
         seed: mix64(seed),
         clients,
         servers,
         workload: Workload {
             messages,
             size,
+            size_spread: 0,
+            storage: 0,
             read_per_mille,
             stream_per_mille,
             validate,
@@ -293,11 +299,15 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         client_window,
         server_window,
         server_sessions,
+        server_tombs: Scenario::default().server_tombs,
         shared_session_pairs,
         stray,
         max_steps: SWEEP_MAX_STEPS,
+    };
+    if full {
+        shapes::draw(&mut d, &mut s);
     }
-    .fixed()
+    s.fixed()
 }
 
 trait Fixed {
@@ -527,6 +537,13 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
         with(&|c| c.workload.size = 0);
         with(&|c| c.workload.size = w.size / 2);
     }
+    if w.size_spread != 0 {
+        with(&|c| c.workload.size_spread = 0);
+        with(&|c| c.workload.size_spread = w.size_spread / 2);
+    }
+    if w.storage != 0 {
+        with(&|c| c.workload.storage = 0);
+    }
     if w.read_per_mille > 0 {
         with(&|c| c.workload.read_per_mille = 0);
     }
@@ -557,6 +574,9 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
     }
     if s.server_sessions != d.server_sessions {
         with(&|c| c.server_sessions = d.server_sessions);
+    }
+    if s.server_tombs != d.server_tombs {
+        with(&|c| c.server_tombs = d.server_tombs);
     }
     if s.latency != d.latency {
         with(&|c| c.latency = d.latency);

@@ -3,8 +3,9 @@
 //! [`decode`] turns back into the same scenario.
 //!
 //! ```text
-//! seed=7 clients=12 servers=2 msgs=300 cwin=4096 swin=256 silent=20000
-//!   crash=2ms/500us/4 kill=opened:1:0us stray=3:2ms:1000000:3:0 dur=20ms
+//! seed=7 clients=12 servers=2 msgs=300 size=900 spread=600 store=1200
+//!   silent=20000 crash=2ms/500us/4 kill=opened:1:0us dur=20ms cwin=4096
+//!   swin=256 tombs=4 stray=3:2ms:1000000:3:0
 //! ```
 //!
 //! Durations carry a unit (`ns`, `us`, `ms`, `s`); `msgs=inf` is an
@@ -130,6 +131,12 @@ pub fn encode(s: &Scenario) -> String {
     if w.size != dw.size {
         put("size", w.size.to_string());
     }
+    if w.size_spread != dw.size_spread {
+        put("spread", w.size_spread.to_string());
+    }
+    if w.storage != dw.storage {
+        put("store", w.storage.to_string());
+    }
     if w.read_per_mille != dw.read_per_mille {
         put("reads", w.read_per_mille.to_string());
     }
@@ -217,6 +224,9 @@ pub fn encode(s: &Scenario) -> String {
     if s.server_sessions != d.server_sessions {
         put("ssess", s.server_sessions.to_string());
     }
+    if s.server_tombs != d.server_tombs {
+        put("tombs", s.server_tombs.to_string());
+    }
     if s.shared_session_pairs != d.shared_session_pairs {
         put("shared", s.shared_session_pairs.to_string());
     }
@@ -297,6 +307,8 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
             w.messages = if v == "inf" { u64::MAX } else { num(v)? };
         }
         "size" => w.size = num(v)?,
+        "spread" => w.size_spread = num(v)?,
+        "store" => w.storage = num(v)?,
         "reads" => w.read_per_mille = num(v)?,
         "streams" => w.stream_per_mille = num(v)?,
         "validate" => w.validate = flag(v)?,
@@ -354,6 +366,7 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         "cwin" => s.client_window = num(v)?,
         "swin" => s.server_window = num(v)?,
         "ssess" => s.server_sessions = num(v)?,
+        "tombs" => s.server_tombs = num(v)?,
         "shared" => s.shared_session_pairs = num(v)?,
         "stray" => {
             let [victim, at, ahead, writes, bye] = parts::<5>(v, ':')?;

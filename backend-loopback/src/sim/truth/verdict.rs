@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use iomsg_core::loss::SessionLoss;
 
 use super::super::report::{LossClass, LostRange};
+use super::reads;
 use super::*;
 
 impl Truth {
@@ -69,6 +70,7 @@ impl Truth {
         for sn in 0..c.submitted {
             let flags = c.flags(sn);
             let n = c.delivered(sn);
+            reads::judge_read(i, c, sn, flags, v);
             if flags & CARRIED != 0 {
                 v.carried_sns += 1;
             }
@@ -254,6 +256,10 @@ pub struct Verdict {
     /// Payloads the workload's checker found corrupt where no CRC covered
     /// them.
     pub corrupt: u64,
+    /// Reads the clients submitted.
+    pub reads: u64,
+    /// Of those, reads whose data reached the client's application.
+    pub reads_answered: u64,
     /// Client events dropped.
     pub events_dropped: u64,
     /// Clients that failed.
