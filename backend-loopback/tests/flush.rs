@@ -3,6 +3,8 @@
 //! every message an acknowledgement covers. Ground truth: what the
 //! application kept at its flushes, against what the client saw acked.
 
+mod common;
+
 use core::time::Duration;
 
 use iomsg_core::session::{
@@ -75,14 +77,7 @@ fn nothing_is_acknowledged_before_the_application_flushed_it() {
             "acked {acked} with {} kept",
             kept.len()
         );
-        now = net
-            .next_event()
-            .into_iter()
-            .chain(client.poll_timeout())
-            .chain(server.poll_timeout())
-            .min()
-            .unwrap_or(now + Duration::from_millis(1))
-            .max(now + Duration::from_micros(1));
+        now = common::next_step(&net, [client.poll_timeout(), server.poll_timeout()], now);
         steps += 1;
         assert!(steps < 1_000_000, "stuck at acked {acked}");
     }

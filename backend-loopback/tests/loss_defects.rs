@@ -4,7 +4,7 @@
 //!
 //! A repro line replays through `sweep --repro "<line>"` too.
 
-use core::time::Duration;
+mod common;
 
 use iomsg_core::session::{
     ClientConfig, ClientEvent, ClientSession, Delivery, Message, ReadRequest, ServerConfig,
@@ -14,7 +14,6 @@ use iomsg_core::transport::{Client, Server};
 use iomsg_core::Instant;
 use iomsg_loopback::sim::{self, Invariant};
 use iomsg_loopback::sweep::repro;
-use iomsg_loopback::{Network, NetworkConfig};
 
 /// Runs the scenario of `line` and asserts that every invariant holds.
 /// `was` names what the core violated before the fix, for the message.
@@ -165,10 +164,7 @@ fn a_held_up_hello_after_its_tombstone_was_forgotten_delivers_nothing_again() {
 /// turn, each once the one before is acknowledged. Returns the refusals
 /// `submit` made with nothing outstanding: `(size, error)`.
 fn submit_one_at_a_time(storage: usize, sizes: &[usize]) -> Vec<(usize, SubmitError)> {
-    let net = Network::new(NetworkConfig {
-        latency: Duration::from_micros(5),
-        detect_delay: Duration::from_micros(50),
-    });
+    let net = common::quiet_network();
     let port = net.listen(1, Instant::ZERO).expect("a free address");
     let mut server: Server<_> = Server::new(port, ServerConfig::new(7)).expect("a server");
     let config = ClientConfig::new(0x5e55, 0x70ce);
@@ -191,14 +187,7 @@ fn submit_one_at_a_time(storage: usize, sizes: &[usize]) -> Vec<(usize, SubmitEr
         while client.session().outstanding() > 0 {
             client.poll(now, &mut |_: ClientEvent| {});
             server.poll(now, &mut app);
-            now = net
-                .next_event()
-                .into_iter()
-                .chain(client.poll_timeout())
-                .chain(server.poll_timeout())
-                .min()
-                .unwrap_or(now + Duration::from_millis(1))
-                .max(now + Duration::from_micros(1));
+            now = common::next_step(&net, [client.poll_timeout(), server.poll_timeout()], now);
             steps += 1;
             assert!(
                 steps < 100_000,

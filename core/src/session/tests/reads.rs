@@ -31,6 +31,19 @@ fn to_client_dropping(c: &mut Client, out: &mut Out, conn: u32, drop: &[u64], no
     }
 }
 
+/// A client connected on connection 1 sends a read and a write; the
+/// read's answer is dropped, the write's completion acknowledges both.
+fn read_then_write_answer_dropped() -> (Client, Server, Out, u64) {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    let read = submit_read(&mut c);
+    submit_writes(&mut c, 1);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut s, &mut out, 1, &frames, t(1));
+    to_client_dropping(&mut c, &mut out, 1, &[read], t(1));
+    (c, s, out, read)
+}
+
 fn read_sns(frames: &[Vec<u8>]) -> Vec<u64> {
     frames
         .iter()
@@ -57,13 +70,7 @@ fn assert_answered_once(out: &Out, sn: u64) {
 
 #[test]
 fn a_read_whose_answer_is_dropped_on_a_live_connection_is_asked_again() {
-    let (mut c, mut s, mut out) = setup();
-    connect(&mut c, &mut s, &mut out, 1, t(0));
-    let read = submit_read(&mut c);
-    submit_writes(&mut c, 1);
-    let frames = client_frames(&mut c, t(1));
-    to_server(&mut s, &mut out, 1, &frames, t(1));
-    to_client_dropping(&mut c, &mut out, 1, &[read], t(1));
+    let (mut c, mut s, mut out, read) = read_then_write_answer_dropped();
     assert_eq!(c.base_sn(), 2, "the write's completion acknowledged both");
     assert_eq!(c.reads_unanswered(), 1, "but the read has no data");
     assert_eq!(c.outstanding(), 2, "the write stays behind the read");
@@ -109,13 +116,7 @@ fn a_read_whose_answer_went_with_its_connection_is_asked_on_the_next() {
 
 #[test]
 fn a_read_acknowledged_but_unanswered_is_answered_by_a_restarted_server() {
-    let (mut c, mut s, mut out) = setup();
-    connect(&mut c, &mut s, &mut out, 1, t(0));
-    let read = submit_read(&mut c);
-    submit_writes(&mut c, 1);
-    let frames = client_frames(&mut c, t(1));
-    to_server(&mut s, &mut out, 1, &frames, t(1));
-    to_client_dropping(&mut c, &mut out, 1, &[read], t(1));
+    let (mut c, mut s, mut out, read) = read_then_write_answer_dropped();
     // The server dies before the read asked again reaches it.
     let _lost = client_frames(&mut c, t(2));
     c.handle_disconnected(t(3), DisconnectReason::PeerFailed);
@@ -132,13 +133,7 @@ fn a_read_acknowledged_but_unanswered_is_answered_by_a_restarted_server() {
 
 #[test]
 fn a_read_asked_again_whose_answer_is_dropped_is_asked_once_more() {
-    let (mut c, mut s, mut out) = setup();
-    connect(&mut c, &mut s, &mut out, 1, t(0));
-    let read = submit_read(&mut c);
-    submit_writes(&mut c, 1);
-    let frames = client_frames(&mut c, t(1));
-    to_server(&mut s, &mut out, 1, &frames, t(1));
-    to_client_dropping(&mut c, &mut out, 1, &[read], t(1));
+    let (mut c, mut s, mut out, read) = read_then_write_answer_dropped();
     // The read asked again and a new write; the read's answer is dropped
     // again, the write's completion comes after it.
     submit_writes(&mut c, 1);
@@ -161,13 +156,7 @@ fn a_read_asked_again_whose_answer_is_dropped_is_asked_once_more() {
 
 #[test]
 fn a_read_asked_again_with_nothing_after_it_is_asked_on_a_new_connection() {
-    let (mut c, mut s, mut out) = setup();
-    connect(&mut c, &mut s, &mut out, 1, t(0));
-    let read = submit_read(&mut c);
-    submit_writes(&mut c, 1);
-    let frames = client_frames(&mut c, t(1));
-    to_server(&mut s, &mut out, 1, &frames, t(1));
-    to_client_dropping(&mut c, &mut out, 1, &[read], t(1));
+    let (mut c, mut s, mut out, read) = read_then_write_answer_dropped();
     let again = client_frames(&mut c, t(2));
     to_server(&mut s, &mut out, 1, &again, t(2));
     to_client_dropping(&mut c, &mut out, 1, &[read], t(2));
