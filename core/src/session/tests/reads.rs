@@ -116,7 +116,7 @@ fn a_read_whose_answer_went_with_its_connection_is_asked_on_the_next() {
 
 #[test]
 fn a_read_acknowledged_but_unanswered_is_answered_by_a_restarted_server() {
-    let (mut c, mut s, mut out, read) = read_then_write_answer_dropped();
+    let (mut c, _dead, _, read) = read_then_write_answer_dropped();
     // The server dies before the read asked again reaches it.
     let _lost = client_frames(&mut c, t(2));
     c.handle_disconnected(t(3), DisconnectReason::PeerFailed);
