@@ -4,8 +4,7 @@
 //! arrives as `now`, frames arrive through `handle_*` methods, and work comes
 //! out of `poll_*` methods; the server's application is a [`ServerHandler`].
 //!
-//! The protocol rules implemented here are DESIGN.md's "Sessions, epochs and
-//! the resume handshake":
+//! The protocol rules implemented here (README, "Protocol"):
 //!
 //! * a session is one client's ordered stream of sns to one server; its id is
 //!   chosen by the client and outlives connections and transports;
