@@ -54,10 +54,12 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         if end <= self.acked {
             return;
         }
-        for sn in self.acked..end {
-            if let Some(e) = self.window.get_mut(sn).filter(|e| !e.settled) {
-                e.settled = true;
-                self.unsettled_reads -= 1;
+        if self.unsettled_reads > 0 {
+            for sn in self.acked..end {
+                if let Some(e) = self.window.get_mut(sn).filter(|e| !e.settled) {
+                    e.settled = true;
+                    self.unsettled_reads -= 1;
+                }
             }
         }
         self.acked = end;
