@@ -1059,14 +1059,15 @@ impl<R: Role> UcxTransport<R> {
             // dropped. A handshake that never ends fails (liveness
             // timeout) and they go as strays.
             let waits = s.status.is_none() || known.is_some_and(|c| c.state != State::Up);
-            if waits || held[..n_held].contains(&key) {
-                if !held[..n_held].contains(&key) {
-                    if n_held == HELD_KEYS {
-                        return None;
-                    }
-                    held[n_held] = key;
-                    n_held += 1;
+            let behind = held[..n_held].contains(&key);
+            if waits && !behind {
+                if n_held == HELD_KEYS {
+                    return None;
                 }
+                held[n_held] = key;
+                n_held += 1;
+            }
+            if waits || behind {
                 i += 1;
                 continue;
             }
