@@ -1,0 +1,69 @@
+//! Heartbeats on quiet connections and the silence timeout.
+
+use super::*;
+
+impl<R: Role> UcxTransport<R> {
+    /// Heartbeats on the connections that sent nothing for a while, and
+    /// the end of those from which nothing arrived for too long.
+    pub(super) fn keep_alive(&mut self) {
+        let Some(live) = self.config.liveness else {
+            return;
+        };
+        let now = self.now;
+        if now < self.next_beat {
+            return;
+        }
+        self.next_beat = now + (live.interval / 4).max(Duration::from_millis(1));
+        for slot in 0..self.conns.len() {
+            let Some(c) = self.conns[slot].as_ref() else {
+                continue;
+            };
+            let (id, up) = (c.id, c.state == State::Up);
+            if now.saturating_duration_since(c.heard) >= live.timeout {
+                let reason = if up {
+                    DisconnectReason::PeerSilent
+                } else {
+                    DisconnectReason::ConnectFailed
+                };
+                self.fail(id, reason);
+            } else if up && now.saturating_duration_since(c.said) >= live.interval {
+                self.heartbeat(id);
+            }
+        }
+    }
+
+    /// Sends an empty heartbeat message to the peer of `id`.
+    pub(super) fn heartbeat(&mut self, id: ConnId) {
+        if self.in_flight_sends >= MAX_IN_FLIGHT {
+            return;
+        }
+        let now = self.now;
+        let Some(c) = self.conn_mut(id) else { return };
+        c.said = now;
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_HEARTBEAT);
+        let buf = self.buffer(0);
+        self.in_flight_sends += 1;
+        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); an empty
+            // message reads nothing from buf, which stays in its slot
+            // until the completion anyway.
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, 0, tag, param) }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+            if !status.is_ok() {
+                self.fail(id, DisconnectReason::PeerFailed);
+            }
+        }
+    }
+
+    /// How soon [`poll`](Transport::poll) must run again to send
+    /// heartbeats and notice a silent peer, while there are connections:
+    /// an application that sleeps on [`event_fd`](Self::event_fd) wakes
+    /// within it.
+    pub fn poll_delay(&self) -> Option<Duration> {
+        let any = self.conns.iter().any(Option::is_some);
+        (any && self.config.liveness.is_some())
+            .then(|| self.next_beat.saturating_duration_since(Clock::now()))
+    }
+}

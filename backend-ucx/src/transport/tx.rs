@@ -1,0 +1,106 @@
+//! The transmit side: lent buffers and batches of small frames.
+
+use super::*;
+
+impl<R: Role> UcxTransport<R> {
+    /// Sends the frames batched for `id`, as one message.
+    pub(super) fn flush_batch(&mut self, id: ConnId) {
+        let fresh = self.buffer(0);
+        let Some(c) = self.conn_mut(id) else {
+            self.recycle(fresh);
+            return;
+        };
+        if c.batch.is_empty() {
+            self.recycle(fresh);
+            return;
+        }
+        let buf = mem::replace(&mut c.batch, fresh);
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_BATCH);
+        let len = buf.len();
+        self.in_flight_sends += 1;
+        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); buf holds `len`
+            // bytes and stays in its slot until the send's callback (or
+            // immediate completion, handled right below).
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+            if !status.is_ok() {
+                self.fail(id, DisconnectReason::PeerFailed);
+            }
+        }
+    }
+
+    /// Sends every connection's batch.
+    pub(super) fn flush_batches(&mut self) {
+        while let Some(id) = self.batched.pop() {
+            self.flush_batch(id);
+        }
+    }
+}
+
+/// A lent transmit buffer.
+pub struct UcxTx<'a, R: Role> {
+    pub(super) transport: &'a mut UcxTransport<R>,
+    pub(super) conn: ConnId,
+    pub(super) buf: Vec<u8>,
+    /// Emit into the connection's batch (`buf` is unused), this long.
+    pub(super) batched: Option<usize>,
+}
+
+impl<R: Role> TxToken for UcxTx<'_, R> {
+    fn consume<T>(mut self, emit: impl FnOnce(&mut [u8]) -> T) -> T {
+        if let Some(len) = self.batched {
+            let t = self.transport;
+            let now = t.now;
+            let full = t
+                .conn(self.conn)
+                .is_some_and(|c| c.batch.len() + 4 + len > BATCH_CAP);
+            if full {
+                t.flush_batch(self.conn);
+            }
+            let Some(c) = t.conn_mut(self.conn) else {
+                let mut scratch = vec![0u8; len];
+                return emit(&mut scratch);
+            };
+            let first = c.batch.is_empty();
+            let start = c.batch.len() + 4;
+            c.batch.extend_from_slice(&(len as u32).to_le_bytes());
+            c.batch.resize(start + len, 0);
+            c.said = now;
+            let r = emit(&mut c.batch[start..]);
+            if first {
+                t.batched.push(self.conn);
+            }
+            return r;
+        }
+        let r = emit(&mut self.buf);
+        let t = self.transport;
+        let buf = mem::take(&mut self.buf);
+        let Some(c) = t.conn(self.conn) else {
+            t.recycle(buf);
+            return r;
+        };
+        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_FRAME);
+        let len = buf.len();
+        let now = t.now;
+        if let Some(c) = t.conn_mut(self.conn) {
+            c.said = now;
+        }
+        t.in_flight_sends += 1;
+        let (done, slot) = t.start(Op::Send { buf }, |buf, param| {
+            // SAFETY: ep is live (the connection is open); buf holds `len`
+            // bytes and stays in its slot until the send's callback (or
+            // immediate completion, handled right below).
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+        });
+        if let Some(status) = done {
+            t.finish(slot, status, 0);
+            if !status.is_ok() {
+                t.fail(self.conn, DisconnectReason::PeerFailed);
+            }
+        }
+        r
+    }
+}
