@@ -22,5 +22,7 @@ pub mod version;
 mod worker;
 
 pub use status::Status;
-pub use transport::{sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport};
+pub use transport::{
+    sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport, REUSE_ADDRESS,
+};
 pub use worker::WaitMode;

@@ -292,6 +292,22 @@ impl core::fmt::Display for UcxError {
 
 impl std::error::Error for UcxError {}
 
+/// The variable that lets a restarted server listen on its port again at
+/// once, and its value: UCX's tcp connection manager then binds with
+/// `SO_REUSEADDR`. It is a transport variable that `ucp_config_modify`
+/// does not reach (UCX 1.13.1 warns "invalid configuration" and the bind
+/// fails with "Address already in use"), and this library never changes
+/// the process environment: a server binary sets it first thing in
+/// `main`, before any thread, unless the environment already has it.
+///
+/// ```
+/// let (name, value) = iomsg_ucx::REUSE_ADDRESS;
+/// if std::env::var_os(name).is_none() {
+///     std::env::set_var(name, value);
+/// }
+/// ```
+pub const REUSE_ADDRESS: (&str, &str) = ("UCX_TCP_CM_REUSEADDR", "y");
+
 fn err(what: &'static str) -> impl FnOnce(Status) -> UcxError {
     move |status| UcxError { what, status }
 }
@@ -338,7 +354,16 @@ impl UcxTransport<Accept> {
         // state, which outlives the listener (destroyed first in Drop).
         Status(unsafe { sys::ucp_listener_create(worker.worker, &params, &mut listener) })
             .check()
-            .map_err(err("listening"))?;
+            .map_err(|status| {
+                let reuse = std::env::var_os(REUSE_ADDRESS.0).is_some();
+                err(if status.0 == sys::UCS_ERR_BUSY && !reuse {
+                    "listening (a restarted server listens on its port again at once only \
+                     with UCX_TCP_CM_REUSEADDR=y in its environment: see \
+                     iomsg_ucx::REUSE_ADDRESS)"
+                } else {
+                    "listening"
+                })(status)
+            })?;
         let local = query_listener(listener).unwrap_or(addr);
         Ok(UcxTransport::with(
             Accept {
@@ -362,8 +387,7 @@ fn new_worker(config: &UcxConfig) -> Result<Worker, UcxError> {
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    Worker::new(config.mode, &settings, config.reuse_address)
-        .map_err(err("creating the UCX context and worker"))
+    Worker::new(config.mode, &settings).map_err(err("creating the UCX context and worker"))
 }
 
 fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {

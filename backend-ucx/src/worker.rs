@@ -13,7 +13,6 @@ use core::ptr;
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Once;
 
 use ucx1_sys as sys;
 
@@ -178,24 +177,7 @@ impl Worker {
     ///
     /// `settings` are context variables (without the `UCX_` prefix),
     /// applied with `ucp_config_modify` unless the environment sets them.
-    /// With `reuse_address`, a restarted server may listen on its port at
-    /// once: that is a transport variable (`UCX_TCP_CM_REUSEADDR`), which
-    /// `ucp_config_modify` cannot set, so it goes into the environment,
-    /// once, before this process creates its first UCX context (UCX's own
-    /// threads do not run yet then).
-    pub(crate) fn new(
-        mode: WaitMode,
-        settings: &[(&str, &str)],
-        reuse_address: bool,
-    ) -> Result<Worker, Status> {
-        if reuse_address {
-            static REUSE: Once = Once::new();
-            REUSE.call_once(|| {
-                if std::env::var_os("UCX_TCP_CM_REUSEADDR").is_none() {
-                    std::env::set_var("UCX_TCP_CM_REUSEADDR", "y");
-                }
-            });
-        }
+    pub(crate) fn new(mode: WaitMode, settings: &[(&str, &str)]) -> Result<Worker, Status> {
         let mut config: *mut sys::ucp_config_t = ptr::null_mut();
         // SAFETY: NULL env prefix and filename mean "UCX_" and none;
         // `config` is an out-pointer to a local.

@@ -27,6 +27,7 @@ fn loopback_only() -> std::sync::MutexGuard<'static, ()> {
     ENV.call_once(|| {
         std::env::set_var("UCX_NET_DEVICES", "lo");
         std::env::set_var("UCX_TLS", "tcp");
+        std::env::set_var(iomsg_ucx::REUSE_ADDRESS.0, iomsg_ucx::REUSE_ADDRESS.1);
     });
     guard
 }

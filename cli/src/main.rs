@@ -476,6 +476,12 @@ fn run_sim(a: &SoakArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Before any thread and any UCX context: a restarted server listens on
+    // its port again at once.
+    let (name, value) = iomsg_ucx::REUSE_ADDRESS;
+    if std::env::var_os(name).is_none() {
+        std::env::set_var(name, value);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

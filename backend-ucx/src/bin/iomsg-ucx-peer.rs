@@ -405,6 +405,12 @@ fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(
 }
 
 fn main() -> ExitCode {
+    // Before any thread and any UCX context: a restarted server listens on
+    // its port again at once.
+    let (name, value) = iomsg_ucx::REUSE_ADDRESS;
+    if std::env::var_os(name).is_none() {
+        std::env::set_var(name, value);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| {
         args.iter()

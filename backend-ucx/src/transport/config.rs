@@ -34,9 +34,6 @@ pub struct UcxConfig {
     /// UCX context settings applied unless the environment sets them
     /// (`UCX_<NAME>` wins).
     pub settings: Vec<(String, String)>,
-    /// Let a restarted server listen on its port again at once
-    /// (`UCX_TCP_CM_REUSEADDR=y` unless the environment says otherwise).
-    pub reuse_address: bool,
     /// After a connection's socket-address handshake, exchange worker
     /// addresses and carry its frames on endpoints made from them, as
     /// `ucx_perftest` does: endpoints made from a socket address get tcp
@@ -74,7 +71,6 @@ impl Default for UcxConfig {
                 ("ZCOPY_THRESH".into(), "inf".into()),
                 ("RNDV_THRESH".into(), "inf".into()),
             ],
-            reuse_address: true,
             shared_memory: false,
             liveness: Some(Liveness::default()),
             coalesce: true,
