@@ -452,7 +452,7 @@ impl<T: Transport> Transport for Faulty<T> {
         if let Some(conn) = self.ended.pop_front() {
             return Some(Event::Disconnected {
                 conn,
-                reason: DisconnectReason::PeerFailed,
+                reason: DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
             });
         }
         self.inner.poll(now)

@@ -374,7 +374,10 @@ impl Network {
         // The map's order is random per process; the run must not be.
         ids.sort_unstable();
         for &id in &ids {
-            inner.reset(id, DisconnectReason::PeerFailed);
+            inner.reset(
+                id,
+                DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
         }
         ids.len()
     }
@@ -592,7 +595,7 @@ impl Inner {
                 self.push(id, false, self.now + latency + latency, Kind::Connected);
             }
             None => {
-                let reason = DisconnectReason::ConnectFailed;
+                let reason = DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN);
                 self.push(id, false, self.now + latency, Kind::Disconnected(reason));
             }
         }
@@ -685,7 +688,10 @@ impl Inner {
                     c.server_done = true;
                 }
             }
-            self.reset(id, DisconnectReason::PeerFailed);
+            self.reset(
+                id,
+                DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
         }
         self.listeners.retain(|_, &mut e| e != ep);
         let inbox = core::mem::take(&mut self.endpoints[ep].inbox);

@@ -607,7 +607,10 @@ impl<R: Role> UcxTransport<R> {
             Op::AddrLenRecv { conn, buf } => {
                 let len = u64::from_le_bytes(*buf);
                 if !status.is_ok() || length != 8 || len == 0 || len > MAX_WORKER_ADDRESS {
-                    self.fail(conn, DisconnectReason::ConnectFailed);
+                    self.fail(
+                        conn,
+                        DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+                    );
                 } else {
                     self.recv_address(conn, len as usize);
                 }
@@ -616,7 +619,10 @@ impl<R: Role> UcxTransport<R> {
                 if status.is_ok() && length == buf.len() {
                     self.connect_data(conn, &buf);
                 } else {
-                    self.fail(conn, DisconnectReason::ConnectFailed);
+                    self.fail(
+                        conn,
+                        DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+                    );
                 }
             }
             Op::Recv { .. } | Op::Close { .. } => {}
@@ -698,7 +704,10 @@ impl<R: Role> UcxTransport<R> {
         for (key, _status) in failed {
             if let Some(&slot) = self.by_key.get(&key) {
                 if let Some(id) = self.conns[slot].as_ref().map(|c| c.id) {
-                    self.fail(id, DisconnectReason::PeerFailed);
+                    self.fail(
+                        id,
+                        DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+                    );
                 }
             }
         }
@@ -915,7 +924,7 @@ impl Connector for UcxTransport<Dial> {
             Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
             Ok(ep)
         })
-        .map_err(|_| DisconnectReason::ConnectFailed)
+        .map_err(|_| DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN))
     }
 }
 

@@ -35,16 +35,53 @@ impl fmt::Display for ConnId {
     }
 }
 
+/// What a backend knows of a failure: its own status code, that code's
+/// name and its description (for UCX: the `ucs_status_t`, its `UCS_ERR_*`
+/// name and `ucs_status_string`), so that a reset, a timeout and an
+/// unreachable network read differently in a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// The backend's status code (0: none known).
+    pub code: i32,
+    /// The code's name, as the backend's headers spell it (empty: none).
+    pub name: &'static str,
+    /// What the backend says the code means (empty: nothing).
+    pub text: &'static str,
+}
+
+impl Cause {
+    /// No status known (a backend that has none to give).
+    pub const UNKNOWN: Cause = Cause {
+        code: 0,
+        name: "",
+        text: "",
+    };
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.name.is_empty(), self.text.is_empty()) {
+            (true, true) if self.code == 0 => write!(f, "no status"),
+            (true, true) => write!(f, "status {}", self.code),
+            (false, true) => write!(f, "{} ({})", self.name, self.code),
+            (true, false) => write!(f, "{} ({})", self.text, self.code),
+            (false, false) => write!(f, "{}: {} ({})", self.name, self.text, self.code),
+        }
+    }
+}
+
 /// Why a backend reports a connection as gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DisconnectReason {
     /// The peer closed it.
     PeerClosed,
-    /// The peer failed (crashed, unreachable, reset): UCX's error callback.
-    PeerFailed,
-    /// The connection could not be established.
-    ConnectFailed,
+    /// The peer failed (crashed, unreachable, reset): UCX's error
+    /// callback, with the backend's status.
+    PeerFailed(Cause),
+    /// The connection could not be established, with the backend's status
+    /// (refused, unreachable, timed out, the server's table full).
+    ConnectFailed(Cause),
     /// This side closed it.
     LocalClose,
     /// The backend refused a frame it had said it carries (see
@@ -55,18 +92,24 @@ pub enum DisconnectReason {
     /// liveness timeout: a peer gone without a reset (a cut link, a host
     /// lost, a process frozen).
     PeerSilent,
-    /// A backend-specific status code.
-    Other(i32),
+    /// A backend-specific failure.
+    Other(Cause),
 }
 
 impl fmt::Display for DisconnectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DisconnectReason::PeerClosed => write!(f, "the peer closed the connection"),
-            DisconnectReason::PeerFailed => {
+            DisconnectReason::PeerFailed(c) if *c == Cause::UNKNOWN => {
                 write!(f, "the peer failed (crashed, reset or unreachable)")
             }
-            DisconnectReason::ConnectFailed => write!(f, "the connection could not be established"),
+            DisconnectReason::PeerFailed(c) => write!(f, "the peer failed: {c}"),
+            DisconnectReason::ConnectFailed(c) if *c == Cause::UNKNOWN => {
+                write!(f, "the connection could not be established")
+            }
+            DisconnectReason::ConnectFailed(c) => {
+                write!(f, "the connection could not be established: {c}")
+            }
             DisconnectReason::LocalClose => write!(f, "closed by this side"),
             DisconnectReason::SendFailed => {
                 write!(
@@ -77,7 +120,7 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::PeerSilent => {
                 write!(f, "nothing heard from the peer within the liveness timeout")
             }
-            DisconnectReason::Other(code) => write!(f, "transport status {code}"),
+            DisconnectReason::Other(c) => write!(f, "the transport failed: {c}"),
         }
     }
 }

@@ -144,7 +144,7 @@ fn drop_loses_the_frame_and_ends_the_connection_for_both_ends() {
         vec![(
             TransportEvent::Disconnected {
                 conn,
-                reason: DisconnectReason::PeerFailed
+                reason: DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN)
             },
             vec![]
         )]
@@ -178,7 +178,7 @@ fn disconnect_delivers_the_frame_then_ends_the_connection_for_both_ends() {
         vec![(
             TransportEvent::Disconnected {
                 conn,
-                reason: DisconnectReason::PeerFailed
+                reason: DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN)
             },
             vec![]
         )]

@@ -12,7 +12,7 @@ fn connect_without_a_listener_fails_after_one_latency() {
         drain(&mut client, us(4)).is_empty(),
         "nothing before the latency"
     );
-    let reason = DisconnectReason::ConnectFailed;
+    let reason = DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN);
     assert_eq!(
         drain(&mut client, us(5)),
         vec![(TransportEvent::Disconnected { conn, reason }, vec![])]
@@ -61,7 +61,7 @@ fn a_crashed_server_resets_its_connections_and_drops_what_was_in_flight() {
                   // Sent after the crash, before the client knows: accepted locally, lost.
     assert_eq!(client.send_frame(us(30), conn, &[2, 0, 0, 0, 0, 3]), Ok(()));
     let events = drain(&mut client, us(70));
-    let reason = DisconnectReason::PeerFailed;
+    let reason = DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN);
     assert_eq!(
         events,
         vec![(TransportEvent::Disconnected { conn, reason }, vec![])]
@@ -169,7 +169,7 @@ fn a_connection_broken_before_the_server_saw_it_is_announced_then_reported_gone(
             TransportEvent::Accepted { conn },
             TransportEvent::Disconnected {
                 conn,
-                reason: DisconnectReason::PeerFailed
+                reason: DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN)
             }
         ]
     );

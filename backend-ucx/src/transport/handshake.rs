@@ -52,7 +52,10 @@ impl<R: Role> UcxTransport<R> {
         let got =
             Status(unsafe { sys::ucp_worker_get_address(self.worker.worker, &mut addr, &mut len) });
         if got.check().is_err() {
-            return self.fail(id, DisconnectReason::ConnectFailed);
+            return self.fail(
+                id,
+                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
         }
         let mut msg = (len as u64).to_le_bytes().to_vec();
         // SAFETY: UCX returned `len` readable bytes at `addr`, copied out
@@ -129,7 +132,10 @@ impl<R: Role> UcxTransport<R> {
         // and outlives the endpoint.
         let made = Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) });
         if made.check().is_err() {
-            return self.fail(id, DisconnectReason::ConnectFailed);
+            return self.fail(
+                id,
+                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
         }
         c.data = Some((ep, err_arg));
         self.addr_step(id, Status::OK, false);
@@ -143,7 +149,10 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         if !status.is_ok() {
-            return self.fail(id, DisconnectReason::ConnectFailed);
+            return self.fail(
+                id,
+                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
         }
         if sent_ours {
             sent = true;
@@ -173,7 +182,10 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         if !status.is_ok() || (!sent_ours && their_key == 0) {
-            self.fail(id, DisconnectReason::ConnectFailed);
+            self.fail(
+                id,
+                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
+            );
             return;
         }
         if sent_ours {

@@ -23,7 +23,7 @@ impl<R: Role> UcxTransport<R> {
                 let reason = if up {
                     DisconnectReason::PeerSilent
                 } else {
-                    DisconnectReason::ConnectFailed
+                    DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN)
                 };
                 self.fail(id, reason);
             } else if up && now.saturating_duration_since(c.said) >= live.interval {
@@ -52,7 +52,10 @@ impl<R: Role> UcxTransport<R> {
         if let Some(status) = done {
             self.finish(slot, status, 0);
             if !status.is_ok() {
-                self.fail(id, DisconnectReason::PeerFailed);
+                self.fail(
+                    id,
+                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+                );
             }
         }
     }

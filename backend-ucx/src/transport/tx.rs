@@ -27,7 +27,10 @@ impl<R: Role> UcxTransport<R> {
         if let Some(status) = done {
             self.finish(slot, status, 0);
             if !status.is_ok() {
-                self.fail(id, DisconnectReason::PeerFailed);
+                self.fail(
+                    id,
+                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+                );
             }
         }
     }
@@ -98,7 +101,10 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
         if let Some(status) = done {
             t.finish(slot, status, 0);
             if !status.is_ok() {
-                t.fail(self.conn, DisconnectReason::PeerFailed);
+                t.fail(
+                    self.conn,
+                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
+                );
             }
         }
         r

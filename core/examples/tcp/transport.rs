@@ -84,7 +84,9 @@ impl Conn {
             Ok(n) => n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => 0,
             Err(_) => {
-                self.gone = Some(DisconnectReason::PeerFailed);
+                self.gone = Some(DisconnectReason::PeerFailed(
+                    iomsg_core::transport::Cause::UNKNOWN,
+                ));
                 0
             }
         };
@@ -102,14 +104,22 @@ impl Conn {
         let mut wrote = false;
         while self.gone.is_none() && self.unsent() > 0 {
             match self.stream.write(&self.tx[self.tx_start..]) {
-                Ok(0) => self.gone = Some(DisconnectReason::PeerFailed),
+                Ok(0) => {
+                    self.gone = Some(DisconnectReason::PeerFailed(
+                        iomsg_core::transport::Cause::UNKNOWN,
+                    ))
+                }
                 Ok(n) => {
                     self.tx_start += n;
                     wrote = true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(_) => self.gone = Some(DisconnectReason::PeerFailed),
+                Err(_) => {
+                    self.gone = Some(DisconnectReason::PeerFailed(
+                        iomsg_core::transport::Cause::UNKNOWN,
+                    ))
+                }
             }
         }
         if self.gone.is_some() || self.tx_start == self.tx.len() {
@@ -304,7 +314,7 @@ impl<R: Role> TcpTransport<R> {
             Ok(None) => conn.gone?,
             Err(e) => {
                 eprintln!("tcp: {}: corrupt stream ({e}); dropping it", conn.id);
-                DisconnectReason::PeerFailed
+                DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN)
             }
         };
         let conn = conn.id;
@@ -408,7 +418,9 @@ impl Connector for TcpTransport<Dial> {
             }
             Err(e) => {
                 eprintln!("tcp: connect to {server}: {e}");
-                Err(DisconnectReason::ConnectFailed)
+                Err(DisconnectReason::ConnectFailed(
+                    iomsg_core::transport::Cause::UNKNOWN,
+                ))
             }
         }
     }

@@ -96,7 +96,7 @@ use core::time::Duration;
 
 use super::session_checks::{drain, Drained, Out};
 use super::session_script::{emit, forge_to_client, forge_to_server, Claim, Cursor, Flip};
-use crate::conn::{ConnId, DisconnectReason};
+use crate::conn::{Cause, ConnId, DisconnectReason};
 use crate::session::{
     Action, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, RequestOp,
     ServerConfig, ServerCore, SubmitError, MAX_READ_REQUEST, MIN_WINDOW,
@@ -486,10 +486,13 @@ impl World {
                 let b = c.byte();
                 let reason = match b % 5 {
                     0 => DisconnectReason::PeerClosed,
-                    1 => DisconnectReason::PeerFailed,
-                    2 => DisconnectReason::ConnectFailed,
+                    1 => DisconnectReason::PeerFailed(Cause::UNKNOWN),
+                    2 => DisconnectReason::ConnectFailed(Cause::UNKNOWN),
                     3 => DisconnectReason::LocalClose,
-                    _ => DisconnectReason::Other(i32::from(b)),
+                    _ => DisconnectReason::Other(Cause {
+                        code: i32::from(b),
+                        ..Cause::UNKNOWN
+                    }),
                 };
                 self.peers[i].client.handle_disconnected(self.now, reason);
                 if b & 0x80 != 0 {

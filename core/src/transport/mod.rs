@@ -32,7 +32,7 @@ mod server;
 pub use client::{Client, ClientHandler};
 pub use server::Server;
 
-pub use crate::conn::{ConnId, DisconnectReason};
+pub use crate::conn::{Cause, ConnId, DisconnectReason};
 use crate::time::Instant;
 use crate::wire::{HEADER_LEN, MAX_FRAME_LEN};
 
@@ -119,8 +119,8 @@ pub enum SendError {
         /// The backend's limit.
         max: usize,
     },
-    /// A backend-specific failure.
-    Failed(i32),
+    /// A backend-specific failure, with the backend's status.
+    Failed(Cause),
 }
 
 impl fmt::Display for SendError {
@@ -132,7 +132,7 @@ impl fmt::Display for SendError {
                 f,
                 "frame of {len} bytes is larger than the transport carries ({max} bytes)"
             ),
-            SendError::Failed(code) => write!(f, "the transport failed with status {code}"),
+            SendError::Failed(c) => write!(f, "the transport failed: {c}"),
         }
     }
 }

@@ -426,7 +426,7 @@ impl Pair {
             n.to_server.clear();
             n.to_client.clear();
         }
-        let reason = DisconnectReason::PeerFailed;
+        let reason = DisconnectReason::PeerFailed(crate::transport::Cause::UNKNOWN);
         self.to_client(Event::Disconnected { conn, reason });
         let end = End::new(&self.net, Side::Server);
         self.server = Server::new(end, ServerConfig::new(instance)).unwrap();
@@ -750,7 +750,7 @@ fn events_of_an_older_generation_of_a_reused_slot_are_ignored_by_the_client() {
     p.connect();
     let old = p.last_conn();
     // The connection fails; the client reconnects on the same slot.
-    let reason = DisconnectReason::PeerFailed;
+    let reason = DisconnectReason::PeerFailed(crate::transport::Cause::UNKNOWN);
     p.to_client(Event::Disconnected { conn: old, reason });
     let gone = Event::Disconnected { conn: old, reason };
     p.net.borrow_mut().to_server.push_back(gone);

@@ -114,7 +114,10 @@ fn replay_off_gives_up_in_flight_sns_and_both_sides_classify_them() {
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..2], t(1)); // 2, 3, 4 die in flight
     out.take();
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     assert!(events(&mut c).contains(&ClientEvent::NotReplayed { range: 2..5 }));
@@ -179,7 +182,10 @@ fn replay_after_reconnect_fills_live_holes_and_counts_them_recovered() {
         &[frames[0].clone(), frames[2].clone()],
         t(1),
     );
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     let replay = client_frames(&mut c, t(60));

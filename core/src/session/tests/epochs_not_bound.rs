@@ -10,7 +10,10 @@ fn frames_of_an_older_epoch_are_discarded_as_stale_and_never_delivered_twice() {
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let old = client_frames(&mut c, t(1)); // sns 0, 1 in epoch 1, still in flight
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     // The server has not noticed: connection 1 is still bound when the
     // owner's Hello of epoch 2 arrives, and is closed for it.
     connect(&mut c, &mut s, &mut out, 2, t(50));
@@ -56,7 +59,10 @@ fn client_ignores_server_frames_of_an_older_epoch() {
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     let late_comp = out.take();
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(50));
     let acked = c.stats().acked;
@@ -90,7 +96,10 @@ fn data_before_the_hello_is_refused_not_bound_and_delivered_once_after_the_hands
     // Same frames on a fresh server connection, before any Hello there.
     let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
     s.handle_disconnected(cid(1));
-    c.handle_disconnected(t(1), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(1),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     let _ = c.poll_action();
     to_server(&mut s2, &mut out2, 7, &frames, t(1));
     assert!(
@@ -161,7 +170,10 @@ fn eager_frames_follow_the_hello_only_when_nothing_is_unacknowledged() {
     submit_writes(&mut c, 1);
     let lost = client_frames(&mut c, t(2));
     assert_eq!(sns(&lost), vec![2]);
-    c.handle_disconnected(t(3), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(3),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     submit_writes(&mut c, 1);
     while !matches!(c.state(), ClientState::Connecting { .. }) {

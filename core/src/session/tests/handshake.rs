@@ -27,7 +27,10 @@ fn handshake_known_session_resumes_at_servers_next_expected_sn() {
     // 0..3 reach the server; their completions are lost with the connection.
     to_server(&mut s, &mut out, 1, &frames[..3], t(1));
     out.take();
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(100));
     let ev = events(&mut c);
@@ -66,7 +69,10 @@ fn handshake_unknown_session_after_restart_replays_from_base_sn_as_possible_dupl
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     out.take(); // the server dies before its completions leave
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
 
     let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
     connect(&mut c, &mut s2, &mut out2, 1, t(50));

@@ -40,7 +40,10 @@ fn duplicate_after_a_restart_whose_welcomes_were_lost_is_announced() {
     to_server(&mut a, &mut out_a, 1, &frames, t(0));
     assert_eq!(out_a.delivered(), vec![0], "instance A delivered sn 0");
     out_a.take(); // its Welcome and completion are lost; then A is killed
-    c.handle_disconnected(t(1), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(1),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     let (mut b, mut out_b) = (server(INSTANCE_B), Out::default());
     handshake_welcome_lost(&mut c, &mut b, &mut out_b, 1, t(50));
     // B knows the session from the lost handshake and says so.
@@ -65,7 +68,10 @@ fn an_evicted_session_whose_welcome_was_lost_is_never_delivered_twice() {
     submit_writes(&mut c, 3);
     to_server(&mut s, &mut out, 1, &client_frames(&mut c, t(1)), t(1));
     out.take(); // delivered, the completions lost
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     // Four other sessions push ours out of the table.
     for id in 10..14u64 {
@@ -133,11 +139,17 @@ fn an_sn_reported_lost_is_never_delivered_after_the_session_was_evicted() {
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let in_flight = client_frames(&mut c, t(1)); // lost with the connection
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(50));
     assert_eq!(s.stats().lost_in_flight, 2, "0 and 1 given up");
-    c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(51),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(2));
     for id in 10..14u64 {
         let mut other = client(ClientConfig::new(id, id));
@@ -300,7 +312,10 @@ fn a_flood_of_acks_and_reconnects_drops_no_event() {
             submit_writes(&mut c, 1);
             exchange(&mut c, &mut s, &mut out, conn, t(now));
         }
-        c.handle_disconnected(t(now + 1), DisconnectReason::PeerFailed);
+        c.handle_disconnected(
+            t(now + 1),
+            DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+        );
         s.handle_disconnected(cid(conn));
     }
     assert!(matches!(c.state(), ClientState::Backoff { .. }));
@@ -396,7 +411,10 @@ fn a_stray_hello_cannot_take_a_session_over_or_lock_its_owner_out() {
         assert_eq!(s.session(SESSION), Some(before), "epoch {epoch}: no change");
     }
     // The owner's own reconnect still works.
-    owner.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    owner.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     connect(&mut owner, &mut s, &mut out, 2, t(50));
     assert_eq!(s.session(SESSION).unwrap().epoch, 2);
     assert_eq!(

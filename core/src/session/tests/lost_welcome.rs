@@ -21,7 +21,10 @@ pub(super) fn handshake_welcome_lost(
     let hello = client_frames(c, now);
     to_server(s, out, conn, &hello, now);
     out.take(); // the Welcome is lost with the connection
-    c.handle_disconnected(now, DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        now,
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(conn));
 }
 
@@ -35,7 +38,10 @@ fn a_lost_welcome_after_a_give_up_does_not_turn_given_up_sns_into_acks() {
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..1], t(1));
     out.take(); // sn 0 delivered, its completion lost
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     // The server gives up 1 and 2 here, but this Welcome is lost.
     handshake_welcome_lost(&mut c, &mut s, &mut out, 2, t(50));
@@ -54,7 +60,10 @@ fn a_lost_first_welcome_of_a_restarted_server_is_still_seen_as_a_restart() {
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     out.take(); // delivered, unacknowledged, and then the server dies
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
     handshake_welcome_lost(&mut c, &mut s2, &mut out2, 1, t(50));
     // Instance B knows the session now (from the lost handshake).
@@ -76,7 +85,10 @@ fn a_lost_welcome_of_a_restarted_server_without_replay_names_the_skipped_sns() {
     connect(&mut c, &mut s, &mut out, 1, t(0));
     submit_writes(&mut c, 2);
     let _lost = client_frames(&mut c, t(1)); // never arrive
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
     // B starts the session at next_sn = 2, skipping 0 and 1; Welcome lost.
     handshake_welcome_lost(&mut c, &mut s2, &mut out2, 1, t(50));
@@ -93,7 +105,10 @@ fn a_lost_welcome_of_a_restarted_server_without_replay_names_the_skipped_sns() {
 fn a_welcome_before_this_connections_hello_is_a_protocol_error() {
     let (mut c, mut s, mut out) = setup();
     connect(&mut c, &mut s, &mut out, 1, t(0));
-    c.handle_disconnected(t(1), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(1),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     while !matches!(c.state(), ClientState::Connecting { .. }) {
         let due = c.poll_timeout().unwrap();
         c.handle_timeout(due);
@@ -129,7 +144,10 @@ fn a_new_instance_that_got_eager_frames_before_its_welcome_was_lost_is_believed(
     to_server(&mut s, &mut out, 1, &frames, t(1));
     to_client(&mut c, &mut out, 1, t(1));
     assert_eq!(c.base_sn(), 2, "all acknowledged by A");
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed); // A dies
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    ); // A dies
     let (mut s2, mut out2) = (server(INSTANCE_B), Out::default());
     submit_writes(&mut c, 3);
     while !matches!(c.state(), ClientState::Connecting { .. }) {
@@ -142,7 +160,10 @@ fn a_new_instance_that_got_eager_frames_before_its_welcome_was_lost_is_believed(
     assert_eq!(first.len(), 4, "Hello, then sns 2, 3, 4 early");
     to_server(&mut s2, &mut out2, 1, &first[..3], t(50)); // sn 4 and the Welcome are lost
     out2.take();
-    c.handle_disconnected(t(51), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(51),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s2.handle_disconnected(cid(1));
     connect(&mut c, &mut s2, &mut out2, 2, t(100));
     let ev = events(&mut c);

@@ -97,7 +97,10 @@ fn a_read_whose_answer_went_with_its_connection_is_asked_on_the_next() {
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames, t(1));
     out.take(); // the answer dies with the connection
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     assert_eq!(c.base_sn(), 1, "the Welcome resumes past the read");
@@ -119,7 +122,10 @@ fn a_read_acknowledged_but_unanswered_is_answered_by_a_restarted_server() {
     let (mut c, _dead, _, read) = read_then_write_answer_dropped();
     // The server dies before the read asked again reaches it.
     let _lost = client_frames(&mut c, t(2));
-    c.handle_disconnected(t(3), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(3),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     let (mut s, mut out2) = (server(INSTANCE_B), Out::default());
     connect(&mut c, &mut s, &mut out2, 1, t(60));
     let again = client_frames(&mut c, t(60));
@@ -192,7 +198,10 @@ fn without_replay_a_read_lost_in_flight_is_named_and_a_delivered_one_answered() 
     let frames = client_frames(&mut c, t(1));
     to_server(&mut s, &mut out, 1, &frames[..1], t(1));
     out.take();
-    c.handle_disconnected(t(2), DisconnectReason::PeerFailed);
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
     s.handle_disconnected(cid(1));
     connect(&mut c, &mut s, &mut out, 2, t(60));
     assert!(events(&mut c).contains(&ClientEvent::NotReplayed {

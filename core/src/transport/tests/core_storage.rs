@@ -60,7 +60,7 @@ fn a_reset_core_is_a_new_instance_and_the_client_replays_to_it() {
     net.borrow_mut().to_server.clear();
     p.to_client(Event::Disconnected {
         conn,
-        reason: DisconnectReason::PeerFailed,
+        reason: DisconnectReason::PeerFailed(crate::transport::Cause::UNKNOWN),
     });
     let mut server: Server<End, 4, 8, 8, Box<ServerCore<4, 8, 8>>> =
         Server::with_core(end, boxed).unwrap();
