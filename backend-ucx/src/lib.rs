@@ -14,6 +14,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod hostile;
 pub mod resources;
 mod sockaddr;
 pub mod status;
