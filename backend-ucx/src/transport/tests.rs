@@ -239,7 +239,7 @@ fn oversized_messages_are_refused_without_memory_and_close_only_their_sender() {
     let _one = one();
     let mut server = UcxTransport::server(localhost(), config()).unwrap();
     let (mut good, gid, _) = pair(&mut server, config());
-    let (mut bad, bid, _) = pair(&mut server, config());
+    let (mut bad, bid, bad_on_s) = pair(&mut server, config());
     let before = rss_kib();
     let big = vec![9u8; 64 << 20];
     // Wrong key: strays, received into nothing.
@@ -278,7 +278,7 @@ fn oversized_messages_are_refused_without_memory_and_close_only_their_sender() {
     );
     assert!(
         s.iter()
-            .any(|e| matches!(e, Seen::Gone(_, DisconnectReason::Other(c)) if *c == OVERSIZED)),
+            .any(|e| matches!(e, Seen::Gone(id, DisconnectReason::Other(c)) if *c == OVERSIZED && *id == bad_on_s)),
         "{s:?}"
     );
     let n = echoes(
