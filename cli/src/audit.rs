@@ -340,6 +340,11 @@ pub struct AuditCounts {
     /// Missing sns of clients the soak killed that their files never
     /// showed acknowledged: allowed.
     pub unacknowledged_at_kill: u64,
+    /// Sns a server handed over past the end of a killed client's
+    /// records, within one window of it: the client sends a batch before
+    /// its records of it reach the file, and the SIGKILL fell between.
+    /// Allowed (their bytes cannot be checked).
+    pub unrecorded_at_kill: u64,
     /// Every missing sn, by range, with its reason (at most 100 ranges).
     pub lost: Vec<Lost>,
 }
@@ -388,6 +393,10 @@ pub struct Reconciled {
     pub audit: AuditCounts,
 }
 
+/// How far past its records a killed client may have sent: its window
+/// at most (`client::MAX_CONN_WINDOW`).
+pub const UNRECORDED_AT_KILL_MAX: u64 = crate::client::MAX_CONN_WINDOW as u64;
+
 /// Whether `sn` lies in one of `ranges`.
 fn within(ranges: &[Range<u64>], sn: u64) -> bool {
     ranges.iter().any(|r| r.contains(&sn))
@@ -398,9 +407,11 @@ fn within(ranges: &[Range<u64>], sn: u64) -> bool {
 pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconciled {
     let mut r = Reconciled::default();
     let mut sessions: HashMap<u64, &SessionTrail> = HashMap::new();
+    let mut killed: HashMap<u64, bool> = HashMap::new();
     for c in clients {
         for s in &c.sessions {
             sessions.insert(s.session, s);
+            killed.insert(s.session, c.killed && s.done.is_none());
         }
     }
     // Per session: how many instances handed each sn over, and which did
@@ -440,7 +451,14 @@ pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconc
                 continue;
             };
             let Some(&hash) = trail.submitted.get(rec.sn as usize) else {
-                r.audit.unexplained += 1;
+                let recorded = trail.submitted.len() as u64;
+                if killed.get(&rec.session) == Some(&true)
+                    && rec.sn < recorded + UNRECORDED_AT_KILL_MAX
+                {
+                    r.audit.unrecorded_at_kill += 1;
+                } else {
+                    r.audit.unexplained += 1;
+                }
                 continue;
             };
             let i = rec.sn as usize;
@@ -837,6 +855,32 @@ mod tests {
         );
         assert_eq!(r.unfinished_sessions, 1);
         assert!(!failures(&r, true).is_empty());
+    }
+
+    #[test]
+    fn a_killed_client_may_have_sent_a_window_past_its_records() {
+        let trail = |killed: bool| {
+            let mut s = session(1, 100);
+            s.done = None;
+            s.acked = 50;
+            let mut c = client(s);
+            c.killed = killed;
+            c
+        };
+        let past = |n: u64| InstanceTrail {
+            records: delivered(1, 0..100 + n),
+            ..InstanceTrail::default()
+        };
+        let r = reconcile(&[trail(true)], &[past(30)]);
+        assert_eq!((r.audit.unrecorded_at_kill, r.audit.unexplained), (30, 0));
+        assert!(failures(&r, true).is_empty(), "{:?}", failures(&r, true));
+        // Further than a window past them: unexplained.
+        let r = reconcile(&[trail(true)], &[past(UNRECORDED_AT_KILL_MAX + 1)]);
+        assert_eq!(r.audit.unexplained, 1);
+        assert!(!failures(&r, true).is_empty());
+        // A client not killed has no such excuse.
+        let r = reconcile(&[trail(false)], &[past(1)]);
+        assert_eq!(r.audit.unexplained, 1);
     }
 
     #[test]

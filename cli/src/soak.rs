@@ -910,7 +910,10 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
                 }
             }
             let t = started.elapsed().as_secs_f64();
-            let nfaults = events.iter().filter(|e| e.kind != Kind::ServerKill).count();
+            let nfaults = events
+                .iter()
+                .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
+                .count();
             if terminal {
                 let width = 24usize;
                 let filled = (kills as usize * width)
@@ -1195,7 +1198,7 @@ fn verdict_and_report(
         ..FaultReport::default()
     };
     for e in events {
-        if e.kind != Kind::ServerKill {
+        if !matches!(e.kind, Kind::ServerKill | Kind::ServerDied) {
             *fault_report
                 .done
                 .entry(e.kind.name().to_string())

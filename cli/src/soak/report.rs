@@ -331,7 +331,14 @@ pub fn table(r: &SoakReport) -> String {
     row(
         "processed by a server (audit)",
         grouped(a.processed_unique),
-        "distinct sns with the client's bytes".into(),
+        if a.unrecorded_at_kill > 0 {
+            format!(
+                "distinct sns with the client's bytes; {} more a killed client sent past its records",
+                a.unrecorded_at_kill
+            )
+        } else {
+            "distinct sns with the client's bytes".into()
+        },
     );
     row(
         "replayed after reconnects",

@@ -29,6 +29,9 @@ pub enum Kind {
     /// A client process's first acknowledgement after the soak started
     /// it at the beginning of the run.
     Start,
+    /// A client process's first acknowledgement after the soak started
+    /// it in a killed client's place.
+    Restart,
     /// No fault near it.
     None,
 }
@@ -45,6 +48,7 @@ impl Kind {
             Kind::LinkCut => "link-cut",
             Kind::Hostile => "hostile",
             Kind::Start => "start",
+            Kind::Restart => "restart",
             Kind::None => "none",
         }
     }
@@ -196,7 +200,10 @@ pub fn stalls(lives: &[Life], events: &[Event], b: &Bounds) -> Vec<Stall> {
                 .collect();
             let excused = covered(from, to, &mut spans);
             let near = |e: &&Event, slack: u64| e.from_us <= to && e.to_us + slack >= from;
-            let own = |e: &&Event| e.client == Some(life.slot);
+            // The client's own faults: those done to this process.
+            let own = |e: &&Event| {
+                e.client == Some(life.slot) && e.to_us > life.from_us && e.from_us < life.to_us
+            };
             let pick = |want: &dyn Fn(&&Event) -> bool, slack: u64| {
                 events.iter().filter(|e| near(e, slack) && want(e)).count() > 0
             };
@@ -217,7 +224,7 @@ pub fn stalls(lives: &[Life], events: &[Event], b: &Bounds) -> Vec<Stall> {
             } else if from == first {
                 (
                     if life.restarted {
-                        Kind::ClientKill
+                        Kind::Restart
                     } else {
                         Kind::Start
                     },
@@ -230,8 +237,12 @@ pub fn stalls(lives: &[Life], events: &[Event], b: &Bounds) -> Vec<Stall> {
                 Kind::Hostile,
             ]
             .into_iter()
-            .find(|&k| pick(&|e| e.kind == k && !own(e), isolation_us))
-            {
+            .find(|&k| {
+                pick(
+                    &|e| e.kind == k && e.client != Some(life.slot),
+                    isolation_us,
+                )
+            }) {
                 (k, false)
             } else {
                 (Kind::None, false)
@@ -563,7 +574,7 @@ mod tests {
         l.restarted = true;
         let s = stalls(&[l], &[], &bounds());
         assert!(worst(&s).over());
-        assert_eq!(worst(&s).kind, Kind::ClientKill);
+        assert_eq!(worst(&s).kind, Kind::Restart);
     }
 
     #[test]
