@@ -18,12 +18,18 @@ pub enum Kind {
     ServerDied,
     /// The soak SIGSTOPped the server (until SIGCONT).
     ServerPause,
-    /// The soak SIGKILLed a client and started a new one.
+    /// The soak SIGKILLed a client and started a new one (as a stall's
+    /// kind: another client's).
     ClientKill,
-    /// The soak SIGSTOPped a client (until SIGCONT).
+    /// The soak SIGSTOPped a client until SIGCONT (as a stall's kind:
+    /// another client).
     ClientPause,
-    /// A client's link was down.
+    /// A client's link was down (as a stall's kind: another client's).
     LinkCut,
+    /// As a stall's kind: the client's own pause.
+    OwnPause,
+    /// As a stall's kind: the client's own link cut.
+    OwnLinkCut,
     /// The hostile peer ran.
     Hostile,
     /// A client process's first acknowledgement after the soak started
@@ -46,6 +52,8 @@ impl Kind {
             Kind::ClientKill => "client-kill",
             Kind::ClientPause => "client-pause",
             Kind::LinkCut => "link-cut",
+            Kind::OwnPause => "own-pause",
+            Kind::OwnLinkCut => "own-link-cut",
             Kind::Hostile => "hostile",
             Kind::Start => "start",
             Kind::Restart => "restart",
@@ -216,9 +224,12 @@ pub fn stalls(lives: &[Life], events: &[Event], b: &Bounds) -> Vec<Stall> {
                     .find(|&k| pick(&|e| e.kind == k, recovery_us))
             {
                 (k, true)
-            } else if let Some(k) = [Kind::LinkCut, Kind::ClientPause]
-                .into_iter()
-                .find(|&k| pick(&|e| e.kind == k && own(e), recovery_us))
+            } else if let Some((_, k)) = [
+                (Kind::LinkCut, Kind::OwnLinkCut),
+                (Kind::ClientPause, Kind::OwnPause),
+            ]
+            .into_iter()
+            .find(|&(k, _)| pick(&|e| e.kind == k && own(e), recovery_us))
             {
                 (k, true)
             } else if from == first {
@@ -592,7 +603,7 @@ mod tests {
         );
         let w = worst(&s);
         assert!(!w.over(), "{w:?}");
-        assert_eq!(w.kind, Kind::ClientPause);
+        assert_eq!(w.kind, Kind::OwnPause);
     }
 
     #[test]
