@@ -119,11 +119,11 @@ pub struct Bounds {
     /// own pause or link cut, and for a client's first acknowledgement:
     /// the silence timeout plus the reconnect budget, counted once the
     /// outage itself is over.
-    #[serde(serialize_with = "ms")]
+    #[serde(rename = "recovery_ms", serialize_with = "ms")]
     pub recovery: Duration,
     /// Otherwise (another client killed, paused or cut, the hostile peer,
     /// or no fault at all).
-    #[serde(serialize_with = "ms")]
+    #[serde(rename = "isolation_ms", serialize_with = "ms")]
     pub isolation: Duration,
 }
 
