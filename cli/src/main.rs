@@ -37,8 +37,11 @@ enum Cmd {
     /// Which UCX this is: its version, the libucp file loaded, the
     /// transports it offers here; and iomsg's protocol version.
     Info,
-    /// Kill the server again and again while clients reconnect; judge the
-    /// run from the processes' audit files.
+    /// Kill the server again and again while clients reconnect (and, with
+    /// --faults, kill, pause and cut off clients, pause the server, let a
+    /// hostile peer loose); judge the run from the processes' audit files
+    /// and exit statuses.
+    #[command(args_override_self = true, after_help = soak_help())]
     Soak(SoakArgs),
 }
 
@@ -49,6 +52,24 @@ fn server_help() -> String {
         server::SESSIONS,
         server::CONNS,
         std::mem::size_of::<server::Core>() / 1024
+    )
+}
+
+fn soak_help() -> String {
+    let b = soak::stall_bounds();
+    format!(
+        "Faults (--faults): client-kill (SIGKILL a client; a new client with a new session \
+         takes its place), client-pause and server-pause (SIGSTOP, SIGCONT after 0.3-0.6 or \
+         1.3-2 times the {:.0} s silence timeout, alternately), link-cut (a client's link \
+         down for --cut-for; network namespaces), hostile (`iomsg hostile --modes all` \
+         against the server for twice --fault-every). The verdict adds: every server \
+         instance ended by the soak's SIGKILL or exit 0 at the end; acknowledgements \
+         resume within {:.1} s of a server or a client's own outage ending, and stall no \
+         more than {:.1} s otherwise; peak server RSS within --max-server-rss; every \
+         client finished.",
+        soak::silence_timeout().as_secs_f64(),
+        b.recovery.as_secs_f64(),
+        b.isolation.as_secs_f64()
     )
 }
 
@@ -212,10 +233,25 @@ struct SoakArgs {
     replay: bool,
     /// `local` (this host, loopback device) or `netns` (root: a server
     /// host and a host per client, network namespaces joined by veth
-    /// pairs, 169.254.78.0/24).
-    #[arg(long, value_name = "local|netns", default_value = "local")]
-    hosts: String,
-    /// Also take client links down for a while (needs --hosts netns).
+    /// pairs, 169.254.78.0/24) [default: local; netns when the faults
+    /// include link-cut].
+    #[arg(long, value_name = "local|netns")]
+    hosts: Option<String>,
+    /// Faults besides the server kills, at moments drawn from the seed:
+    /// `all`, `none`, or a comma list of client-kill, client-pause,
+    /// server-pause, link-cut, hostile.
+    #[arg(long, value_name = "LIST", default_value = "none")]
+    faults: String,
+    /// Mean time between two faults, jittered ±30 % by the seed
+    /// [default: --kill-every].
+    #[arg(long, value_name = "TIME", value_parser = duration)]
+    fault_every: Option<Duration>,
+    /// Fail when a server instance's peak RSS passes this (K, M, G)
+    /// [default: the server's memory bound for its configuration].
+    #[arg(long, value_name = "SIZE", value_parser = args::size)]
+    max_server_rss: Option<u64>,
+    /// Also take client links down for a while: the link-cut fault
+    /// (needs --hosts netns).
     #[arg(long)]
     cut_links: bool,
     /// How long a cut link stays down.
@@ -385,10 +421,29 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     if a.sim {
         return run_sim(&a);
     }
-    let hosts = match a.hosts.as_str() {
-        "local" => soak::Hosts::Local,
-        "netns" => soak::Hosts::Netns,
-        other => {
+    let mut faults = match soak::faults::parse_list(&a.faults) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("iomsg soak: --faults: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if a.cut_links && !faults.contains(&soak::Fault::LinkCut) {
+        faults.push(soak::Fault::LinkCut);
+    }
+    let cut = faults.contains(&soak::Fault::LinkCut);
+    let hosts = match a.hosts.as_deref() {
+        None if cut => {
+            println!("iomsg soak: link-cut cuts veth links: running with --hosts netns");
+            soak::Hosts::Netns
+        }
+        None | Some("local") if cut => {
+            eprintln!("iomsg soak: the link-cut fault needs --hosts netns (root), not local");
+            return ExitCode::from(2);
+        }
+        None | Some("local") => soak::Hosts::Local,
+        Some("netns") => soak::Hosts::Netns,
+        Some(other) => {
             eprintln!("iomsg soak: --hosts {other:?}: local or netns");
             return ExitCode::from(2);
         }
@@ -398,6 +453,12 @@ fn run_soak(a: SoakArgs) -> ExitCode {
             "iomsg soak: --window must be 1 to {}",
             client::MAX_CONN_WINDOW
         );
+        return ExitCode::from(2);
+    }
+    if a.fault_every
+        .is_some_and(|d| d < Duration::from_millis(100))
+    {
+        eprintln!("iomsg soak: --fault-every must be at least 100ms");
         return ExitCode::from(2);
     }
     if a.kill_every < Duration::from_millis(100) {
@@ -422,8 +483,10 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         seed: a.seed,
         replay: a.replay,
         hosts,
-        cut_links: a.cut_links,
+        faults,
+        fault_every: a.fault_every.unwrap_or(a.kill_every),
         cut_for: a.cut_for,
+        max_server_rss: a.max_server_rss.unwrap_or_else(soak::server_memory_bound),
         recreate_context: a.recreate_context,
         ops: a.ops.0,
         sizes: a.data_size,
@@ -444,6 +507,17 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         if job.replay { "on" } else { "off" },
         job.audit_dir.display()
     );
+    if !job.faults.is_empty() {
+        let b = soak::stall_bounds();
+        println!(
+            "iomsg soak: faults {} about every {}; stall bounds {} after an outage, {} otherwise; server RSS at most {:.1} MB",
+            job.faults.iter().map(|f| f.name()).collect::<Vec<_>>().join(","),
+            iomsg_cli::common::human(job.fault_every),
+            iomsg_cli::common::human(b.recovery),
+            iomsg_cli::common::human(b.isolation),
+            job.max_server_rss as f64 / 1e6
+        );
+    }
     match soak::run(&job) {
         Ok(r) => {
             print!("{}", soak::table(&r));

@@ -1,24 +1,35 @@
 //! `iomsg soak`: the field report's reproduction on real UCX. One server
 //! and N clients as separate processes (this same binary), the server
 //! SIGKILLed again and again and restarted on its port while the clients
-//! reconnect and replay; then the verdict, from the processes' own audit
-//! files rather than the protocol's counters.
+//! reconnect and replay; with `--faults`, also clients killed and
+//! restarted, clients and the server paused, client links cut and a
+//! hostile peer let loose; then the verdict, from the processes' own
+//! audit files rather than the protocol's counters, and from how every
+//! process ended.
 
-use std::fmt::Write as _;
 use std::fs;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
-use serde::Serialize;
 
 use crate::args::{Op, SizeRange};
-use crate::audit::{self, ClientTrail, InstanceTrail, Reconciled};
 use crate::common::{self, epoch_us};
-use crate::plot;
+
+pub mod faults;
+mod judge;
+mod lab;
+mod report;
+pub mod verdict;
+
+pub use faults::Fault;
+pub use report::{grouped, table, SoakReport};
+
+use lab::{Lab, LAB_NET, LAB_PORT};
+use verdict::{Bounds, ClientEnd, Event, Exit, Kind, ServerEnd};
 
 /// Where the processes run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,16 +55,20 @@ pub struct SoakJob {
     pub kills: u32,
     /// Run this long instead, killing all along.
     pub duration: Option<Duration>,
-    /// Seeds the kill times and the clients' workloads.
+    /// Seeds the kill and fault times and the clients' workloads.
     pub seed: u64,
     /// Clients replay after reconnects.
     pub replay: bool,
     /// Where the processes run.
     pub hosts: Hosts,
-    /// Also take client links down for a while (netns only).
-    pub cut_links: bool,
+    /// The faults besides the server kills (`link-cut` needs netns).
+    pub faults: Vec<Fault>,
+    /// Mean time between two faults.
+    pub fault_every: Duration,
     /// How long a cut link stays down.
     pub cut_for: Duration,
+    /// The server's peak RSS may not pass this (bytes).
+    pub max_server_rss: u64,
     /// Clients rebuild their UCX context after every disconnect.
     pub recreate_context: bool,
     /// Operations and sizes of the clients' workload.
@@ -77,231 +92,62 @@ pub struct SoakJob {
     pub keep_records: bool,
 }
 
-/// The JSON report.
-#[derive(Clone, Debug, Serialize)]
-pub struct SoakReport {
-    /// `pass` or `fail`.
-    pub verdict: &'static str,
-    /// Why it failed (empty on pass).
-    pub reasons: Vec<String>,
-    /// The reconciled figures.
-    #[serde(flatten)]
-    pub figures: Reconciled,
-    /// Kills done.
-    pub server_kills: u64,
-    /// Client links cut.
-    pub link_cuts: u64,
-    /// Seconds from the first process to the verdict.
-    pub seconds: f64,
-    /// Acknowledged messages per second over the run.
-    pub msgs_per_second: f64,
-    /// Which UCX.
-    pub ucx: UcxInfo,
-    /// What was run.
-    pub config: SoakConfig,
-    /// Where the files are.
-    pub files: Files,
+/// How often the soak's clients write a status line and an audit
+/// `sample` (their acknowledgements so far): the stall measurement's
+/// resolution.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// The soak's clients' connect timeout (`--connect-timeout`).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The soak's clients' reply timeout (`--reply-timeout`).
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The silence timeout of the UCX transport the server and the clients
+/// run with (their default liveness): a peer silent this long is dead.
+pub fn silence_timeout() -> Duration {
+    iomsg_ucx::Liveness::default().timeout
 }
 
-/// Which UCX the processes used.
-#[derive(Clone, Debug, Serialize)]
-pub struct UcxInfo {
-    /// Its version, e.g. `1.13.1`.
-    pub version: String,
-    /// The libucp file loaded.
-    pub library_path: Option<String>,
-    /// `UCX_TLS` given to every process.
-    pub tls: String,
-    /// The transports UCX offers on this machine (`name/device`).
-    pub transports: Vec<String>,
+/// What a client may take to be back once the outage is over: two
+/// connect attempts.
+pub fn reconnect_budget() -> Duration {
+    CONNECT_TIMEOUT * 2
 }
 
-/// The soak's settings, for the report.
-#[derive(Clone, Debug, Serialize)]
-pub struct SoakConfig {
-    /// Clients.
-    pub clients: usize,
-    /// Mean seconds between kills.
-    pub kill_every_s: f64,
-    /// Seed.
-    pub seed: u64,
-    /// Replay on.
-    pub replay: bool,
-    /// `local` or `netns`.
-    pub hosts: String,
-    /// Client links cut.
-    pub cut_links: bool,
-    /// Clients rebuilt their UCX context after disconnects.
-    pub recreate_context: bool,
-    /// Sizes, `MIN:MAX`.
-    pub data_size: String,
-    /// Operations.
-    pub ops: String,
-    /// Window per client.
-    pub window: u32,
-}
-
-/// Where the run's files are.
-#[derive(Clone, Debug, Serialize)]
-pub struct Files {
-    /// The audit directory.
-    pub audit_dir: String,
-    /// The picture.
-    pub plot: String,
-    /// Whether the audit records (`*.records`) are still there: after a
-    /// pass they are removed unless asked to keep them.
-    pub records_kept: bool,
-}
-
-/// The network namespaces of `--hosts netns`, deleted on drop.
-struct Lab {
-    server_ns: String,
-    client_ns: Vec<String>,
-    bridge: String,
-    client_dev: Vec<String>,
-}
-
-const LAB_NET: &str = "169.254.78";
-const LAB_PORT: u16 = 13337;
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `ip` (iproute2): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+/// The stall bounds: after the server was paused, killed or died, after
+/// a client's own pause or link cut, and for a client's first
+/// acknowledgement, the silence timeout plus the reconnect budget
+/// (3 s + 2 s), counted once the outage is over; otherwise (another
+/// client killed, paused or cut, the hostile peer, no fault at all) half
+/// the silence timeout, so that a client made to wait for another peer's
+/// silence timeout fails the soak.
+pub fn stall_bounds() -> Bounds {
+    Bounds {
+        recovery: silence_timeout() + reconnect_budget(),
+        isolation: silence_timeout() / 2,
     }
 }
 
-impl Lab {
-    fn new(clients: usize) -> Result<Lab, String> {
-        let id = std::process::id();
-        let mut lab = Lab {
-            server_ns: format!("iomsoak{id}s"),
-            client_ns: Vec::new(),
-            bridge: format!("iombr{id}"),
-            client_dev: Vec::new(),
-        };
-        ip(&["netns", "add", &lab.server_ns])
-            .map_err(|e| format!("--hosts netns needs root and iproute2: {e}"))?;
-        let s = lab.server_ns.clone();
-        ip(&["-n", &s, "link", "set", "lo", "up"])?;
-        ip(&["-n", &s, "link", "add", &lab.bridge, "type", "bridge"])?;
-        ip(&[
-            "-n",
-            &s,
-            "addr",
-            "add",
-            &format!("{LAB_NET}.1/24"),
-            "dev",
-            &lab.bridge,
-        ])?;
-        ip(&["-n", &s, "link", "set", &lab.bridge, "up"])?;
-        for k in 0..clients {
-            let ns = format!("iomsoak{id}c{k}");
-            ip(&["netns", "add", &ns])?;
-            lab.client_ns.push(ns.clone());
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            let (cdev, sdev) = (format!("ioc{id}x{k}"), format!("ios{id}x{k}"));
-            ip(&[
-                "link", "add", &cdev, "netns", &ns, "type", "veth", "peer", "name", &sdev, "netns",
-                &s,
-            ])?;
-            lab.client_dev.push(cdev.clone());
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{LAB_NET}.{}/24", k + 2),
-                "dev",
-                &cdev,
-            ])?;
-            ip(&["-n", &s, "link", "set", &sdev, "master", &lab.bridge])?;
-            ip(&["-n", &ns, "link", "set", &cdev, "up"])?;
-            ip(&["-n", &s, "link", "set", &sdev, "up"])?;
-        }
-        // UCX lists a device only once its link is up at both ends.
-        let mut devices = vec![(lab.server_ns.clone(), lab.bridge.clone())];
-        devices.extend(
-            lab.client_ns
-                .iter()
-                .cloned()
-                .zip(lab.client_dev.iter().cloned()),
-        );
-        for (ns, dev) in devices {
-            let deadline = Wall::now() + Duration::from_secs(10);
-            loop {
-                let out = Command::new("ip")
-                    .args(["-n", &ns, "link", "show", "dev", &dev])
-                    .output()
-                    .map_err(|e| e.to_string())?;
-                let text = String::from_utf8_lossy(&out.stdout);
-                if text.contains("state UP") && !text.contains("NO-CARRIER") {
-                    break;
-                }
-                if Wall::now() > deadline {
-                    return Err(format!("{dev} in {ns} never came up"));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        std::thread::sleep(Duration::from_secs(1));
-        Ok(lab)
-    }
+/// What a server process takes besides its buffers: the program, the
+/// UCX libraries, context and worker (about 11 MB measured at rest).
+pub const SERVER_BASE_RSS: u64 = 64 << 20;
+/// Largest frames the server may hold being received at once, in the
+/// soak's provisional figure.
+pub const SERVER_RX_FRAMES: u64 = 64;
 
-    fn link(&self, client: usize, up: bool) -> Result<(), String> {
-        ip(&[
-            "-n",
-            &self.client_ns[client],
-            "link",
-            "set",
-            &self.client_dev[client],
-            if up { "up" } else { "down" },
-        ])
-    }
+/// The peak RSS the soak holds every server instance to by default
+/// (`--max-server-rss`): the base, the session table, and
+/// [`SERVER_RX_FRAMES`] largest frames being received. The UCX
+/// backend's own statement of its worst case for the server's
+/// configuration replaces this figure once it has one.
+pub fn server_memory_bound() -> u64 {
+    SERVER_BASE_RSS
+        + std::mem::size_of::<crate::server::Core>() as u64
+        + SERVER_RX_FRAMES * iomsg_core::wire::MAX_FRAME_LEN as u64
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the links in it.
-        for ns in self.client_ns.iter().chain([&self.server_ns]) {
-            let _ = ip(&["netns", "delete", ns]);
-        }
-    }
-}
-
-/// The processes, stopped (by pid) on drop if still running.
-struct Procs {
-    server: Option<Child>,
-    clients: Vec<Child>,
-}
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in self.server.iter_mut().chain(self.clients.iter_mut()) {
-            if c.try_wait().ok().flatten().is_none() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
-fn terminate(child: &Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
     }
 }
 
@@ -321,11 +167,92 @@ fn reap(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> 
     }
 }
 
+/// One server instance.
+struct Instance {
+    name: String,
+    child: Option<Child>,
+    pid: u32,
+    from_us: u64,
+    to_us: u64,
+    peak_rss: u64,
+    end: ServerEnd,
+}
+
+impl Instance {
+    fn sample_rss(&mut self) {
+        if let Some((hwm, now)) = verdict::rss(self.pid) {
+            self.peak_rss = self.peak_rss.max(hwm).max(now);
+        }
+    }
+}
+
+/// One client process.
+struct ClientProc {
+    slot: usize,
+    name: String,
+    child: Option<Child>,
+    pid: u32,
+    from_us: u64,
+    to_us: Option<u64>,
+    restarted: bool,
+    end: Option<ClientEnd>,
+}
+
+/// One run of the hostile peer.
+struct HostileRun {
+    name: String,
+    child: Option<Child>,
+    from_us: u64,
+    to_us: u64,
+    end: Option<Result<Exit, &'static str>>,
+}
+
+/// Every process the soak started; those still running are killed (by
+/// pid) on drop.
+#[derive(Default)]
+struct World {
+    instances: Vec<Instance>,
+    clients: Vec<ClientProc>,
+    hostiles: Vec<HostileRun>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let children = self
+            .instances
+            .iter_mut()
+            .filter_map(|i| i.child.as_mut())
+            .chain(self.clients.iter_mut().filter_map(|c| c.child.as_mut()))
+            .chain(self.hostiles.iter_mut().filter_map(|h| h.child.as_mut()));
+        for c in children {
+            if c.try_wait().ok().flatten().is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl World {
+    fn server(&mut self) -> Option<&mut Instance> {
+        self.instances.last_mut().filter(|i| i.child.is_some())
+    }
+
+    fn client(&mut self, slot: usize) -> Option<&mut ClientProc> {
+        self.clients
+            .iter_mut()
+            .rev()
+            .find(|c| c.slot == slot && c.end.is_none())
+    }
+}
+
 struct Runner<'a> {
     job: &'a SoakJob,
     exe: PathBuf,
     lab: Option<Lab>,
     port: u16,
+    faults_log: Option<fs::File>,
+    t0: u64,
 }
 
 impl Runner<'_> {
@@ -358,29 +285,41 @@ impl Runner<'_> {
         }
     }
 
-    /// Starts server instance `n` and waits until it listens.
-    fn start_server(&self, n: usize) -> Result<Child, String> {
-        let dir = &self.job.audit_dir;
-        let device = self
-            .lab
+    fn server_device(&self) -> String {
+        self.lab
             .as_ref()
-            .map_or("lo".to_string(), |l| l.bridge.clone());
+            .map_or("lo".to_string(), |l| l.bridge.clone())
+    }
+
+    /// Notes a fault in `faults.log` (time, what, details).
+    fn note(&mut self, what: std::fmt::Arguments<'_>) {
+        if let Some(f) = self.faults_log.as_mut() {
+            let _ = writeln!(f, "{} {what}", epoch_us());
+        }
+    }
+
+    /// Starts server instance `n` and waits until it listens.
+    fn start_server(&self, n: usize) -> Result<Instance, String> {
+        let dir = &self.job.audit_dir;
+        let device = self.server_device();
         let bind = match self.lab {
             Some(_) => format!("0.0.0.0:{}", self.port),
             None => format!("127.0.0.1:{}", self.port),
         };
+        let name = format!("server-{n}");
         for attempt in 0..20 {
-            let out = dir.join(format!("server-{n}.out"));
+            let out = dir.join(format!("{name}.out"));
             let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
             let mut c = self.command(None, &device);
             c.args(["server", "--listen", &bind, "--audit-dir"])
                 .arg(dir)
-                .args(["--audit-name", &format!("server-{n}")])
+                .args(["--audit-name", &name])
                 .stdout(file.try_clone().map_err(|e| e.to_string())?)
                 .stderr(file);
             if self.shared_memory() {
                 c.arg("--shared-memory");
             }
+            let from_us = epoch_us();
             let mut child = c
                 .spawn()
                 .map_err(|e| format!("cannot start the server: {e}"))?;
@@ -388,7 +327,15 @@ impl Runner<'_> {
             loop {
                 let text = fs::read_to_string(&out).unwrap_or_default();
                 if text.contains("listening on") {
-                    return Ok(child);
+                    return Ok(Instance {
+                        name,
+                        pid: child.id(),
+                        child: Some(child),
+                        from_us,
+                        to_us: 0,
+                        peak_rss: 0,
+                        end: ServerEnd::Unknown,
+                    });
                 }
                 if let Ok(Some(_)) = child.try_wait() {
                     break;
@@ -396,14 +343,14 @@ impl Runner<'_> {
                 if Wall::now() > deadline {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!("server {n} did not listen in 15 s: {text}"));
+                    return Err(format!("{name} did not listen in 15 s: {text}"));
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
             // It exited (its port still held, say): try again shortly.
             if attempt == 19 {
                 return Err(format!(
-                    "server {n} could not start: {}",
+                    "{name} could not start: {}",
                     fs::read_to_string(&out).unwrap_or_default()
                 ));
             }
@@ -412,13 +359,20 @@ impl Runner<'_> {
         Err("unreachable".into())
     }
 
-    fn start_client(&self, k: usize) -> Result<Child, String> {
+    /// Starts client process `gen` of slot `k` (a new session, its own
+    /// audit files).
+    fn start_client(&self, k: usize, gen: u32) -> Result<ClientProc, String> {
         let dir = &self.job.audit_dir;
         let device = self
             .lab
             .as_ref()
             .map_or("lo".to_string(), |l| l.client_dev[k].clone());
-        let out = dir.join(format!("client-{k}.out"));
+        let name = if gen == 0 {
+            format!("client-{k}")
+        } else {
+            format!("client-{k}.{gen}")
+        };
+        let out = dir.join(format!("{name}.out"));
         let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
         let ops: Vec<&str> = self
             .job
@@ -429,6 +383,11 @@ impl Runner<'_> {
                 Op::Read => "read",
             })
             .collect();
+        let seed = self
+            .job
+            .seed
+            .wrapping_add(k as u64 + 1)
+            .wrapping_add(u64::from(gen) << 32);
         let mut c = self.command(Some(k), &device);
         c.args(["client", &self.server_addr()])
             .args(["--ops", &ops.join(",")])
@@ -443,17 +402,22 @@ impl Runner<'_> {
                 "--retry-interval",
                 "10ms",
             ])
-            .args(["--connect-timeout", "1s", "--reply-timeout", "2s"])
-            .args(["--report-interval", "250ms"])
             .args([
-                "--seed",
-                &self.job.seed.wrapping_add(k as u64 + 1).to_string(),
+                "--connect-timeout",
+                &format!("{}ms", CONNECT_TIMEOUT.as_millis()),
+                "--reply-timeout",
+                &format!("{}ms", REPLY_TIMEOUT.as_millis()),
             ])
+            .args([
+                "--report-interval",
+                &format!("{}ms", SAMPLE_EVERY.as_millis()),
+            ])
+            .args(["--seed", &seed.to_string()])
             .args(["--replay", if self.job.replay { "on" } else { "off" }])
             .args(["--drain", &format!("{}s", self.job.drain.as_secs_f64())])
             .arg("--audit-dir")
             .arg(dir)
-            .args(["--audit-name", &format!("client-{k}")])
+            .args(["--audit-name", &name])
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
             .stderr(file);
         if self.job.recreate_context {
@@ -462,9 +426,56 @@ impl Runner<'_> {
         if self.shared_memory() {
             c.arg("--shared-memory");
         }
-        c.spawn()
-            .map_err(|e| format!("cannot start client {k}: {e}"))
+        let from_us = epoch_us();
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(ClientProc {
+            slot: k,
+            name,
+            pid: child.id(),
+            child: Some(child),
+            from_us,
+            to_us: None,
+            restarted: gen > 0,
+            end: None,
+        })
     }
+
+    /// Starts run `i` of the hostile peer, for `hold`.
+    fn start_hostile(&self, i: usize, hold: Duration) -> Result<HostileRun, String> {
+        let name = format!("hostile-{i}");
+        let out = self.job.audit_dir.join(format!("{name}.out"));
+        let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        // In the lab it runs on the server's host, through its bridge.
+        let mut c = self.command(None, &self.server_device());
+        c.args(["hostile", "--server", &self.server_addr()])
+            .args(["--modes", "all"])
+            .args([
+                "--seed",
+                &self.job.seed.wrapping_add(1000 + i as u64).to_string(),
+            ])
+            .args(["--duration", &format!("{}ms", hold.as_millis())])
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file);
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(HostileRun {
+            name,
+            child: Some(child),
+            from_us: epoch_us(),
+            to_us: 0,
+            end: None,
+        })
+    }
+}
+
+/// Whether this program has the `hostile` subcommand.
+fn has_hostile(exe: &Path) -> bool {
+    Command::new(exe)
+        .args(["hostile", "--help"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The last `status` line of a client's output: acked so far, rate, and
@@ -484,24 +495,22 @@ fn client_status(path: &Path) -> Option<(u64, f64, u64)> {
     ))
 }
 
-/// Thousands separated by commas.
-pub fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// A free TCP port on 127.0.0.1 (the OS's pick), for the server to use
 /// across its restarts.
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// A fault under way.
+struct Active {
+    fault: Fault,
+    client: usize,
+    pid: u32,
+    from_us: u64,
+    until: Wall,
+    /// The hostile run's index in `World::hostiles`.
+    hostile: Option<usize>,
 }
 
 /// Runs the soak; returns the report (also written to `job.report`).
@@ -514,8 +523,19 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     if job.clients == 0 {
         return Err("--clients must be at least 1".into());
     }
-    if job.cut_links && job.hosts != Hosts::Netns {
-        return Err("--cut-links needs --hosts netns".into());
+    if job.faults.contains(&Fault::LinkCut) && job.hosts != Hosts::Netns {
+        return Err(
+            "the link-cut fault needs --hosts netns (root): client links are veth pairs there"
+                .into(),
+        );
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    if job.faults.contains(&Fault::Hostile) && !has_hostile(&exe) {
+        return Err(format!(
+            "the hostile fault runs `{} hostile`, and this iomsg has no `hostile` subcommand: \
+             leave hostile out of --faults",
+            exe.display()
+        ));
     }
     if job.audit_dir.exists()
         && fs::read_dir(&job.audit_dir)
@@ -531,7 +551,6 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     fs::create_dir_all(&job.audit_dir)
         .map_err(|e| format!("cannot create {}: {e}", job.audit_dir.display()))?;
     let stop = common::stop_on_signals()?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let lab = match job.hosts {
         Hosts::Netns => Some(Lab::new(job.clients)?),
         Hosts::Local => None,
@@ -540,44 +559,73 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
         Some(_) => LAB_PORT,
         None => free_port()?,
     };
-    let runner = Runner {
+    let faults_log = if job.faults.is_empty() {
+        None
+    } else {
+        let p = job.audit_dir.join("faults.log");
+        Some(fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?)
+    };
+    let mut runner = Runner {
         job,
         exe,
         lab,
         port,
+        faults_log,
+        t0: epoch_us(),
     };
+    let planned = match job.duration {
+        Some(d) => (d.as_secs_f64() / job.kill_every.as_secs_f64()).floor() as u32,
+        None => job.kills,
+    };
+    let span = job
+        .duration
+        .unwrap_or_else(|| job.kill_every * planned.max(1));
+    let plan = faults::plan(
+        job.seed,
+        &job.faults,
+        &faults::PlanParams {
+            span,
+            every: job.fault_every,
+            clients: job.clients,
+            silence: silence_timeout(),
+            cut_for: job.cut_for,
+            hostile_for: job.fault_every * 2,
+        },
+    );
+    for p in &plan {
+        runner.note(format_args!(
+            "planned {} client {} at {:.3}s for {:.3}s",
+            p.fault.name(),
+            p.client,
+            p.at.as_secs_f64(),
+            p.hold.as_secs_f64()
+        ));
+    }
     let started = Wall::now();
-    let t0 = epoch_us();
+    let t0 = runner.t0;
     let mut rng = SplitMix64::new(job.seed);
     let mut jitter = |mean: Duration| {
         let f = 0.7 + 0.6 * (rng.below(1_000_000) as f64 / 1_000_000.0);
         mean.mul_f64(f)
     };
-    let mut procs = Procs {
-        server: Some(runner.start_server(0)?),
-        clients: Vec::new(),
-    };
+    let mut world = World::default();
+    world.instances.push(runner.start_server(0)?);
+    let mut gens = vec![0u32; job.clients];
     for k in 0..job.clients {
-        procs.clients.push(runner.start_client(k)?);
+        world.clients.push(runner.start_client(k, 0)?);
     }
-    let planned = match job.duration {
-        Some(d) => (d.as_secs_f64() / job.kill_every.as_secs_f64()).floor() as u32,
-        None => job.kills,
-    };
     let end_of_kills = job.duration;
     let mut kills = 0u32;
     let mut kills_us = Vec::new();
     let mut next_kill = Wall::now() + jitter(job.kill_every);
     let mut last_kill_at = Wall::now();
-    let mut instance = 0usize;
-    let mut cuts: Vec<(usize, u64, u64)> = Vec::new();
-    let mut open_cut: Option<(usize, Wall, u64)> = None;
-    let mut next_cut = job
-        .cut_links
-        .then(|| Wall::now() + job.kill_every.mul_f64(0.5));
+    let mut last_fault_end = Wall::now();
+    let mut events: Vec<Event> = Vec::new();
+    let mut active: Vec<Active> = Vec::new();
+    let mut next_planned = 0usize;
     let terminal = std::io::stderr().is_terminal();
     let mut last_status = Wall::now();
-    let stopping_at;
+    let mut last_rss = Wall::now();
     loop {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) {
@@ -590,48 +638,252 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
             Some(d) => started.elapsed() >= d,
             None => kills >= job.kills,
         };
-        if kills_done && open_cut.is_none() {
-            // Traffic after the last kill, so that the last instance is
-            // seen to work, then stop.
-            if end_of_kills.is_some() || now >= last_kill_at + job.kill_every {
-                stopping_at = now;
+        let faults_done = next_planned >= plan.len() && active.is_empty();
+        if kills_done && faults_done {
+            // Traffic after the last kill and the last fault, so that the
+            // last instance and the last recovery are seen to work, then
+            // stop.
+            let settled = now >= last_fault_end + job.kill_every.min(Duration::from_secs(5));
+            if settled && (end_of_kills.is_some() || now >= last_kill_at + job.kill_every) {
                 break;
             }
         }
-        if !kills_done && now >= next_kill {
-            if let Some(mut s) = procs.server.take() {
-                let _ = s.kill();
-                let _ = s.wait();
+        // A server instance that died by itself: noted, and replaced.
+        let died = world.server().and_then(|s| {
+            let status = s.child.as_mut()?.try_wait().ok()??;
+            Some((s.name.clone(), Exit::of(status)))
+        });
+        if let Some((name, exit)) = died {
+            let at = epoch_us();
+            if let Some(s) = world.server() {
+                s.end = ServerEnd::Died(exit);
+                s.to_us = at;
+                s.child = None;
             }
-            kills_us.push(epoch_us());
+            active.retain(|a| a.fault != Fault::ServerPause);
+            runner.note(format_args!("died {name} {exit}"));
+            eprintln!("soak: {name} died: {exit}; starting another");
+            let n = world.instances.len();
+            world.instances.push(runner.start_server(n)?);
+            events.push(Event {
+                kind: Kind::ServerDied,
+                client: None,
+                from_us: at,
+                to_us: epoch_us(),
+            });
+        }
+        if now >= last_rss + Duration::from_millis(100) {
+            if let Some(s) = world.server() {
+                s.sample_rss();
+            }
+            last_rss = now;
+        }
+        let server_paused = active.iter().any(|a| a.fault == Fault::ServerPause);
+        if !kills_done && now >= next_kill && !server_paused {
+            let at = epoch_us();
+            if let Some(s) = world.server() {
+                s.sample_rss();
+                if let Some(mut c) = s.child.take() {
+                    let _ = c.kill();
+                    s.end = c
+                        .wait()
+                        .map_or(ServerEnd::Unknown, |st| ServerEnd::Killed(Exit::of(st)));
+                }
+                s.to_us = at;
+            }
+            kills_us.push(at);
             kills += 1;
-            instance += 1;
             last_kill_at = Wall::now();
-            procs.server = Some(runner.start_server(instance)?);
+            let n = world.instances.len();
+            world.instances.push(runner.start_server(n)?);
+            events.push(Event {
+                kind: Kind::ServerKill,
+                client: None,
+                from_us: at,
+                to_us: epoch_us(),
+            });
             next_kill = Wall::now() + jitter(job.kill_every);
         }
-        if let (Some(lab), Some(at)) = (runner.lab.as_ref(), next_cut) {
-            if now >= at && open_cut.is_none() && !kills_done {
-                let k = cuts.len() % job.clients;
-                lab.link(k, false)?;
-                open_cut = Some((k, now, epoch_us()));
-                next_cut = Some(now + job.cut_for + job.kill_every.mul_f64(1.5));
+        // Faults whose time has come, unless their target is still busy.
+        while let Some(p) = plan.get(next_planned) {
+            if started.elapsed() < p.at {
+                break;
+            }
+            let busy = active.iter().any(|a| {
+                a.fault == p.fault && !p.fault.on_client()
+                    || a.fault.on_client() && p.fault.on_client() && a.client == p.client
+            });
+            if busy {
+                break;
+            }
+            next_planned += 1;
+            let at = epoch_us();
+            let until = Wall::now() + p.hold;
+            let k = p.client;
+            match p.fault {
+                Fault::ClientKill => {
+                    let Some(c) = world.client(k) else { continue };
+                    let name = c.name.clone();
+                    if let Some(mut child) = c.child.take() {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                    }
+                    c.end = Some(ClientEnd::Killed);
+                    c.to_us = Some(at);
+                    gens[k] += 1;
+                    let fresh = runner.start_client(k, gens[k])?;
+                    runner.note(format_args!("client-kill {name} new {}", fresh.name));
+                    events.push(Event {
+                        kind: Kind::ClientKill,
+                        client: Some(k),
+                        from_us: at,
+                        to_us: fresh.from_us,
+                    });
+                    world.clients.push(fresh);
+                }
+                Fault::ClientPause => {
+                    let Some(c) = world.client(k) else { continue };
+                    let (pid, name) = (c.pid, c.name.clone());
+                    signal(pid, nix::sys::signal::Signal::SIGSTOP);
+                    runner.note(format_args!(
+                        "client-pause {name} for {:.3}s",
+                        p.hold.as_secs_f64()
+                    ));
+                    active.push(Active {
+                        fault: p.fault,
+                        client: k,
+                        pid,
+                        from_us: at,
+                        until,
+                        hostile: None,
+                    });
+                }
+                Fault::ServerPause => {
+                    let Some(s) = world.server() else { continue };
+                    let (pid, name) = (s.pid, s.name.clone());
+                    signal(pid, nix::sys::signal::Signal::SIGSTOP);
+                    runner.note(format_args!(
+                        "server-pause {name} for {:.3}s",
+                        p.hold.as_secs_f64()
+                    ));
+                    active.push(Active {
+                        fault: p.fault,
+                        client: 0,
+                        pid,
+                        from_us: at,
+                        until,
+                        hostile: None,
+                    });
+                }
+                Fault::LinkCut => {
+                    if let Some(lab) = runner.lab.as_ref() {
+                        lab.link(k, false)?;
+                    }
+                    runner.note(format_args!(
+                        "link-cut client-{k} for {:.3}s",
+                        p.hold.as_secs_f64()
+                    ));
+                    active.push(Active {
+                        fault: p.fault,
+                        client: k,
+                        pid: 0,
+                        from_us: at,
+                        until,
+                        hostile: None,
+                    });
+                }
+                Fault::Hostile => {
+                    let h = runner.start_hostile(world.hostiles.len(), p.hold)?;
+                    runner.note(format_args!(
+                        "hostile {} for {:.3}s",
+                        h.name,
+                        p.hold.as_secs_f64()
+                    ));
+                    world.hostiles.push(h);
+                    active.push(Active {
+                        fault: p.fault,
+                        client: 0,
+                        pid: 0,
+                        from_us: at,
+                        until,
+                        hostile: Some(world.hostiles.len() - 1),
+                    });
+                }
             }
         }
-        if let (Some(lab), Some((k, from, from_us))) = (runner.lab.as_ref(), open_cut) {
-            if now >= from + job.cut_for {
-                lab.link(k, true)?;
-                cuts.push((k, from_us, epoch_us()));
-                open_cut = None;
+        // Faults whose time is up.
+        let mut i = 0;
+        while i < active.len() {
+            let a = &active[i];
+            let now = Wall::now();
+            if now < a.until {
+                i += 1;
+                continue;
             }
+            let (kind, client) = match a.fault {
+                Fault::ClientPause => {
+                    signal(a.pid, nix::sys::signal::Signal::SIGCONT);
+                    (Kind::ClientPause, Some(a.client))
+                }
+                Fault::ServerPause => {
+                    signal(a.pid, nix::sys::signal::Signal::SIGCONT);
+                    (Kind::ServerPause, None)
+                }
+                Fault::LinkCut => {
+                    if let Some(lab) = runner.lab.as_ref() {
+                        lab.link(a.client, true)?;
+                    }
+                    (Kind::LinkCut, Some(a.client))
+                }
+                Fault::Hostile => {
+                    // It stops by itself after its --duration; give it
+                    // 15 s more, then kill it.
+                    let Some(h) = a.hostile.and_then(|n| world.hostiles.get_mut(n)) else {
+                        active.swap_remove(i);
+                        continue;
+                    };
+                    let exited = h.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+                    match exited {
+                        Some(st) => h.end = Some(Ok(Exit::of(st))),
+                        None if now >= a.until + Duration::from_secs(15) => {
+                            if let Some(mut c) = h.child.take() {
+                                let _ = c.kill();
+                                let _ = c.wait();
+                            }
+                            h.end = Some(Err("did not stop 15 s after its duration; killed"));
+                        }
+                        None => {
+                            i += 1;
+                            continue;
+                        }
+                    }
+                    h.child = None;
+                    h.to_us = epoch_us();
+                    (Kind::Hostile, None)
+                }
+                Fault::ClientKill => (Kind::ClientKill, Some(a.client)),
+            };
+            runner.note(format_args!("end {}", a.fault.name()));
+            events.push(Event {
+                kind,
+                client,
+                from_us: a.from_us,
+                to_us: epoch_us(),
+            });
+            last_fault_end = Wall::now();
+            active.swap_remove(i);
         }
-        for (k, c) in procs.clients.iter_mut().enumerate() {
-            if let Ok(Some(status)) = c.try_wait() {
-                let out = job.audit_dir.join(format!("client-{k}.out"));
-                return Err(format!(
-                    "client {k} ended early ({status}): {}",
-                    fs::read_to_string(out).unwrap_or_default()
-                ));
+        // A client that ended by itself is a failure; it is not replaced.
+        for c in world.clients.iter_mut().filter(|c| c.end.is_none()) {
+            let Some(child) = c.child.as_mut() else {
+                continue;
+            };
+            if let Ok(Some(status)) = child.try_wait() {
+                let exit = Exit::of(status);
+                eprintln!("soak: {} ended by itself: {exit}", c.name);
+                c.end = Some(ClientEnd::EndedEarly(exit));
+                c.to_us = Some(epoch_us());
+                c.child = None;
             }
         }
         let show = terminal || last_status.elapsed() >= job.report_interval;
@@ -639,9 +891,9 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
             let mut acked = 0;
             let mut rate = 0.0;
             let mut gaps = 0;
-            for k in 0..job.clients {
+            for c in world.clients.iter().filter(|c| c.end.is_none()) {
                 if let Some((a, r, g)) =
-                    client_status(&job.audit_dir.join(format!("client-{k}.out")))
+                    client_status(&job.audit_dir.join(format!("{}.out", c.name)))
                 {
                     acked += a;
                     rate += r;
@@ -649,6 +901,10 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
                 }
             }
             let t = started.elapsed().as_secs_f64();
+            let nfaults = events
+                .iter()
+                .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
+                .count();
             if terminal {
                 let width = 24usize;
                 let filled = (kills as usize * width)
@@ -656,15 +912,17 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
                     .unwrap_or(0)
                     .min(width);
                 eprint!(
-                    "\r[{}{}] kills {kills}/{planned}  {t:5.1} s  {:>9} msg/s  acked {}  gaps {gaps}   ",
+                    "\r[{}{}] kills {kills}/{planned}  faults {nfaults}/{}  {t:5.1} s  {:>9} msg/s  acked {}  gaps {gaps}   ",
                     "#".repeat(filled),
                     ".".repeat(width - filled),
+                    plan.len(),
                     grouped(rate as u64),
                     grouped(acked),
                 );
             } else {
                 eprintln!(
-                    "soak: t={t:.1}s kills={kills}/{planned} acked={acked} rate={rate:.0} msg/s gaps={gaps}"
+                    "soak: t={t:.1}s kills={kills}/{planned} faults={nfaults}/{} acked={acked} rate={rate:.0} msg/s gaps={gaps}",
+                    plan.len()
                 );
             }
             last_status = Wall::now();
@@ -673,277 +931,51 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     if terminal {
         eprintln!();
     }
+    let stop_us = epoch_us();
     // Stop the clients (they drain what is in flight and exit), then the
     // server.
-    for c in &procs.clients {
-        terminate(c);
+    for c in world.clients.iter().filter(|c| c.end.is_none()) {
+        signal(c.pid, nix::sys::signal::Signal::SIGTERM);
     }
-    let mut protocol_sent_ok = true;
-    for (k, c) in procs.clients.iter_mut().enumerate() {
-        if reap(c, job.drain + Duration::from_secs(10)).is_none() {
-            protocol_sent_ok = false;
-            eprintln!("soak: client {k} did not finish in time and was killed");
-        }
-    }
-    if let Some(s) = procs.server.as_ref() {
-        terminate(s);
-    }
-    if let Some(s) = procs.server.as_mut() {
-        reap(s, Duration::from_secs(10));
-    }
-    let _ = stopping_at;
-    let seconds = started.elapsed().as_secs_f64();
-    drop(procs);
-    drop(runner);
-    // The ground truth.
-    let dir = &job.audit_dir;
-    let mut clients: Vec<ClientTrail> = Vec::new();
-    for k in 0..job.clients {
-        clients.push(audit::read_client(dir, &format!("client-{k}"), k)?);
-    }
-    let mut instances: Vec<InstanceTrail> = Vec::new();
-    for n in 0..=instance {
-        instances.push(audit::read_instance(dir, &format!("server-{n}"))?);
-    }
-    let figures = audit::reconcile(&clients, &instances);
-    let protocol_sent: u64 = clients
-        .iter()
-        .flat_map(|c| &c.sessions)
-        .map(|s| s.done.map_or(u64::MAX, |d| d.submitted))
-        .fold(0u64, u64::saturating_add);
-    let mut reasons = audit::failures(&figures, job.replay, protocol_sent);
-    if !protocol_sent_ok {
-        reasons.push("a client did not finish".into());
-    }
-    if kills < planned {
-        reasons.push(format!("only {kills} of {planned} kills happened"));
-    }
-    let version = iomsg_ucx::version::ucx_version();
-    let transports = iomsg_ucx::resources::transports()
-        .map(|v| {
-            v.into_iter()
-                .map(|r| format!("{}/{}", r.transport, r.device))
-                .collect()
-        })
-        .unwrap_or_default();
-    let report = SoakReport {
-        verdict: if reasons.is_empty() { "pass" } else { "fail" },
-        reasons,
-        msgs_per_second: figures.acked as f64 / seconds.max(1e-9),
-        figures,
-        server_kills: u64::from(kills),
-        link_cuts: cuts.len() as u64,
-        seconds,
-        ucx: UcxInfo {
-            version: version.number(),
-            library_path: version.library_path.map(|p| p.display().to_string()),
-            tls: job.tls.clone(),
-            transports,
-        },
-        config: SoakConfig {
-            clients: job.clients,
-            kill_every_s: job.kill_every.as_secs_f64(),
-            seed: job.seed,
-            replay: job.replay,
-            hosts: match job.hosts {
-                Hosts::Local => "local".into(),
-                Hosts::Netns => "netns".into(),
-            },
-            cut_links: job.cut_links,
-            recreate_context: job.recreate_context,
-            data_size: job.sizes.to_string(),
-            ops: job
-                .ops
-                .iter()
-                .map(|o| format!("{o:?}").to_lowercase())
-                .collect::<Vec<_>>()
-                .join(","),
-            window: job.window,
-        },
-        files: Files {
-            audit_dir: dir.display().to_string(),
-            plot: job.plot.display().to_string(),
-            records_kept: true,
-        },
-    };
-    let mut report = report;
-    if report.verdict == "pass" && !job.keep_records {
-        // Reconciled: the records are large (24 bytes per message and
-        // side) and the report holds what they showed.
-        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
-            if e.path().extension().is_some_and(|x| x == "records") {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-        report.files.records_kept = false;
-    }
-    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    fs::write(&job.report, text + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
-    let timeline = timeline(&report, &clients, &instances, &kills_us, &cuts, t0);
-    plot::write_svg(&timeline, &job.plot)?;
-    Ok(report)
-}
-
-fn timeline(
-    report: &SoakReport,
-    clients: &[ClientTrail],
-    instances: &[InstanceTrail],
-    kills_us: &[u64],
-    cuts: &[(usize, u64, u64)],
-    t0: u64,
-) -> plot::Timeline {
-    let at = |us: u64| us.saturating_sub(t0) as f64 / 1e6;
-    let mut t = plot::Timeline {
-        title: format!(
-            "iomsg soak: {} — {} kills, {} msgs acked, {} lost, reconnect p50 {:.0} ms",
-            report.verdict.to_uppercase(),
-            report.server_kills,
-            grouped(report.figures.acked),
-            report.figures.audit.missing,
-            report.figures.reconnect_ms.p50
-        ),
-        seconds: report.seconds,
-        kills: kills_us.iter().map(|&k| at(k)).collect(),
-        restarts: instances
-            .iter()
-            .skip(1)
-            .filter_map(|i| i.listening_us.map(at))
-            .collect(),
-        cuts: cuts
-            .iter()
-            .map(|&(client, from, to)| plot::Cut {
-                client,
-                from: at(from),
-                to: at(to),
-            })
-            .collect(),
-        clients: Vec::new(),
-    };
-    for (k, c) in clients.iter().enumerate() {
-        let mut series = plot::ClientSeries {
-            name: format!("client {}", k + 1),
-            ..plot::ClientSeries::default()
+    for c in world.clients.iter_mut().filter(|c| c.end.is_none()) {
+        c.to_us = Some(stop_us);
+        let Some(child) = c.child.as_mut() else {
+            continue;
         };
-        for w in c.samples.windows(2) {
-            let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e6;
-            if dt > 0.0 {
-                series
-                    .rate
-                    .push((at(w[1].0), w[1].1.saturating_sub(w[0].1) as f64 / dt));
+        c.end = Some(match reap(child, job.drain + Duration::from_secs(10)) {
+            Some(st) => ClientEnd::Finished(Exit::of(st)),
+            None => {
+                eprintln!("soak: {} did not finish in time and was killed", c.name);
+                ClientEnd::NeverFinished
             }
+        });
+        c.child = None;
+    }
+    if let Some(s) = world.server() {
+        s.sample_rss();
+        signal(s.pid, nix::sys::signal::Signal::SIGTERM);
+        s.to_us = epoch_us();
+        if let Some(mut child) = s.child.take() {
+            s.end = match reap(&mut child, Duration::from_secs(10)) {
+                Some(st) => ServerEnd::Stopped(Exit::of(st)),
+                None => ServerEnd::Hung,
+            };
         }
-        for s in &c.sessions {
-            for &ack in &s.first_acks_us {
-                if s.disconnects_us.iter().any(|&d| d <= ack) {
-                    series.reconnects.push(at(ack));
-                }
-            }
-        }
-        for l in &report.figures.audit.lost {
-            if c.sessions
-                .iter()
-                .any(|s| format!("{:016x}", s.session) == l.session)
-            {
-                series.losses.push((report.seconds, l.to - l.from));
-            }
-        }
-        t.clients.push(series);
     }
-    t
-}
-
-/// The verdict table.
-pub fn table(r: &SoakReport) -> String {
-    let f = &r.figures;
-    let a = &f.audit;
-    let mut s = String::new();
-    let mut row = |name: &str, value: String, note: String| {
-        let line = format!("  {name:<34} {value:>12}  {note}");
-        let _ = writeln!(s, "{}", line.trim_end());
-    };
-    row("messages sent", grouped(f.sent), String::new());
-    row("acknowledged", grouped(f.acked), String::new());
-    row(
-        "processed by a server (audit)",
-        grouped(a.processed_unique),
-        "distinct sns with the client's bytes".into(),
-    );
-    row(
-        "replayed after reconnects",
-        grouped(f.replayed),
-        String::new(),
-    );
-    row(
-        "duplicates after restarts",
-        grouped(f.duplicates_after_restart),
-        format!(
-            "announced {}, unannounced {}",
-            grouped(f.duplicates_announced),
-            a.unannounced_duplicates
-        ),
-    );
-    row(
-        "lost in flight (replay off)",
-        grouped(f.lost_in_flight),
-        format!("given up by the clients {}", grouped(f.not_replayed)),
-    );
-    row(
-        "lost on live connections",
-        grouped(f.lost_live),
-        String::new(),
-    );
-    row(
-        "missing (audit)",
-        grouped(a.missing),
-        format!(
-            "unexplained {}, acknowledged {}",
-            a.unexplained, a.acked_but_missing
-        ),
-    );
-    row("corrupt", grouped(f.corrupt), String::new());
-    row("stale frames discarded", grouped(f.stale), String::new());
-    row(
-        "server kills",
-        grouped(r.server_kills),
-        format!("link cuts {}", r.link_cuts),
-    );
-    row(
-        "reconnects",
-        grouped(f.reconnects),
-        format!(
-            "to first ack: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-            f.reconnect_ms.p50, f.reconnect_ms.p99, f.reconnect_ms.max
-        ),
-    );
-    row(
-        "run",
-        format!("{:.1} s", r.seconds),
-        format!("{} msgs/s acknowledged", grouped(r.msgs_per_second as u64)),
-    );
-    let _ = writeln!(
-        s,
-        "  UCX {} ({}), UCX_TLS={}",
-        r.ucx.version,
-        r.ucx.library_path.as_deref().unwrap_or("path unknown"),
-        r.ucx.tls
-    );
-    for l in a.lost.iter().take(20) {
-        let _ = writeln!(
-            s,
-            "  lost: session {} sns {}..{}: {}",
-            l.session, l.from, l.to, l.why
-        );
-    }
-    if !r.files.records_kept {
-        let _ = writeln!(
-            s,
-            "  audit records removed after the pass (--keep-records keeps them)"
-        );
-    }
-    let _ = writeln!(s, "  verdict: {}", r.verdict.to_uppercase());
-    for why in &r.reasons {
-        let _ = writeln!(s, "    {why}");
-    }
-    s
+    let seconds = started.elapsed().as_secs_f64();
+    let lab = runner.lab.take();
+    drop(lab);
+    judge::verdict_and_report(
+        job,
+        &world,
+        &plan,
+        &events,
+        judge::VerdictInput {
+            kills,
+            planned_kills: planned,
+            kills_us: &kills_us,
+            seconds,
+            t0,
+        },
+    )
 }

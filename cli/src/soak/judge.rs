@@ -1,0 +1,319 @@
+//! The soak's verdict and report: the audit files read and reconciled,
+//! every process's end judged, the stalls measured, the report and the
+//! picture written.
+
+use std::fs;
+
+use super::report::{
+    self, ClientProcReport, EventReport, FaultReport, Files, HostileReport, InstanceReport,
+    LongestReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
+};
+use super::verdict::{self, ClientEnd, Event, Kind, Life, ServerEnd};
+use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, World, SAMPLE_EVERY};
+use crate::audit::{self, ClientTrail, InstanceTrail};
+use crate::plot;
+
+pub(super) struct VerdictInput<'a> {
+    pub(super) kills: u32,
+    pub(super) planned_kills: u32,
+    pub(super) kills_us: &'a [u64],
+    pub(super) seconds: f64,
+    pub(super) t0: u64,
+}
+
+/// Reads the audit files, judges the run, writes the report and the
+/// picture.
+pub(super) fn verdict_and_report(
+    job: &SoakJob,
+    world: &World,
+    plan: &[faults::Planned],
+    events: &[Event],
+    v: VerdictInput<'_>,
+) -> Result<SoakReport, String> {
+    let dir = &job.audit_dir;
+    let at_s = |us: u64| us.saturating_sub(v.t0) as f64 / 1e6;
+    // The ground truth.
+    let mut clients: Vec<(usize, ClientTrail)> = Vec::new();
+    for c in &world.clients {
+        let mut t = audit::read_client(dir, &c.name, c.slot)?;
+        t.killed = c.end == Some(ClientEnd::Killed);
+        clients.push((c.slot, t));
+    }
+    let mut instances: Vec<InstanceTrail> = Vec::new();
+    for i in &world.instances {
+        instances.push(audit::read_instance(dir, &i.name)?);
+    }
+    let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
+    let figures = audit::reconcile(&trails, &instances);
+    let mut reasons = audit::failures(&figures, job.replay);
+    if v.kills < v.planned_kills {
+        reasons.push(format!(
+            "only {} of {} kills happened",
+            v.kills, v.planned_kills
+        ));
+    }
+    let done_faults = events
+        .iter()
+        .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
+        .count();
+    if done_faults < plan.len() {
+        reasons.push(format!(
+            "only {done_faults} of {} planned faults happened",
+            plan.len()
+        ));
+    }
+    // (a) Every server instance ended as the soak ended it.
+    let mut server = ServerReport {
+        max_rss_bytes: job.max_server_rss,
+        ..ServerReport::default()
+    };
+    for i in &world.instances {
+        let judged = verdict::judge_server(&i.name, i.end);
+        if let Err(e) = &judged {
+            reasons.push(e.clone());
+            server.died += 1;
+        }
+        server.peak_rss_bytes = server.peak_rss_bytes.max(i.peak_rss);
+        server.instances.push(InstanceReport {
+            name: i.name.clone(),
+            from_s: at_s(i.from_us),
+            to_s: at_s(i.to_us),
+            end: match i.end {
+                ServerEnd::Killed(e) => format!("killed by the soak ({e})"),
+                ServerEnd::Died(e) => format!("died ({e})"),
+                ServerEnd::Stopped(e) => format!("stopped at the end ({e})"),
+                ServerEnd::Hung => "did not stop on SIGTERM".into(),
+                ServerEnd::Unknown => "unknown".into(),
+            },
+            ok: judged.is_ok(),
+            peak_rss_bytes: i.peak_rss,
+        });
+    }
+    // (c) Peak memory.
+    let peaks: Vec<(String, u64)> = world
+        .instances
+        .iter()
+        .map(|i| (i.name.clone(), i.peak_rss))
+        .collect();
+    if let Err(e) = verdict::judge_rss(&peaks, job.max_server_rss) {
+        reasons.push(e);
+    }
+    // (d) Every client finished (or was killed by the soak).
+    let mut client_processes = Vec::new();
+    for (c, (_, t)) in world.clients.iter().zip(&clients) {
+        let end = c.end.unwrap_or(ClientEnd::NeverFinished);
+        let judged = verdict::judge_client(&c.name, end);
+        if let Err(e) = &judged {
+            reasons.push(e.clone());
+        }
+        client_processes.push(ClientProcReport {
+            name: c.name.clone(),
+            slot: c.slot,
+            sessions: t
+                .sessions
+                .iter()
+                .map(|s| format!("{:016x}", s.session))
+                .collect(),
+            from_s: at_s(c.from_us),
+            to_s: c.to_us.map_or(0.0, at_s),
+            end: match end {
+                ClientEnd::Killed => "killed by the soak".into(),
+                ClientEnd::Finished(e) => format!("finished ({e})"),
+                ClientEnd::EndedEarly(e) => format!("ended by itself ({e})"),
+                ClientEnd::NeverFinished => "never finished".into(),
+            },
+            ok: judged.is_ok(),
+        });
+    }
+    // The hostile peer ran its attacks.
+    let mut hostile_runs = Vec::new();
+    for h in &world.hostiles {
+        let (end, ok) = match h.end {
+            Some(Ok(e)) if e.code == Some(0) => (format!("attack ran ({e})"), true),
+            Some(Ok(e)) if e.code == Some(1) => (format!("could not run its attack ({e})"), false),
+            Some(Ok(e)) => (format!("{e}"), false),
+            Some(Err(why)) => (why.to_string(), false),
+            None => ("still running at the end; killed".into(), false),
+        };
+        if !ok {
+            let out = fs::read_to_string(dir.join(format!("{}.out", h.name))).unwrap_or_default();
+            let last = out
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            reasons.push(format!("{}: {end}: {last}", h.name));
+        }
+        hostile_runs.push(HostileReport {
+            name: h.name.clone(),
+            from_s: at_s(h.from_us),
+            to_s: at_s(h.to_us),
+            end,
+            ok,
+        });
+    }
+    // (b) Acknowledgements resume within the bounds after each fault.
+    let bounds = stall_bounds();
+    let lives: Vec<Life> = world
+        .clients
+        .iter()
+        .zip(&clients)
+        .map(|(c, (_, t))| Life {
+            name: c.name.clone(),
+            slot: c.slot,
+            from_us: c.from_us,
+            to_us: c.to_us.unwrap_or(c.from_us),
+            restarted: c.restarted,
+            samples: t.samples.clone(),
+        })
+        .collect();
+    let stalls = verdict::stalls(&lives, events, &bounds);
+    let over: Vec<&verdict::Stall> = stalls.iter().filter(|s| s.over()).collect();
+    for s in over.iter().take(10) {
+        reasons.push(format!(
+            "{}: no acknowledgement for {:.2} s from {:.1} s (after {}; bound {:.2} s, outages taken off {:.2} s)",
+            s.client,
+            s.stalled_ms / 1e3,
+            at_s(s.from_us),
+            s.kind.name(),
+            s.bound_ms / 1e3,
+            s.excused_ms / 1e3
+        ));
+    }
+    if over.len() > 10 {
+        reasons.push(format!(
+            "and {} more stalls past their bound",
+            over.len() - 10
+        ));
+    }
+    let stall_report = StallReport {
+        bounds,
+        sample_interval_ms: SAMPLE_EVERY.as_secs_f64() * 1e3,
+        longest: verdict::longest(&stalls)
+            .into_iter()
+            .map(|l| LongestReport {
+                kind: l.kind,
+                longest_ms: l.longest_ms,
+                bound_ms: l.bound_ms,
+                client: l.client,
+                at_s: at_s(l.at_us),
+                over_bound: l.over_bound,
+            })
+            .collect(),
+        over_bound: over
+            .iter()
+            .take(100)
+            .map(|s| StallRow {
+                client: s.client.clone(),
+                kind: s.kind,
+                from_s: at_s(s.from_us),
+                to_s: at_s(s.to_us),
+                stalled_ms: s.stalled_ms,
+                excused_ms: s.excused_ms,
+                bound_ms: s.bound_ms,
+            })
+            .collect(),
+    };
+    let mut fault_report = FaultReport {
+        asked: job.faults.iter().map(|f| f.name().to_string()).collect(),
+        planned: plan.len() as u64,
+        ..FaultReport::default()
+    };
+    for e in events {
+        if !matches!(e.kind, Kind::ServerKill | Kind::ServerDied) {
+            *fault_report
+                .done
+                .entry(e.kind.name().to_string())
+                .or_default() += 1;
+        }
+        fault_report.events.push(EventReport {
+            kind: e.kind,
+            client: e.client,
+            from_s: at_s(e.from_us),
+            to_s: at_s(e.to_us),
+        });
+    }
+    let cuts: Vec<(usize, u64, u64)> = events
+        .iter()
+        .filter(|e| e.kind == Kind::LinkCut)
+        .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
+        .collect();
+    let version = iomsg_ucx::version::ucx_version();
+    let transports = iomsg_ucx::resources::transports()
+        .map(|v| {
+            v.into_iter()
+                .map(|r| format!("{}/{}", r.transport, r.device))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut report = SoakReport {
+        verdict: if reasons.is_empty() { "pass" } else { "fail" },
+        reasons,
+        msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
+        figures,
+        server_kills: u64::from(v.kills),
+        link_cuts: cuts.len() as u64,
+        faults: fault_report,
+        server,
+        client_processes,
+        hostile_runs,
+        stalls: stall_report,
+        seconds: v.seconds,
+        ucx: UcxInfo {
+            version: version.number(),
+            library_path: version.library_path.map(|p| p.display().to_string()),
+            tls: job.tls.clone(),
+            transports,
+        },
+        config: SoakConfig {
+            clients: job.clients,
+            kill_every_s: job.kill_every.as_secs_f64(),
+            fault_every_s: job.fault_every.as_secs_f64(),
+            seed: job.seed,
+            replay: job.replay,
+            hosts: match job.hosts {
+                Hosts::Local => "local".into(),
+                Hosts::Netns => "netns".into(),
+            },
+            cut_links: job.faults.contains(&Fault::LinkCut),
+            recreate_context: job.recreate_context,
+            data_size: job.sizes.to_string(),
+            ops: job
+                .ops
+                .iter()
+                .map(|o| format!("{o:?}").to_lowercase())
+                .collect::<Vec<_>>()
+                .join(","),
+            window: job.window,
+        },
+        files: Files {
+            audit_dir: dir.display().to_string(),
+            plot: job.plot.display().to_string(),
+            records_kept: true,
+        },
+    };
+    if report.verdict == "pass" && !job.keep_records {
+        // Reconciled: the records are large (24 bytes per message and
+        // side) and the report holds what they showed.
+        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+            if e.path().extension().is_some_and(|x| x == "records") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        report.files.records_kept = false;
+    }
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    fs::write(&job.report, text + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
+    let timeline = report::timeline(
+        &report,
+        &clients,
+        job.clients,
+        &instances,
+        v.kills_us,
+        &cuts,
+        v.t0,
+    );
+    plot::write_svg(&timeline, &job.plot)?;
+    Ok(report)
+}
