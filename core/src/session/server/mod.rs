@@ -325,6 +325,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         if self.conns.contains_key(&conn) {
             return true;
         }
+        if self.is_stray(conn) {
+            // Refused already: its rejection and close are on their way.
+            self.stats.after_close += 1;
+            return false;
+        }
         self.accepted += 1;
         if self
             .conns
