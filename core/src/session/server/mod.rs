@@ -196,7 +196,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
 
     /// An empty server.
     ///
-    /// `const`: with the default capacities a `ServerCore` is about 56 KB,
+    /// `const`: with the default capacities a `ServerCore` is about 165 KB
+    /// (each connection keeps [`CONN_REPLIES`] replies of about 100 bytes),
     /// so rather than build it on a small stack, put it in a `static`
     /// (evaluated at compile time) or reuse one with
     /// [`reset`](Self::reset), and hand the driver a reference to it

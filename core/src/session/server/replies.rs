@@ -481,5 +481,5 @@ fn fold(replies: &mut Deque<Reply, CONN_REPLIES>, reply: &Reply) -> bool {
     }
 }
 
-/// Keeps [`Vec`] in use for the stray queue's type.
+/// The queue of rejections to connections outside the table.
 pub(super) type Strays = Vec<Stray, STRAY_REPLIES>;
