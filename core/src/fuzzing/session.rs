@@ -10,7 +10,10 @@
 //! sent on another connection, or replaced by raw bytes or by a forged but
 //! well-formed frame (a `Hello` of a stray peer or with a client's token, a
 //! `Probe`, epochs up to `u32::MAX`), and server crashes (a new `ServerCore`
-//! with another instance id). When the bytes run out, the script ends.
+//! with another instance id), and connections whose transport refuses
+//! every frame (`WouldBlock`) for a while: their replies wait, or overflow
+//! and close that connection alone. When the bytes run out, the script
+//! ends.
 //!
 //! The setup bytes choose one or two clients, whether the two share one
 //! session id (each with its own token), each client's flags, retries, run
@@ -40,7 +43,9 @@
 //!    window within `[1, window()]`, `cumulative <= top`; `stats.delivered`
 //!    and `stats.tombs_forgotten` equal the deliveries and `Forgotten`
 //!    events of this instance; its replies, drained after every call, are
-//!    written at exactly the length offered and parse;
+//!    written at exactly the length offered and parse; a refused
+//!    connection is offered once per round, and only refused ones keep
+//!    replies, at most a queue's worth each;
 //! 4. a server instance delivers each `(session, sn)` at most once, ever: a
 //!    session closed with `Bye` or evicted leaves a tombstone, and only a
 //!    `Forgotten` one (the tombstone table overflowed) may start over;
@@ -169,6 +174,9 @@ pub(super) struct Summary {
     pub(super) bytes_checked: u64,
     /// Read data returned to a client (property 13).
     pub(super) reads: u64,
+    /// Replies the transport refused (`WouldBlock`) on a stalled
+    /// connection.
+    pub(super) refused: u64,
 }
 
 #[cfg_attr(not(test), allow(dead_code))]
@@ -186,6 +194,7 @@ impl Summary {
         self.live_losses += s.live_losses;
         self.bytes_checked += s.bytes_checked;
         self.reads += s.reads;
+        self.refused += s.refused;
     }
 }
 
@@ -271,6 +280,9 @@ pub(super) struct World {
     pub(super) bound: HashMap<ConnId, u64>,
     /// The token of the clients established for `(instance, session)`.
     pub(super) established: HashMap<(u64, u64), u64>,
+    /// Connection slots whose transport refuses every frame (`WouldBlock`)
+    /// while their bit is set: a peer that stopped reading.
+    pub(super) stalled: u64,
     pub(super) summary: Summary,
 }
 
@@ -344,6 +356,7 @@ impl World {
             owners: HashMap::new(),
             bound: HashMap::new(),
             established: HashMap::new(),
+            stalled: 0,
             summary: Summary {
                 shared: u64::from(shared),
                 ..Summary::default()
@@ -558,10 +571,11 @@ impl World {
             }
             16 => {
                 let conn = Self::any_conn(c);
-                if c.bool() {
-                    self.accept(conn);
-                } else {
-                    self.disconnect(conn);
+                match c.byte() % 4 {
+                    0 | 1 => self.accept(conn),
+                    2 => self.disconnect(conn),
+                    // Its transport stops (or starts again) taking frames.
+                    _ => self.stalled ^= 1 << (conn.slot() % 64),
                 }
             }
             17 => {
@@ -569,7 +583,7 @@ impl World {
                 self.advance(c, due);
                 let mut out = Out::default();
                 self.server.handle_timeout(self.now, &mut out);
-                drain(&mut self.server, &mut out);
+                self.summary.refused += drain(&mut self.server, &mut out, self.stalled);
                 self.absorb(out, None, None);
             }
             18 => {
@@ -627,7 +641,7 @@ impl World {
     fn accept(&mut self, conn: ConnId) {
         let mut out = Out::default();
         self.server.handle_accepted(self.now, conn, &mut out);
-        drain(&mut self.server, &mut out);
+        self.summary.refused += drain(&mut self.server, &mut out, self.stalled);
         self.absorb(out, None, None);
     }
 

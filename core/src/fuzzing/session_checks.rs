@@ -9,7 +9,7 @@ use super::session::{Client, Server, World, CONNS, SESSION_TABLE, TOMBS, WINDOW}
 use crate::conn::ConnId;
 use crate::session::{
     ClientState, ClientStats, Delivery, FailReason, ReadData, ReadRequest, RequestOp, ServerEvent,
-    ServerHandler, MIN_WINDOW,
+    ServerHandler, CONN_REPLIES, MIN_WINDOW,
 };
 use crate::wire::{self, Body, RejectReason, SN_MAX};
 use crate::workload;
@@ -79,8 +79,12 @@ pub(super) fn answer(session: u64, sn: u64, request: &[u8], out: &mut [u8]) {
     workload::fill(session ^ workload::hash(request), sn, out);
 }
 
-/// Sends every reply and close the server queued, in order, into `out`.
-pub(super) fn drain(server: &mut Server, out: &mut Out) {
+/// Sends every reply and close the server queued, in order, into `out`;
+/// the transport refuses (`WouldBlock`) every frame to a connection whose
+/// slot's bit is set in `stalled`. Only those keep replies, each at most a
+/// queue's worth; every other connection's are out.
+pub(super) fn drain(server: &mut Server, out: &mut Out, stalled: u64) -> u64 {
+    let mut refused = 0u64;
     loop {
         if let Some(conn) = server.poll_close() {
             out.closed.push(conn);
@@ -90,6 +94,15 @@ pub(super) fn drain(server: &mut Server, out: &mut Out) {
             break;
         };
         assert_eq!(server.poll_transmit(), Some(tx), "poll_transmit only peeks");
+        if stalled & 1 << (tx.conn.slot() % 64) != 0 {
+            assert!(
+                refused & 1 << (tx.conn.slot() % 64) == 0,
+                "a refused connection offered twice in one round: {tx:?}"
+            );
+            refused |= 1 << (tx.conn.slot() % 64);
+            server.transmit_blocked(tx);
+            continue;
+        }
         let mut buf = vec![0u8; tx.len()];
         let n = server.write_transmit(tx, &mut buf, out);
         assert_eq!(
@@ -103,8 +116,18 @@ pub(super) fn drain(server: &mut Server, out: &mut Out) {
         );
         out.frames.push((tx.conn, buf));
     }
-    assert_eq!(server.pending_replies(), 0, "drained");
-    assert!(!server.needs_transmit(), "nothing urgent once drained");
+    let waiting = refused.count_ones() as usize * (CONN_REPLIES + 1);
+    assert!(
+        server.pending_replies() <= waiting,
+        "{} replies left with {} connections refused",
+        server.pending_replies(),
+        refused.count_ones()
+    );
+    if stalled == 0 {
+        assert_eq!(server.pending_replies(), 0, "drained");
+        assert!(!server.needs_transmit(), "nothing urgent once drained");
+    }
+    u64::from(refused.count_ones())
 }
 
 impl Out {
@@ -211,9 +234,10 @@ impl World {
         let before = stray.map(|h| (s.session(h.session), s.session_count(), s.tomb_count()));
         let conns_full = s.conn_count() == CONNS;
         let probes = s.stats().probes;
+        let unprocessed_before = s.stats().after_close + s.stats().slow_consumers;
         let mut out = Out::default();
         self.server.handle_frame(self.now, conn, frame, &mut out);
-        drain(&mut self.server, &mut out);
+        self.summary.refused += drain(&mut self.server, &mut out, self.stalled);
         // Property 14: the application is handed the bytes that arrived.
         let carried = wire::parse(frame).ok().and_then(|m| match m.body {
             Body::Write { data } => Some((m.session, m.sn, workload::hash(data), 0)),
@@ -247,8 +271,14 @@ impl World {
             });
             let owned = (RejectReason::SessionOwned, h.session, h.epoch);
             let table_full = conns_full && refused == Some((RejectReason::SessionTableFull, 4));
+            // Its transport refuses frames: the rejection waits (or its
+            // connection was closed as a slow consumer). Or the connection
+            // was refused or rejected before: the Hello is not processed.
+            let stalled = self.stalled & 1 << (conn.slot() % 64) != 0;
+            let stats = self.server.stats();
+            let unprocessed = stats.after_close + stats.slow_consumers > unprocessed_before;
             assert!(
-                reject == Some(owned) || table_full,
+                reject == Some(owned) || table_full || stalled || unprocessed,
                 "a Hello of session {:#x} with token {:#x} (not the owner's) got {reject:?}",
                 h.session,
                 h.token

@@ -28,6 +28,7 @@ fn session_properties_hold_on_seeded_random_scripts() {
     assert!(total.live_losses > 0, "{total:?}");
     assert!(total.bytes_checked > 100, "{total:?}");
     assert!(total.reads > 20, "{total:?}");
+    assert!(total.refused > 10, "{total:?}");
 }
 
 #[test]

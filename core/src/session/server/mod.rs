@@ -196,7 +196,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
 
     /// An empty server.
     ///
-    /// `const`: with the default capacities a `ServerCore` is about 56 KB,
+    /// `const`: with the default capacities a `ServerCore` is about 165 KB
+    /// (each connection keeps [`CONN_REPLIES`] replies of about 100 bytes),
     /// so rather than build it on a small stack, put it in a `static`
     /// (evaluated at compile time) or reuse one with
     /// [`reset`](Self::reset), and hand the driver a reference to it
@@ -324,6 +325,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     ) -> bool {
         if self.conns.contains_key(&conn) {
             return true;
+        }
+        if self.is_stray(conn) {
+            // Refused already: its rejection and close are on their way.
+            self.stats.after_close += 1;
+            return false;
         }
         self.accepted += 1;
         if self

@@ -374,6 +374,12 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         });
     }
 
+    /// Whether `conn` was refused a place in the table and waits for its
+    /// rejection and close.
+    pub(super) fn is_stray(&self, conn: ConnId) -> bool {
+        self.strays.iter().any(|s| s.conn == conn)
+    }
+
     /// Queues a rejection to a connection outside the table, then its
     /// close.
     pub(super) fn push_stray(
@@ -382,7 +388,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         msg: IoMsg<'static>,
         sink: &mut impl ServerHandler,
     ) {
-        if self.strays.iter().any(|s| s.conn == conn) {
+        if self.is_stray(conn) {
             // Its rejection is queued already.
             return;
         }
@@ -475,5 +481,5 @@ fn fold(replies: &mut Deque<Reply, CONN_REPLIES>, reply: &Reply) -> bool {
     }
 }
 
-/// Keeps [`Vec`] in use for the stray queue's type.
+/// The queue of rejections to connections outside the table.
 pub(super) type Strays = Vec<Stray, STRAY_REPLIES>;
