@@ -111,6 +111,12 @@ fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial
             _ => None,
         })
         .unwrap();
+    let srv = server.local_addr();
+    assert_eq!(c.peer_addr(cid), Some(srv));
+    let from = server
+        .peer_addr(sid)
+        .expect("the server knows the client's address");
+    assert!(from.ip().is_loopback() && from.port() != 0, "{from}");
     (c, cid, sid)
 }
 
@@ -565,4 +571,65 @@ fn a_refused_connect_says_which_ucx_status() {
     eprintln!("refused: {cause}");
     assert!(cause.name.starts_with("UCS_ERR_"), "{cause:?}");
     assert!(!cause.text.is_empty() && cause.code < 0, "{cause:?}");
+}
+
+#[test]
+fn a_client_whose_server_went_mid_message_connects_again_and_is_served() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut c, cid, sid) = pair(&mut server, config());
+    // The server sends a 1 MiB frame and goes before it is through: the
+    // client holds a receive that will never complete.
+    send(&mut server, sid, &vec![4u8; 1 << 20]).unwrap();
+    for _ in 0..4 {
+        let _ = poll(&mut c);
+    }
+    server.close(now(), sid);
+    let (_, seen) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |_, c| c.iter().any(|e| matches!(e, Seen::Gone(..))),
+    );
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, Seen::Gone(id, _) if *id == cid)),
+        "{seen:?}"
+    );
+    // Again: the new connection's frames are not held behind the old one.
+    let again = c.connect(now()).unwrap();
+    let (s, cs) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |s, c| {
+            s.iter().any(|e| matches!(e, Seen::Up(_))) && c.iter().any(|e| matches!(e, Seen::Up(_)))
+        },
+    );
+    assert!(
+        cs.iter().any(|e| matches!(e, Seen::Up(i) if *i == again)),
+        "{cs:?}"
+    );
+    let on_server = s
+        .iter()
+        .find_map(|e| match e {
+            Seen::Up(i) => Some(*i),
+            _ => None,
+        })
+        .unwrap();
+    send(&mut server, on_server, b"welcome").unwrap();
+    let (_, cs) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |_, c| c.iter().any(|e| matches!(e, Seen::Frame(..))),
+    );
+    assert!(
+        cs.iter()
+            .any(|e| matches!(e, Seen::Frame(i, b) if *i == again && b == b"welcome")),
+        "{cs:?}"
+    );
+    let (_, held, _, _) = c.held();
+    eprintln!("orphaned receives: {:?}", c.orphaned());
+    assert!(held < 1 << 20, "the client still holds {held} bytes");
 }
