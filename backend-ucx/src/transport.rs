@@ -77,7 +77,10 @@
 //! until UCX's completion callback, then returns to the pool. A received
 //! frame is lent where it was received. A request is never freed while
 //! UCX may touch its buffer: a closing transport cancels what is pending
-//! and waits for each completion first.
+//! and waits for each completion first. One kind of receive UCX 1.13.1
+//! cannot cancel: a message partly received when its connection ended.
+//! Its buffer stays allocated (UCX holds its address) but its pages are
+//! given back to the system ([`UcxTransport::orphaned`]).
 
 use core::ffi::c_void;
 use core::mem;
@@ -383,6 +386,10 @@ pub struct UcxTransport<R: Role> {
     refusing: usize,
     /// Callback events taken from the worker.
     taken: u64,
+    /// Receives of closed connections still in progress (a message cut
+    /// mid-way, which UCX cannot cancel), and the bytes of their buffers
+    /// given back to the system.
+    orphans: Vec<(usize, usize)>,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
@@ -547,6 +554,7 @@ impl<R: Role> UcxTransport<R> {
             refused: 0,
             refusing: 0,
             taken: 0,
+            orphans: Vec::new(),
             batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
@@ -589,8 +597,32 @@ impl<R: Role> UcxTransport<R> {
                 _ => 0,
             };
         }
+        // Pages given back (orphaned receives) are not held.
+        bytes = bytes.saturating_sub(self.orphaned().1);
         let pooled = self.pool.iter().map(Vec::capacity).sum();
         (n, bytes, self.pool.len(), pooled)
+    }
+
+    /// Receives of closed connections still in progress (messages cut
+    /// mid-way, which UCX 1.13.1 cannot cancel) and the bytes of their
+    /// buffers given back to the system (`MADV_DONTNEED`: the buffer stays
+    /// mapped for UCX, without memory behind it until written again).
+    pub fn orphaned(&self) -> (usize, usize) {
+        let live = self
+            .orphans
+            .iter()
+            .filter(|(slot, _)| {
+                matches!(
+                    self.slots.get(*slot).and_then(Option::as_ref),
+                    Some(Slot {
+                        op: Op::Recv { conn: None, .. },
+                        status: None,
+                        ..
+                    })
+                )
+            })
+            .fold((0, 0), |(n, b), (_, r)| (n + 1, b + r));
+        live
     }
 
     /// Events the UCX callbacks recorded, and those the transport took:
@@ -919,22 +951,27 @@ impl<R: Role> UcxTransport<R> {
         for slot in c.rx {
             let pending = match self.slots.get_mut(slot).and_then(Option::as_mut) {
                 Some(Slot {
-                    op: Op::Recv { conn, .. },
+                    op: Op::Recv { conn, buf, .. },
                     request,
                     status,
                 }) => {
                     *conn = None;
-                    status.is_none().then_some(*request)
+                    status.is_none().then(|| (*request, release_pages(buf)))
                 }
                 _ => None,
             };
             match pending {
-                Some(req) if !req.is_null() => {
-                    // SAFETY: req is a live receive request of this worker;
-                    // cancelling completes it through its callback.
-                    unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
+                Some((req, released)) => {
+                    if !req.is_null() {
+                        // SAFETY: req is a live receive request of this
+                        // worker; cancelling completes it through its
+                        // callback (UCX 1.13.1 cannot cancel a message
+                        // already partly received: that one stays until it
+                        // completes, its pages given back).
+                        unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
+                    }
+                    self.orphans.push((slot, released));
                 }
-                Some(_) => {}
                 None => self.drop_frame(slot),
             }
         }
@@ -1097,6 +1134,29 @@ fn query_conn_request(req: sys::ucp_conn_request_h) -> Option<SocketAddr> {
     let status = Status(unsafe { sys::ucp_conn_request_query(req, &mut attr) });
     status.check().ok()?;
     SockAddr::from_storage(&attr.client_address)
+}
+
+/// Gives the whole pages inside `buf` back to the system
+/// (`MADV_DONTNEED`): they stay mapped (anything UCX writes there later
+/// lands in fresh zero pages) but hold no memory. Returns their bytes.
+fn release_pages(buf: &mut [u8]) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let start = buf.as_mut_ptr() as usize;
+    let first = start.div_ceil(page) * page;
+    let end = (start + buf.len()) / page * page;
+    if page == 0 || end <= first {
+        return 0;
+    }
+    // SAFETY: [first, end) lies inside `buf`, which this transport owns
+    // and keeps allocated (it is only ever written by UCX from now on, and
+    // never read): zeroing its pages breaks nothing.
+    let r = unsafe { libc::madvise(first as *mut c_void, end - first, libc::MADV_DONTNEED) };
+    if r == 0 {
+        end - first
+    } else {
+        0
+    }
 }
 
 /// A line on standard error, the crate's only log.
@@ -1368,6 +1428,14 @@ impl<R: Role> Drop for UcxTransport<R> {
             .filter(|(_, r)| !r.is_null())
             .collect();
         for (i, req) in pending {
+            if self.orphans.iter().any(|&(s, _)| s == i) {
+                // A receive UCX cannot cancel (see `orphaned`): waiting
+                // for it is in vain; its buffer outlives the worker.
+                if let Some(s) = self.slots[i].take() {
+                    mem::forget(s);
+                }
+                continue;
+            }
             if self.worker.wait(Pending::Request(req), 10_000) {
                 if let Some(s) = self.slots[i].as_mut() {
                     s.request = ptr::null_mut();

@@ -250,6 +250,7 @@ impl<R: Role> UcxTransport<R> {
             if stray {
                 self.stray_frames += 1;
             }
+            self.orphans.retain(|&(s, _)| s != slot);
             self.free_slots.push(slot);
             self.recycle(buf);
         }

@@ -111,6 +111,12 @@ fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial
             _ => None,
         })
         .unwrap();
+    let srv = server.local_addr();
+    assert_eq!(c.peer_addr(cid), Some(srv));
+    let from = server
+        .peer_addr(sid)
+        .expect("the server knows the client's address");
+    assert!(from.ip().is_loopback() && from.port() != 0, "{from}");
     (c, cid, sid)
 }
 
@@ -565,4 +571,166 @@ fn a_refused_connect_says_which_ucx_status() {
     eprintln!("refused: {cause}");
     assert!(cause.name.starts_with("UCS_ERR_"), "{cause:?}");
     assert!(!cause.text.is_empty() && cause.code < 0, "{cause:?}");
+}
+
+#[test]
+fn a_client_whose_server_went_mid_message_connects_again_and_is_served() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut c, cid, sid) = pair(&mut server, config());
+    // The server sends a 1 MiB frame and goes before it is through: the
+    // client holds a receive that will never complete.
+    send(&mut server, sid, &vec![4u8; 1 << 20]).unwrap();
+    for _ in 0..4 {
+        let _ = poll(&mut c);
+    }
+    server.close(now(), sid);
+    let (_, seen) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |_, c| c.iter().any(|e| matches!(e, Seen::Gone(..))),
+    );
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, Seen::Gone(id, _) if *id == cid)),
+        "{seen:?}"
+    );
+    // Again: the new connection's frames are not held behind the old one.
+    let again = c.connect(now()).unwrap();
+    let (s, cs) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |s, c| {
+            s.iter().any(|e| matches!(e, Seen::Up(_))) && c.iter().any(|e| matches!(e, Seen::Up(_)))
+        },
+    );
+    assert!(
+        cs.iter().any(|e| matches!(e, Seen::Up(i) if *i == again)),
+        "{cs:?}"
+    );
+    let on_server = s
+        .iter()
+        .find_map(|e| match e {
+            Seen::Up(i) => Some(*i),
+            _ => None,
+        })
+        .unwrap();
+    send(&mut server, on_server, b"welcome").unwrap();
+    let (_, cs) = run(
+        &mut server,
+        &mut [&mut c],
+        Duration::from_secs(10),
+        |_, c| c.iter().any(|e| matches!(e, Seen::Frame(..))),
+    );
+    assert!(
+        cs.iter()
+            .any(|e| matches!(e, Seen::Frame(i, b) if *i == again && b == b"welcome")),
+        "{cs:?}"
+    );
+    let (_, held, _, _) = c.held();
+    eprintln!("orphaned receives: {:?}", c.orphaned());
+    assert!(held < 1 << 20, "the client still holds {held} bytes");
+}
+
+#[test]
+fn a_bad_key_exchange_closes_that_connection_only() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    for bad in [
+        vec![0u8; 8],
+        vec![1, 2, 3],
+        (1u64 << 60).to_le_bytes().to_vec(),
+    ] {
+        // A raw endpoint of the client's worker: it sends `bad` in place
+        // of a key, and nothing else.
+        let mut raw = UcxTransport::client(server.local_addr(), config()).unwrap();
+        let err_arg = Box::new(ErrArg {
+            shared: raw.worker.shared_ptr(),
+            key: 0,
+        });
+        let sockaddr = SockAddr::from(server.local_addr());
+        let mut params = peer_mode(&err_arg);
+        params.field_mask |=
+            u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS) | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
+        params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        params.sockaddr = sockaddr.as_ucs();
+        let mut ep: sys::ucp_ep_h = ptr::null_mut();
+        // SAFETY: the worker is live; sockaddr and err_arg outlive the
+        // endpoint (closed below, before they drop).
+        Status(unsafe { sys::ucp_ep_create(raw.worker.worker, &params, &mut ep) })
+            .check()
+            .unwrap();
+        let len = bad.len();
+        let (done, slot) = raw.start(
+            Op::AddrSend {
+                conn: gid,
+                buf: bad,
+            },
+            |buf, param| {
+                // SAFETY: ep is live; buf stays in its slot until completion.
+                unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), len, param) }
+            },
+        );
+        if let Some(status) = done {
+            raw.finish(slot, status, len);
+        }
+        let mut gone = None;
+        let end = Clock::now() + Duration::from_secs(5);
+        while gone.is_none() && Clock::now() < end {
+            raw.drive();
+            for _ in 0..16 {
+                match poll(&mut server) {
+                    Some(Seen::Gone(_, r)) => gone = Some(r),
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+            let _ = poll(&mut good);
+        }
+        // A short key waits for its missing bytes: the handshake's
+        // deadline (the silence timeout) ends it.
+        if len == 8 {
+            assert_eq!(gone, Some(DisconnectReason::ConnectFailed(BAD_KEY)));
+        }
+        let (done, slot) = raw.start(
+            Op::Close {
+                _err_arg: err_arg,
+                flush: false,
+            },
+            |_, param| {
+                // SAFETY: ep is live and closed once.
+                unsafe { sys::ucp_ep_close_nbx(ep, param) }
+            },
+        );
+        if let Some(status) = done {
+            raw.finish(slot, status, 0);
+        }
+        drop(raw);
+    }
+    let n = echoes(
+        &mut server,
+        &mut [],
+        &mut good,
+        gid,
+        Duration::from_millis(500),
+    );
+    assert!(n > 50, "{n}");
+}
+
+#[test]
+fn the_memory_bound_adds_up_the_configured_caps() {
+    let c = UcxConfig::default();
+    let per_conn = (4u64 << 20) + 32 * 1024;
+    let expected =
+        1024 * per_conn + (64u64 << 20) + MAX_FRAME_LEN as u64 + 256 * 64 * 1024 + 256 * 256;
+    assert_eq!(c.memory_bound(), expected);
+    eprintln!("default memory bound: {} bytes", c.memory_bound());
+    let small = UcxConfig {
+        max_connections: 16,
+        ..UcxConfig::default()
+    };
+    assert!(small.memory_bound() < 200 << 20);
 }
