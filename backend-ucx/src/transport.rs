@@ -390,6 +390,11 @@ pub struct UcxTransport<R: Role> {
     /// mid-way, which UCX cannot cancel), and the bytes of their buffers
     /// given back to the system.
     orphans: Vec<(usize, usize)>,
+    /// Bytes of received messages queued over all connections (the sum of
+    /// their `rx_bytes`): held under `UcxConfig::recv_bytes`.
+    rx_held: usize,
+    /// Connections closed because the transport's receive memory was full.
+    rx_evicted: u64,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
@@ -555,6 +560,8 @@ impl<R: Role> UcxTransport<R> {
             refusing: 0,
             taken: 0,
             orphans: Vec::new(),
+            rx_held: 0,
+            rx_evicted: 0,
             batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
@@ -572,6 +579,12 @@ impl<R: Role> UcxTransport<R> {
     /// Connection requests refused because the table was full.
     pub fn refused(&self) -> u64 {
         self.refused
+    }
+
+    /// Connections closed because the transport's receive memory
+    /// ([`UcxConfig::recv_bytes`]) was full and they held the most of it.
+    pub fn receive_evictions(&self) -> u64 {
+        self.rx_evicted
     }
 
     /// Sends in flight (frames, batches, heartbeats) and their bytes.
@@ -946,6 +959,7 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         self.by_key.remove(&c.local_key);
+        self.rx_held = self.rx_held.saturating_sub(c.rx_bytes);
         // Its receives: those complete are released; those still in
         // progress are cancelled, and released when they complete.
         for slot in c.rx {
@@ -1189,6 +1203,14 @@ pub(crate) const FLOODED: Cause = Cause {
     code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
     name: "receive queue full",
     text: "more received bytes waiting than the connection's bound",
+};
+
+/// The cause of a connection closed because the transport's receive
+/// memory (`UcxConfig::recv_bytes`) was full and it held the most of it.
+pub(crate) const RECV_MEMORY_FULL: Cause = Cause {
+    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+    name: "receive memory full",
+    text: "the transport's receive memory was full and this connection held the most of it",
 };
 
 /// The cause of a bad key exchange.

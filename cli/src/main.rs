@@ -560,11 +560,9 @@ fn run_sim(a: &SoakArgs) -> ExitCode {
 
 fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
-    // its port again at once.
-    let (name, value) = iomsg_ucx::REUSE_ADDRESS;
-    if std::env::var_os(name).is_none() {
-        std::env::set_var(name, value);
-    }
+    // its port again at once, and the open-files limit admits a full
+    // connection table.
+    iomsg_ucx::prepare_process(&iomsg_cli::common::ucx_config(false, false));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -68,6 +68,12 @@ pub struct UcxConfig {
     /// frames not yet taken, and a message still arriving): past it the
     /// connection is closed as flooding.
     pub conn_recv_bytes: usize,
+    /// Received bytes waiting over all connections at most (a memory
+    /// bound): a message that would pass it closes the connection holding
+    /// the most received bytes (itself, when that is the receiver), so
+    /// that peers stalled mid-message cannot together take the memory of
+    /// the others. At least `conn_recv_bytes`.
+    pub recv_bytes: usize,
 }
 
 /// The variable by which UCX sizes its asynchronous event table (one
@@ -111,9 +117,10 @@ impl UcxConfig {
     /// The most memory, in bytes, the transport itself holds for frames
     /// with this configuration, whatever its peers send:
     ///
-    /// - receives: per connection, `conn_recv_bytes` waiting (a message
-    ///   that would pass it closes the connection) and one batch being
-    ///   emitted (`BATCH_CAP`, 32 KiB);
+    /// - receives: `recv_bytes` waiting over all connections, and
+    ///   `conn_recv_bytes` on one (a message that would pass either closes
+    ///   a connection, see [`recv_bytes`](UcxConfig::recv_bytes));
+    /// - per connection, one batch being emitted (`BATCH_CAP`, 32 KiB);
     /// - sends in flight: `send_bytes` over all connections, plus one
     ///   frame (`max_frame`) or batch past it;
     /// - the buffer pool: 256 buffers of at most 64 KiB;
@@ -122,14 +129,15 @@ impl UcxConfig {
     /// UCX's own buffers (its unexpected-message queue, socket buffers)
     /// and the application's are not included. Messages that no receive
     /// is posted for (oversized, strays, heartbeats) are received into no
-    /// buffer.
+    /// buffer; the buffers of receives UCX cannot cancel (a message cut
+    /// mid-way by its sender's death) are given back to the system.
     pub fn memory_bound(&self) -> u64 {
         let conns = self.max_connections as u64;
-        let per_conn = (self.conn_recv_bytes as u64).saturating_add(BATCH_CAP as u64);
+        let recv = (self.recv_bytes as u64).min(conns.saturating_mul(self.conn_recv_bytes as u64));
+        let batches = conns.saturating_mul(BATCH_CAP as u64);
         let sends = (self.send_bytes as u64).saturating_add(self.max_frame.max(BATCH_CAP) as u64);
         let pool = (POOL_LEN * POOL_BUF_CAP) as u64;
-        conns
-            .saturating_mul(per_conn)
+        recv.saturating_add(batches)
             .saturating_add(sends)
             .saturating_add(pool)
             .saturating_add((MAX_REFUSING * 256) as u64)
@@ -211,6 +219,7 @@ impl Default for UcxConfig {
             conn_send_bytes: 4 << 20,
             send_bytes: 64 << 20,
             conn_recv_bytes: 4 << 20,
+            recv_bytes: 64 << 20,
         }
     }
 }

@@ -53,6 +53,13 @@ impl<R: Role> UcxTransport<R> {
                 }
                 _ => None,
             };
+            let keep = match keep {
+                Some(id) => self.make_room(id, len).then_some(id),
+                None => None,
+            };
+            if keep.is_none() && fault.is_none() && conn.is_some() && kind != KIND_HEARTBEAT {
+                fault = Some(RECV_MEMORY_FULL);
+            }
             let stray = conn.is_none() || limit.is_none();
             let buf = if keep.is_some() {
                 self.buffer(len)
@@ -79,6 +86,7 @@ impl<R: Role> UcxTransport<R> {
                 if let Some(c) = self.conn_mut(id) {
                     c.rx.push_back(slot);
                     c.rx_bytes += size;
+                    self.rx_held += size;
                 }
             }
             if let Some(status) = done {
@@ -93,6 +101,41 @@ impl<R: Role> UcxTransport<R> {
                 self.fail(id, DisconnectReason::Other(cause));
             }
         }
+    }
+
+    /// Whether `len` more received bytes for `id` fit the transport's
+    /// receive memory (`UcxConfig::recv_bytes`). While they do not, the
+    /// connection holding the most gives way: closed, its buffers
+    /// released. When that is `id` itself (counting the new message), the
+    /// answer is no and the caller closes it. Another connection's
+    /// incomplete message therefore never makes a peer wait; it costs its
+    /// own connection.
+    pub(super) fn make_room(&mut self, id: ConnId, len: usize) -> bool {
+        // Bounded: each round closes a connection.
+        for _ in 0..=self.conns.len() {
+            if self.rx_held.saturating_add(len) <= self.config.recv_bytes {
+                return true;
+            }
+            let mut most = (id, self.conn(id).map_or(0, |c| c.rx_bytes) + len);
+            for c in self.conns.iter().flatten() {
+                if c.rx_bytes > most.1 {
+                    most = (c.id, c.rx_bytes);
+                }
+            }
+            if most.0 == id {
+                return false;
+            }
+            let peer = self.conn(most.0).and_then(|c| c.peer);
+            log(&format!(
+                "closing the connection of {}: {}: it held {} received bytes",
+                show(peer),
+                RECV_MEMORY_FULL.text,
+                most.1
+            ));
+            self.rx_evicted += 1;
+            self.fail(most.0, DisconnectReason::Other(RECV_MEMORY_FULL));
+        }
+        false
     }
 
     /// The next received frame: of the first connection in turn whose
@@ -186,6 +229,7 @@ impl<R: Role> UcxTransport<R> {
             if let Some(at) = c.rx.iter().position(|&s| s == slot) {
                 c.rx.remove(at);
                 c.rx_bytes = c.rx_bytes.saturating_sub(size);
+                self.rx_held = self.rx_held.saturating_sub(size);
             }
         }
         self.drop_frame(slot);
