@@ -555,8 +555,12 @@ struct Peer {
     reqs: Vec<Req>,
     /// Our keys: their endpoint slot.
     by_key: BTreeMap<u64, usize>,
-    /// Destroy without closing or progressing (a death).
+    /// Endpoints closed by force without progress, then the worker
+    /// destroyed (a death).
     abrupt: bool,
+    /// Buffers of requests handed back to UCX unfinished: kept until the
+    /// worker is destroyed (declared after it).
+    orphans: Vec<ReqBuf>,
     torn_down: bool,
 }
 
@@ -586,6 +590,7 @@ impl Peer {
             reqs: Vec::new(),
             by_key: BTreeMap::new(),
             abrupt: false,
+            orphans: Vec::new(),
             torn_down: false,
         })
     }
@@ -1061,25 +1066,32 @@ impl Peer {
             return;
         }
         self.torn_down = true;
-        if self.abrupt {
-            return;
-        }
         let slots: Vec<usize> = (0..self.eps.len()).collect();
         for s in slots {
             self.close(s);
         }
-        let until = Instant::now() + limit;
-        self.wait_for(until, t, |p| p.reqs.is_empty());
-        if self.reqs.is_empty() {
-            return;
+        if !self.abrupt {
+            let until = Instant::now() + limit;
+            self.wait_for(until, t, |p| p.reqs.is_empty());
+            for r in &self.reqs {
+                // SAFETY: a live request of this worker; cancelling
+                // completes it (UCS_ERR_CANCELED) on a later progress if
+                // UCX can.
+                unsafe { sys::ucp_request_cancel(self.worker.worker, r.h) };
+            }
+            let until = Instant::now() + limit / 2;
+            self.wait_for(until, t, |p| p.reqs.is_empty());
         }
-        for r in &self.reqs {
-            // SAFETY: a live request of this worker; cancelling completes
-            // it (UCS_ERR_CANCELED) on a later progress if UCX can.
-            unsafe { sys::ucp_request_cancel(self.worker.worker, r.h) };
+        // What is left is released by UCX when it completes (at the
+        // latest while the worker is destroyed); its memory stays until
+        // the worker is gone.
+        for r in mem::take(&mut self.reqs) {
+            // SAFETY: a live request of this worker, freed once (it leaves
+            // `reqs`); UCX releases an unfinished one when it completes,
+            // and its buffer stays in `orphans` until the worker is gone.
+            unsafe { sys::ucp_request_free(r.h) };
+            self.orphans.push(r.buf);
         }
-        let until = Instant::now() + limit / 2;
-        self.wait_for(until, t, |p| p.reqs.is_empty());
     }
 }
 
@@ -1087,10 +1099,9 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let mut scratch: Tally = vec![ModeReport::default(); Mode::ALL.len()];
         self.teardown(Duration::from_millis(500), &mut scratch);
-        // The worker is destroyed by its own Drop (the first field), with
-        // any endpoint still open; then `reqs` and `eps` free the buffers
-        // and handler arguments UCX can no longer touch. The request
-        // handles left in `reqs` belonged to the worker and are not freed.
+        // The worker is destroyed by its own Drop (the first field); then
+        // `orphans` and `eps` free the buffers and handler arguments UCX
+        // can no longer touch.
     }
 }
 
@@ -1103,12 +1114,18 @@ const BIG: usize = 64 << 20;
 /// Connections a flood opens per worker (each takes two of the worker's
 /// asynchronous event slots, 1,024 by default).
 const FLOOD_PER_WORKER: usize = 300;
+/// Small messages a burst of `RandomTags` or `WrongKeys` sends at most.
+const MESSAGES_PER_BURST: usize = 2000;
 /// Stalled workers held at once.
-const MAX_STALLED: usize = 12;
+const MAX_STALLED: usize = 8;
+/// Connections of one stalled (or dying) worker.
+const STALL_CONNS: usize = 6;
 /// Connections `Oversized` sends on at once.
 const OVERSIZED_CONNS: usize = 4;
 /// Stream bytes sent per connection at most.
 const STREAM_MAX: u64 = 64 << 20;
+/// Connections `StreamGarbage` opens in a run at most.
+const STREAM_CONNS: usize = 4;
 
 /// A worker left without progress in the middle of a message.
 struct Stalled {
@@ -1137,12 +1154,6 @@ struct Attacker {
 }
 
 impl Attacker {
-    fn close_main(&mut self, slot: usize) {
-        if let Some(p) = self.main.as_mut() {
-            p.close(slot);
-        }
-    }
-
     fn key(&mut self) -> u64 {
         loop {
             let k = self.rng.next_u64() & KEY_MASK;
@@ -1247,7 +1258,7 @@ impl Attacker {
         let Some(s) = self.own(Mode::RandomTags, until) else {
             return;
         };
-        for _ in 0..64 {
+        for _ in 0..MESSAGES_PER_BURST {
             if Instant::now() >= until {
                 break;
             }
@@ -1286,7 +1297,7 @@ impl Attacker {
             return;
         };
         let ours = self.server_key_of(s);
-        for _ in 0..64 {
+        for _ in 0..MESSAGES_PER_BURST {
             if Instant::now() >= until {
                 break;
             }
@@ -1492,7 +1503,7 @@ impl Attacker {
     }
 
     fn stall(&mut self, until: Instant, die: bool) {
-        let per_burst = if die { 16 } else { 6 };
+        let per_burst = if die { 8 } else { 4 };
         for _ in 0..per_burst {
             if Instant::now() >= until {
                 return;
@@ -1514,30 +1525,37 @@ impl Attacker {
             s.peer.teardown(Duration::from_millis(300), &mut self.tally);
         }
         let at = self.big();
-        let key = self.key();
         let Ok(mut peer) = Peer::new() else {
             return;
         };
-        let Some(s) = peer.connect(&self.server, mode, key, true, &mut self.tally) else {
-            return;
-        };
+        // A few connections of this worker, each left halfway through a
+        // message of its own.
+        let mut slots = Vec::new();
+        for _ in 0..STALL_CONNS {
+            let key = self.key();
+            if let Some(s) = peer.connect(&self.server, mode, key, true, &mut self.tally) {
+                slots.push(s);
+            }
+        }
         let wait = until.min(Instant::now() + Duration::from_secs(2));
         peer.wait_for(wait, &mut self.tally, |p| {
-            p.state(s) != Some(EpState::Opening)
+            slots.iter().all(|&s| p.state(s) != Some(EpState::Opening))
         });
-        if peer.state(s) != Some(EpState::Up) {
-            return;
-        }
-        let server_key = peer.ep(s).map_or(0, |e| e.server_key);
-        // Whole frames of the wire's largest size, each on a key of its
-        // own (mostly not ours, so the server does not close us for the
-        // first), until one is left halfway (the socket is full): it
-        // stays so.
-        for _ in 0..64 {
-            let right = self.rng.below(4) == 0;
-            let k = if right { server_key } else { self.key() };
-            if peer.send_shared(s, tag(k, KIND_FRAME), at, SERVER_MAX_FRAME, &mut self.tally) {
-                break;
+        for &s in &slots {
+            if peer.state(s) != Some(EpState::Up) {
+                continue;
+            }
+            let server_key = peer.ep(s).map_or(0, |e| e.server_key);
+            // Whole frames of the wire's largest size, each on a key of
+            // its own (mostly not ours, so the server does not close us
+            // for the first), until one is left halfway (the socket is
+            // full): it stays so.
+            for _ in 0..64 {
+                let right = self.rng.below(4) == 0;
+                let k = if right { server_key } else { self.key() };
+                if peer.send_shared(s, tag(k, KIND_FRAME), at, SERVER_MAX_FRAME, &mut self.tally) {
+                    break;
+                }
             }
         }
         if die {
@@ -1557,37 +1575,31 @@ impl Attacker {
 
     fn stream_garbage(&mut self, until: Instant) {
         let at = self.big();
-        // One connection at a time sends (the older ones are kept open,
-        // heartbeating, at most two).
-        let s = match self.streams.last() {
-            Some(&(s, sent))
-                if sent < STREAM_MAX
-                    && self.main.as_ref().and_then(|p| p.state(s)) == Some(EpState::Up) =>
+        // Two connections send at once, each up to STREAM_MAX; full ones
+        // stay open, heartbeating; STREAM_CONNS in a run at most.
+        let alive =
+            |a: &Attacker, s: usize| a.main.as_ref().and_then(|p| p.state(s)) == Some(EpState::Up);
+        let mut sending: Vec<usize> = self
+            .streams
+            .iter()
+            .filter(|&&(s, sent)| sent < STREAM_MAX && alive(self, s))
+            .map(|&(s, _)| s)
+            .collect();
+        while sending.len() < 2 && self.streams.len() < STREAM_CONNS {
+            let Some(s) = self.own_nth(Mode::StreamGarbage, self.streams.len(), until) else {
+                break;
+            };
+            if let Some(ep) = self
+                .main
+                .as_mut()
+                .and_then(|p| p.eps.get_mut(s))
+                .and_then(Option::as_mut)
             {
-                s
+                ep.beat = true;
             }
-            _ => {
-                if self.streams.len() >= 2 {
-                    let (old, _) = self.streams.remove(0);
-                    self.close_main(old);
-                }
-                let Some(s) = self.own(Mode::StreamGarbage, until) else {
-                    return;
-                };
-                // Not reused by the mode: this one stays as it is.
-                self.own.remove(&(Mode::StreamGarbage, 0));
-                if let Some(ep) = self
-                    .main
-                    .as_mut()
-                    .and_then(|p| p.eps.get_mut(s))
-                    .and_then(Option::as_mut)
-                {
-                    ep.beat = true;
-                }
-                self.streams.push((s, 0));
-                s
-            }
-        };
+            self.streams.push((s, 0));
+            sending.push(s);
+        }
         let Attacker {
             main,
             tally,
@@ -1595,22 +1607,26 @@ impl Attacker {
             ..
         } = self;
         let Some(p) = main.as_mut() else { return };
-        let Some(entry) = streams.last_mut() else {
-            return;
-        };
-        for _ in 0..64 {
-            if Instant::now() >= until || entry.1 >= STREAM_MAX {
+        for _ in 0..128 {
+            if Instant::now() >= until || sending.is_empty() {
                 return;
             }
-            let chunk = 1 << 20;
-            p.stream_send_shared(s, at.wrapping_add(HEADER_LEN), chunk, tally);
-            entry.1 += chunk as u64;
-            // At most 8 MiB in flight.
+            for &s in &sending {
+                let Some(entry) = streams.iter_mut().find(|e| e.0 == s) else {
+                    continue;
+                };
+                let chunk = 1 << 20;
+                p.stream_send_shared(s, at.wrapping_add(HEADER_LEN), chunk, tally);
+                entry.1 += chunk as u64;
+            }
+            // At most 8 MiB in flight per connection.
             let wait = until.min(Instant::now() + Duration::from_secs(1));
-            p.wait_for(wait, tally, |p| p.reqs.len() < 8);
-            if p.state(s) != Some(EpState::Up) {
-                return;
-            }
+            let most = 8 * sending.len();
+            p.wait_for(wait, tally, |p| p.reqs.len() < most);
+            sending.retain(|&s| {
+                p.state(s) == Some(EpState::Up)
+                    && streams.iter().any(|e| e.0 == s && e.1 < STREAM_MAX)
+            });
         }
     }
 
@@ -1679,9 +1695,9 @@ impl Attacker {
                 break;
             }
             let key = self.key();
-            // Some finish the key exchange (and heartbeat), some never
+            // Half finish the key exchange (and heartbeat), half never
             // send their key.
-            let exchange = self.rng.below(3) != 0;
+            let exchange = self.rng.below(2) != 0;
             let Attacker { main, tally, .. } = self;
             let Some(p) = main.as_mut() else { return };
             if let Some(s) = p.connect(&server, Mode::SilentConnect, key, exchange, tally) {

@@ -1,5 +1,6 @@
 //! The hostile peer's modes, each against a real server while a good
-//! client streams: the server (an `iomsg-ucx-peer server` process) must
+//! client streams: the server (this test binary run again as a server
+//! process, with the `iomsg server` table of 1,024 connections) must
 //! stay up and keep serving, the good client must lose nothing, never be
 //! disconnected and never wait longer than [`MAX_ACK_GAP`] for its
 //! acknowledgements to move, and the server's resident memory must stay
@@ -22,13 +23,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as Wall};
 
-use iomsg_core::session::{ClientConfig, ClientEvent, ClientSession, Message};
-use iomsg_core::transport::Client;
+use std::io::Write;
+
+use iomsg_core::session::{
+    ClientConfig, ClientEvent, ClientSession, Delivery, Message, ReadRequest, ServerConfig,
+    ServerCore, ServerEvent, ServerHandler,
+};
+use iomsg_core::transport::{Client, Server};
 use iomsg_core::{workload, Instant};
 use iomsg_ucx::hostile::{self, Attack, Mode};
-use iomsg_ucx::{UcxConfig, UcxTransport};
+use iomsg_ucx::{Accept, UcxConfig, UcxTransport};
 
-const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
+/// Set in the server process's environment: where its record goes.
+const SERVER_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_RECORD";
+/// The server's table, as `iomsg server`'s.
+const SESSIONS: usize = 1024;
+const CONNS: usize = 1024;
+const WORDS: usize = 33;
 
 /// How long each mode attacks.
 const ATTACK: Duration = Duration::from_secs(3);
@@ -105,13 +116,78 @@ impl Proc {
     }
 }
 
+/// The server process's application: appends `session sn hash` to the
+/// record for every message it takes, one `write(2)` each, before any
+/// ack can leave.
+struct Recorder(fs::File);
+
+impl ServerHandler for Recorder {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let line = format!(
+            "{:016x} {} {:016x}\n",
+            d.session,
+            d.sn,
+            workload::hash(d.data)
+        );
+        if self.0.write_all(line.as_bytes()).is_err() {
+            std::process::exit(3);
+        }
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+    fn event(&mut self, event: ServerEvent) {
+        if let ServerEvent::Rejected { conn, reason, .. } = event {
+            println!("rejected {conn}: {reason:?}");
+        }
+    }
+}
+
+/// Not a test: the server process the tests start (this binary run
+/// again with [`SERVER_ENV`] set). Serves until killed.
+#[test]
+fn server_process() {
+    let Some(record) = std::env::var_os(SERVER_ENV) else {
+        return;
+    };
+    // The session table is large: a thread with room for it.
+    let serve = move || {
+        let record = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(record)
+            .unwrap();
+        let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), UcxConfig::default()).unwrap();
+        println!("listening on {}", t.local_addr());
+        type Core = ServerCore<SESSIONS, CONNS, WORDS>;
+        let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
+            Server::with_core(t, Box::new(Core::new(ServerConfig::new(1)))).unwrap();
+        let mut app = Recorder(record);
+        let start = Wall::now();
+        loop {
+            server.poll(clock(start), &mut app);
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(serve)
+        .unwrap()
+        .join();
+}
+
 fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
     let out = dir.file("server.out");
     let record = dir.file("server.rec");
     let log = fs::File::create(&out).unwrap();
-    let child = Command::new(PEER)
-        .args(["server", "127.0.0.1:0", "--record"])
-        .arg(&record)
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "server_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(SERVER_ENV, &record)
         .env("UCX_NET_DEVICES", "lo")
         .env("UCX_TLS", "tcp")
         .stdout(log.try_clone().unwrap())
@@ -123,8 +199,13 @@ fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
     let deadline = Wall::now() + Duration::from_secs(10);
     loop {
         let text = fs::read_to_string(&out).unwrap_or_default();
-        if let Some(line) = text.lines().find(|l| l.starts_with("listening on ")) {
-            return (p, line["listening on ".len()..].parse().unwrap());
+        // (libtest's own words may come first on the line.)
+        let addr = text.lines().find_map(|l| {
+            let at = l.find("listening on ")?;
+            l[at + "listening on ".len()..].trim().parse().ok()
+        });
+        if let Some(addr) = addr {
+            return (p, addr);
         }
         assert!(Wall::now() < deadline, "the server did not listen: {text}");
         std::thread::sleep(Duration::from_millis(20));
@@ -181,6 +262,9 @@ impl iomsg_core::transport::ClientHandler for Seen {
 /// What a run of one mode showed.
 #[derive(Debug)]
 struct Outcome {
+    /// A new client after the attack: how long its first 20 messages
+    /// took to be acknowledged.
+    fresh: Result<Duration, String>,
     server_ended: Option<String>,
     submitted: BTreeMap<u64, String>,
     lost: Vec<u64>,
@@ -200,7 +284,7 @@ fn run(mode: Mode) -> Outcome {
     let _one = one_at_a_time();
     let dir = Dir::new(mode.name());
     let (mut server, addr) = start_server(&dir);
-    let session = u64::from(std::process::id()) << 20 | mode as u64 + 1;
+    let session = (u64::from(std::process::id()) << 20) | (mode as u64 + 1);
     let mut config = ClientConfig::new(session, session ^ 0xfeed);
     config.reply_timeout = Duration::from_secs(1);
     config.max_retries = 1000;
@@ -290,6 +374,12 @@ fn run(mode: Mode) -> Outcome {
         }
         std::thread::yield_now();
     }
+    // The hostile peer ends on its own (its duration and a bounded
+    // teardown), whatever the server did.
+    let waited = Wall::now();
+    while !hostile.is_finished() && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     if hostile.is_finished() {
         attack_result = Some(
             hostile
@@ -310,10 +400,17 @@ fn run(mode: Mode) -> Outcome {
             Some(_) => {}
         }
     }
+    // Still serving: a new client's messages are acknowledged.
+    let fresh = if server_ended.is_none() {
+        fresh_client(addr, session + 1_000_000)
+    } else {
+        Err("no server".into())
+    };
     if server_ended.is_none() {
         server_ended = server.ended();
     }
     Outcome {
+        fresh,
         server_ended,
         submitted,
         lost,
@@ -329,6 +426,32 @@ fn run(mode: Mode) -> Outcome {
     }
 }
 
+/// A new client's 20 messages, acknowledged within 5 s.
+fn fresh_client(addr: SocketAddr, session: u64) -> Result<Duration, String> {
+    let config = ClientConfig::new(session, session ^ 0xbeef);
+    let storage = vec![0u8; 32 * SIZE + SIZE];
+    let state = ClientSession::<32, _>::new(config, Instant::ZERO, storage);
+    let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+    let mut client = Client::new(transport, state).map_err(|e| e.to_string())?;
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut seen = Seen::default();
+    let buf = vec![9u8; SIZE];
+    while client.session().base_sn() < 20 {
+        if start.elapsed() > Duration::from_secs(5) {
+            return Err(format!(
+                "a new client had {} of 20 messages acknowledged after 5 s",
+                client.session().base_sn()
+            ));
+        }
+        if client.session().next_sn() < 20 {
+            let _ = client.submit(Message::Write(&buf));
+        }
+        client.poll(clock(start), &mut seen);
+    }
+    Ok(start.elapsed())
+}
+
 /// Every verdict at once, so that a failure names all its symptoms.
 fn check(mode: Mode) {
     let o = run(mode);
@@ -338,7 +461,7 @@ fn check(mode: Mode) {
     };
     eprintln!(
         "{mode}: server {}, submitted {}, all acked {}, lost {}, longest ack gap {:?}, \
-         disconnects {}, RSS {} -> {} kB\n{report}",
+         disconnects {}, RSS {} -> {} kB, new client {:?}\n{report}",
         o.server_ended.as_deref().unwrap_or("alive"),
         o.submitted.len(),
         o.all_acked,
@@ -346,11 +469,14 @@ fn check(mode: Mode) {
         o.longest_gap,
         o.disconnects,
         o.rss_before_kb,
-        o.rss_peak_kb
+        o.rss_peak_kb,
+        o.fresh
     );
     let mut wrong = Vec::new();
     if let Some(e) = &o.server_ended {
         wrong.push(format!("the server died: {e}"));
+    } else if let Err(e) = &o.fresh {
+        wrong.push(format!("the server no longer serves: {e}"));
     }
     if let Err(e) = &o.attack {
         wrong.push(format!("the attack did not run: {e}"));
