@@ -1188,6 +1188,11 @@ impl Attacker {
         let until = until.min(Instant::now() + Duration::from_secs(2));
         p.wait_for(until, tally, |p| p.state(s) != Some(EpState::Opening));
         if p.state(s) == Some(EpState::Up) {
+            // Heartbeats keep it open for the next bursts (a server closes
+            // a silent connection).
+            if let Some(ep) = p.eps.get_mut(s).and_then(Option::as_mut) {
+                ep.beat = true;
+            }
             self.own.insert((mode, n), s);
             Some(s)
         } else {
@@ -1746,7 +1751,7 @@ impl Attacker {
             }
         }
         let mut opened = 0;
-        let deadline = until.max(Instant::now() + Duration::from_secs(3));
+        let deadline = until;
         'open: for p in &mut peers {
             for _ in 0..FLOOD_PER_WORKER {
                 if opened >= n || Instant::now() >= deadline {
@@ -1783,7 +1788,7 @@ impl Attacker {
                 break;
             }
         }
-        let hold = Instant::now() + Duration::from_millis(500);
+        let hold = until.min(Instant::now() + Duration::from_millis(500));
         while Instant::now() < hold {
             for p in &mut peers {
                 p.progress(&mut self.tally);
@@ -1821,8 +1826,6 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
     if attack.conns == 0 || attack.conns > MAX_CONNS {
         return Err(format!("--conns must be 1 to {MAX_CONNS}"));
     }
-    let start = Instant::now();
-    let end = start + attack.duration;
     let mut a = Attacker {
         main: Some(Peer::new()?),
         stalled: Vec::new(),
@@ -1837,6 +1840,18 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
         silent: Vec::new(),
         unsent: Vec::new(),
     };
+    // The shared buffer of large messages, made before the clock runs.
+    let large = [
+        Mode::Oversized,
+        Mode::StallMidMessage,
+        Mode::DieMidMessage,
+        Mode::StreamGarbage,
+    ];
+    if attack.modes.iter().any(|m| large.contains(m)) {
+        a.big();
+    }
+    let start = Instant::now();
+    let end = start + attack.duration;
     // The server must answer one key exchange: otherwise there is nothing
     // to attack.
     let first = attack.modes[0];
@@ -1862,12 +1877,14 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
             }
             let left = end - now;
             let share = left / (order.len() - n) as u32;
-            let cap = if mode == Mode::Flood {
-                Duration::from_secs(5)
+            // A flood needs seconds to open its connections and see them
+            // answered; the others a few hundred milliseconds.
+            let (least, most) = if mode == Mode::Flood {
+                (Duration::from_secs(3), Duration::from_secs(5))
             } else {
-                Duration::from_millis(1500)
+                (Duration::from_millis(300), Duration::from_millis(1500))
             };
-            let budget = share.clamp(Duration::from_millis(200), cap).min(left);
+            let budget = share.clamp(least, most).min(left);
             a.burst(mode, now + budget);
         }
     }
