@@ -43,29 +43,34 @@ use crate::worker::{self, ErrArg, WaitMode, Worker};
 // The wire layout (see the transport module's "Connections and tags").
 // ---------------------------------------------------------------------
 
-/// Bytes each end sends on the endpoint's stream to announce its key.
+/// Bytes each end sends on the endpoint's stream to announce its key
+/// (the key, little-endian).
 const KEY_EXCHANGE_LEN: usize = 8;
-/// Where the receiver's key sits in a tag: shifted left this far.
-const KEY_SHIFT: u32 = 32;
-/// The bits a receiver key may use.
-const KEY_MASK: u64 = 0xffff_ffff;
+/// The tag's low bits are the message kind; the receiver's key sits
+/// above them.
+const KIND_BITS: u32 = 32;
 /// The tag's low bits: the message kind.
-const KIND_MASK: u64 = (1 << KEY_SHIFT) - 1;
+const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
+/// The bits a receiver key may use.
+const KEY_MASK: u64 = u64::MAX >> KIND_BITS;
 /// Message kinds.
 const KIND_FRAME: u64 = 0;
 const KIND_HEARTBEAT: u64 = 1;
 const KIND_BATCH: u64 = 2;
+/// A key-exchange answer whose top byte is this says "table full" (no
+/// key has it).
+const FULL_MARK: u64 = 0xff << 56;
 /// The largest frame a server with the default configuration takes.
 const SERVER_MAX_FRAME: usize = MAX_FRAME_LEN;
 
 /// The tag of a message of `kind` to the receiver whose key is `key`.
 fn tag(key: u64, kind: u64) -> u64 {
-    ((key & KEY_MASK) << KEY_SHIFT) | (kind & KIND_MASK)
+    ((key & KEY_MASK) << KIND_BITS) | (kind & KIND_MASK)
 }
 
 /// The receiver key a tag names.
 fn tag_key(tag: u64) -> u64 {
-    (tag >> KEY_SHIFT) & KEY_MASK
+    (tag >> KIND_BITS) & KEY_MASK
 }
 
 /// The message kind a tag names.
@@ -95,15 +100,13 @@ fn key_answer(bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
         return KeyAnswer::Refused;
     }
     let v = u64::from_le_bytes(*bytes);
-    if v == u64::MAX {
-        // No server of today's layout sends it; a later one may answer
-        // "table full" this way.
+    if v & FULL_MARK == FULL_MARK {
         return KeyAnswer::TableFull;
     }
-    match v & KEY_MASK {
-        0 => KeyAnswer::Refused,
-        key => KeyAnswer::Key(key),
+    if v == 0 || v & !KEY_MASK != 0 {
+        return KeyAnswer::Refused;
     }
+    KeyAnswer::Key(v)
 }
 
 /// A batch message: each frame after its length (`u32`, little-endian).
@@ -1154,13 +1157,9 @@ struct Attacker {
 }
 
 impl Attacker {
+    /// A random key (never zero).
     fn key(&mut self) -> u64 {
-        loop {
-            let k = self.rng.next_u64() & KEY_MASK;
-            if k != 0 {
-                return k;
-            }
-        }
+        (self.rng.next_u64() & KEY_MASK).max(1)
     }
 
     /// An up connection of the main peer for `mode`: the one it has, or
@@ -1933,6 +1932,10 @@ mod tests {
         assert_eq!(key_answer(&key_message(7), 8), KeyAnswer::Key(7));
         assert_eq!(key_answer(&key_message(0), 8), KeyAnswer::Refused);
         assert_eq!(key_answer(&key_message(7), 3), KeyAnswer::Refused);
+        assert_eq!(
+            key_answer(&key_message(FULL_MARK | 1024), 8),
+            KeyAnswer::TableFull
+        );
     }
 
     #[test]
