@@ -626,7 +626,7 @@ impl Peer {
             });
         let err = Box::new(ErrArg {
             shared: self.worker.shared_ptr(),
-            key: slot as u32,
+            key: slot as _,
         });
         // SAFETY: all-zero is a valid endpoint-params value.
         let mut p: sys::ucp_ep_params_t = unsafe { mem::zeroed() };

@@ -243,6 +243,8 @@ fn clock(start: Wall) -> Instant {
 #[derive(Default)]
 struct Seen {
     disconnects: u32,
+    /// Why, the first few times.
+    causes: Vec<String>,
     failed: Option<String>,
 }
 
@@ -251,7 +253,9 @@ impl iomsg_core::transport::ClientHandler for Seen {
         match event {
             ClientEvent::Disconnected { cause, .. } => {
                 self.disconnects += 1;
-                eprintln!("good client disconnected: {cause:?}");
+                if self.causes.len() < 4 {
+                    self.causes.push(format!("{cause:?}"));
+                }
             }
             ClientEvent::Failed(r) => self.failed = Some(format!("{r:?}")),
             _ => {}
@@ -272,6 +276,7 @@ struct Outcome {
     all_acked: bool,
     longest_gap: Duration,
     disconnects: u32,
+    causes: Vec<String>,
     client_failed: Option<String>,
     rss_before_kb: u64,
     rss_peak_kb: u64,
@@ -418,6 +423,7 @@ fn run(mode: Mode) -> Outcome {
         all_acked,
         longest_gap,
         disconnects: seen.disconnects,
+        causes: seen.causes,
         client_failed: seen.failed,
         rss_before_kb,
         rss_peak_kb,
@@ -508,8 +514,9 @@ fn check(mode: Mode) {
     }
     if o.disconnects > 0 {
         wrong.push(format!(
-            "the good client was disconnected {} times",
-            o.disconnects
+            "the good client was disconnected {} times ({})",
+            o.disconnects,
+            o.causes.join(", ")
         ));
     }
     let growth = o.rss_peak_kb.saturating_sub(o.rss_before_kb);
