@@ -70,3 +70,22 @@ pub fn run(job: &HostileJob) -> Result<Report, String> {
         conns: job.conns,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_take_all_or_a_list_and_the_help_names_every_mode() {
+        assert_eq!("all".parse::<Modes>(), Ok(Modes(Mode::ALL.to_vec())));
+        assert_eq!(
+            "flood,stream-garbage".parse::<Modes>(),
+            Ok(Modes(vec![Mode::Flood, Mode::StreamGarbage]))
+        );
+        assert!("flood,bogus".parse::<Modes>().is_err());
+        let help = modes_help();
+        for m in Mode::ALL {
+            assert!(help.contains(m.name()), "--help lacks {m}");
+        }
+    }
+}
