@@ -6,22 +6,34 @@
 //! a connection request (server), with `UCP_ERR_HANDLING_MODE_PEER` and an
 //! error handler that turns into `Disconnected(PeerFailed)`.
 //!
-//! Each end of a connection picks a 32-bit *key*, unique on its worker,
-//! and sends it to the other end over the endpoint's stream (per endpoint,
-//! so it cannot be taken for another connection's, unlike a tagged
-//! message). The connection is up once both keys went: the client then
-//! reports `Connected`, the server `Accepted`. No frame travels before
-//! that, so none can arrive for a connection the receiver does not know.
+//! Each end of a connection picks a 56-bit *key*, drawn from the
+//! operating system's random source (`getrandom(2)`), non-zero and unique
+//! on its worker, and sends it to the other end over the endpoint's
+//! stream (per endpoint, so it cannot be taken for another connection's,
+//! unlike a tagged message) as 8 bytes, little-endian. The connection is
+//! up once both keys went: the client then reports `Connected`, the
+//! server `Accepted`. A key cannot be guessed: a frame whose key names no
+//! connection is a stray, dropped and counted
+//! ([`stray_frames`](UcxTransport::stray_frames)), and never closes or
+//! blames any connection.
+//!
+//! A server whose table is full ([`UcxConfig::max_connections`]) accepts
+//! the endpoint, sends [`FULL_MARK`]` | max_connections` instead of a key
+//! (its top byte is `0xff`, which no key has) and closes it: the client's
+//! connect fails with `ConnectFailed` whose cause says
+//! `connection table full (N)`. Any other value with a non-zero top byte,
+//! a zero, or fewer than 8 bytes is a bad key exchange: logged with the
+//! peer's address and closed.
 //!
 //! Frames are tagged messages whose tag is the *receiver's* key in the
-//! upper 32 bits and the message kind in the lower 32 bits:
+//! upper 56 bits and the message kind in the lower 8 bits:
 //!
 //! ```text
-//!   63            32 31             0
-//!  +----------------+----------------+
-//!  |  receiver key  |      kind      |   kind 0: one frame
-//!  +----------------+----------------+   kind 1: a heartbeat (empty)
-//!                                        kind 2: a batch of frames
+//!   63                          8 7      0
+//!  +-----------------------------+--------+
+//!  |        receiver key         |  kind  |   kind 0: one frame
+//!  +-----------------------------+--------+   kind 1: a heartbeat (empty)
+//!                                             kind 2: a batch of frames
 //! ```
 //!
 //! A batch carries several frames of one connection in one message, each
@@ -31,10 +43,21 @@
 //! runs past the message's end makes the rest one frame, which the
 //! driver then rejects as malformed.
 //!
-//! The receiver probes any tag, sizes its buffer from the probe, receives
-//! the message, and finds the connection from the key. A message whose
-//! key names no open connection (a closed one's late frame) is received
-//! and dropped. Keys are not reused while the worker lives.
+//! The receiver probes any tag, finds the connection from the key, and
+//! receives the message into a buffer sized from the probe but never
+//! larger than the kind allows (`max_frame` for a frame, the batch cap
+//! for a batch, nothing for a heartbeat). A larger message is received
+//! into nothing (UCX discards it) and closes its connection as the peer's
+//! fault; one whose key names no open connection (a closed one's late
+//! frame, a guess) is discarded the same way and counted as a stray.
+//! Received messages wait in their own connection's queue: one connection
+//! whose message is still arriving, or which is still opening, holds back
+//! only its own frames. A closing connection cancels its receives and
+//! releases their buffers.
+//!
+//! After the handshake a connection keeps a receive posted on its
+//! endpoint's stream: stream bytes from the peer after the key exchange
+//! close the connection (UCX would buffer them without bound).
 //!
 //! # Liveness
 //!
@@ -66,7 +89,7 @@ use std::ops::Range;
 use std::time::Instant as Clock;
 
 use iomsg_core::transport::{
-    Capabilities, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
+    Capabilities, Cause, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
     SendError, Transport, TxToken,
 };
 use iomsg_core::wire::MAX_FRAME_LEN;
@@ -83,28 +106,95 @@ mod liveness;
 mod rx;
 mod tx;
 
-pub use config::{Liveness, UcxConfig};
+pub use config::{prepare_process, raise_open_files, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;
 
-/// Transmit buffers in flight at most: past it `transmit` is backpressure.
-const MAX_IN_FLIGHT: usize = 1024;
+/// Transmit buffers in flight at most over all connections (a memory
+/// bound; each connection has its own, smaller caps in [`UcxConfig`]).
+const MAX_IN_FLIGHT: usize = 16 * 1024;
+
+/// Refused connections whose endpoints are still closing at most: past it
+/// a connection request is rejected at the listener, without a reason.
+pub(crate) const MAX_REFUSING: usize = 256;
+
+/// The largest buffer the pool keeps, and how many it keeps.
+const POOL_BUF_CAP: usize = 64 * 1024;
+const POOL_LEN: usize = 256;
 
 /// The longest worker address a peer may announce.
 const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
 
-/// The tag's lower half: what a tagged message is.
-const KIND_MASK: u64 = 0xffff_ffff;
-const KIND_FRAME: u64 = 0;
-const KIND_HEARTBEAT: u64 = 1;
-const KIND_BATCH: u64 = 2;
+/// The tag's low byte: what a tagged message is.
+pub(crate) const KIND_BITS: u32 = 8;
+pub(crate) const KIND_MASK: u64 = 0xff;
+pub(crate) const KIND_FRAME: u64 = 0;
+pub(crate) const KIND_HEARTBEAT: u64 = 1;
+pub(crate) const KIND_BATCH: u64 = 2;
+/// A key's bits (the tag's upper 56).
+pub(crate) const KEY_MASK: u64 = (1 << (64 - KIND_BITS)) - 1;
+/// In the key exchange: "no key, the table is full"; the low 56 bits
+/// carry the table's size.
+pub const FULL_MARK: u64 = 0xff << 56;
+
+/// The tag of a message of `kind` to the connection whose receiver key is
+/// `key`.
+pub(crate) fn tag(key: u64, kind: u64) -> u64 {
+    (key & KEY_MASK) << KIND_BITS | (kind & KIND_MASK)
+}
+
+/// The receiver key and kind of a tag.
+pub(crate) fn untag(tag: u64) -> (u64, u64) {
+    (tag >> KIND_BITS, tag & KIND_MASK)
+}
+
+/// What 8 bytes of a key exchange say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyMessage {
+    /// The peer's key.
+    Key(u64),
+    /// The peer's table is full; its size.
+    Full(u64),
+    /// Zero, a value no key has, or a short read.
+    Bad,
+}
+
+/// Reads a key exchange message (`bytes` as received).
+pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
+    let Ok(b) = <[u8; 8]>::try_from(bytes) else {
+        return KeyMessage::Bad;
+    };
+    let v = u64::from_le_bytes(b);
+    match v >> 56 {
+        0 if v != 0 => KeyMessage::Key(v),
+        0xff => KeyMessage::Full(v & KEY_MASK),
+        _ => KeyMessage::Bad,
+    }
+}
+
+/// A fresh random key: 56 bits, non-zero, from `getrandom(2)` (or
+/// `/dev/urandom`); `None` if neither gives bytes.
+pub(crate) fn random_key() -> Option<u64> {
+    for _ in 0..8 {
+        let mut b = [0u8; 8];
+        // SAFETY: b is a live 8-byte buffer for the call.
+        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+        if n != 8 {
+            use std::io::Read;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut b))
+                .ok()?;
+        }
+        let k = u64::from_le_bytes(b) & KEY_MASK;
+        if k != 0 {
+            return Some(k);
+        }
+    }
+    None
+}
 
 /// A batch is sent once it would grow past this.
 const BATCH_CAP: usize = 32 * 1024;
-/// Connections whose received frames [`UcxTransport::next_frame`] passes
-/// over at most in one search, because a frame of theirs ahead in the
-/// queue is still being received: past that it waits.
-const HELD_KEYS: usize = 16;
 
 /// Frames up to this size are coalesced into batches; larger ones go alone
 /// (sent from the buffer they were emitted into).
@@ -130,8 +220,19 @@ enum State {
 struct Conn {
     id: ConnId,
     ep: sys::ucp_ep_h,
-    local_key: u32,
-    remote_key: u32,
+    local_key: u64,
+    remote_key: u64,
+    /// The peer's address, when known.
+    peer: Option<SocketAddr>,
+    /// Its received messages, in order: their slots.
+    rx: VecDeque<usize>,
+    /// Bytes of the buffers in `rx`.
+    rx_bytes: usize,
+    /// Whether it is in the transport's `ready` queue.
+    in_ready: bool,
+    /// Its sends in flight and their bytes.
+    sends: usize,
+    send_bytes: usize,
     state: State,
     /// The error handler's argument: lives until the endpoint is closed.
     err_arg: Box<ErrArg>,
@@ -157,16 +258,33 @@ impl Conn {
 enum Op {
     Send {
         buf: Vec<u8>,
+        conn: ConnId,
+        len: usize,
     },
     Recv {
         buf: Vec<u8>,
-        key: u32,
-        /// A heartbeat, not a frame: dropped once received.
-        heartbeat: bool,
+        /// The connection whose frames these are; `None`: discarded once
+        /// received (a heartbeat, a stray, an oversized message, a closed
+        /// connection's).
+        conn: Option<ConnId>,
+        /// Counted as a stray once received.
+        stray: bool,
         /// A batch of length-prefixed frames.
         batch: bool,
         /// Where the next frame of a batch starts.
         offset: usize,
+    },
+    /// The receive kept posted on an Up connection's stream.
+    StreamDrain {
+        conn: ConnId,
+        buf: Box<[u8; 64]>,
+    },
+    /// A refused connection's "table full" message; then its endpoint
+    /// closes.
+    Refuse {
+        ep: sys::ucp_ep_h,
+        err_arg: Box<ErrArg>,
+        buf: Box<[u8; 8]>,
     },
     KeySend {
         conn: ConnId,
@@ -191,6 +309,8 @@ enum Op {
     },
     Close {
         _err_arg: Box<ErrArg>,
+        /// Flush first (a refused connection's), not force.
+        flush: bool,
     },
 }
 
@@ -210,6 +330,7 @@ pub trait Role {
 /// The client's end: connects to one server address.
 pub struct Dial {
     server: SockAddr,
+    addr: SocketAddr,
 }
 
 impl Role for Dial {
@@ -246,17 +367,22 @@ pub struct UcxTransport<R: Role> {
     config: UcxConfig,
     conns: Vec<Option<Conn>>,
     generations: Vec<u32>,
-    by_key: HashMap<u32, usize>,
-    next_key: u32,
+    by_key: HashMap<u64, usize>,
     slots: Vec<Option<Slot>>,
     free_slots: Vec<usize>,
     in_flight_sends: usize,
-    /// Receives in probe order: delivered in that order once complete.
-    rx: VecDeque<usize>,
+    in_flight_bytes: usize,
+    /// Connections whose first received message may be complete, in turn.
+    ready: VecDeque<ConnId>,
     notices: VecDeque<Notice>,
     pool: Vec<Vec<u8>>,
     /// Frames dropped because their key named no open connection.
     stray_frames: u64,
+    /// Connections refused (table full), and those still closing.
+    refused: u64,
+    refusing: usize,
+    /// Callback events taken from the worker.
+    taken: u64,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
@@ -323,6 +449,7 @@ impl UcxTransport<Dial> {
         Ok(UcxTransport::with(
             Dial {
                 server: SockAddr::from(server),
+                addr: server,
             },
             config,
             worker,
@@ -387,7 +514,8 @@ fn new_worker(config: &UcxConfig) -> Result<Worker, UcxError> {
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    Worker::new(config.mode, &settings).map_err(err("creating the UCX context and worker"))
+    Worker::new(config.mode, &settings, config.async_max_events())
+        .map_err(err("creating the UCX context and worker"))
 }
 
 fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {
@@ -408,14 +536,17 @@ impl<R: Role> UcxTransport<R> {
             conns: Vec::new(),
             generations: Vec::new(),
             by_key: HashMap::new(),
-            next_key: 0,
             slots: Vec::new(),
             free_slots: Vec::new(),
             in_flight_sends: 0,
-            rx: VecDeque::new(),
+            in_flight_bytes: 0,
+            ready: VecDeque::new(),
             notices: VecDeque::new(),
             pool: Vec::new(),
             stray_frames: 0,
+            refused: 0,
+            refusing: 0,
+            taken: 0,
             batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
@@ -425,9 +556,53 @@ impl<R: Role> UcxTransport<R> {
     }
 
     /// Frames that arrived for no open connection (late frames of closed
-    /// ones), received and dropped.
+    /// ones, guessed keys), received and dropped.
     pub fn stray_frames(&self) -> u64 {
         self.stray_frames
+    }
+
+    /// Connection requests refused because the table was full.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Sends in flight (frames, batches, heartbeats) and their bytes.
+    pub fn in_flight(&self) -> (usize, usize) {
+        (self.in_flight_sends, self.in_flight_bytes)
+    }
+
+    /// Open connections (any state).
+    pub fn connections(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Request slots in use and the bytes of buffers they hold, and the
+    /// pool's buffers and bytes: what the transport holds for receives
+    /// and sends.
+    pub fn held(&self) -> (usize, usize, usize, usize) {
+        let (mut n, mut bytes) = (0, 0);
+        for s in self.slots.iter().flatten() {
+            n += 1;
+            bytes += match &s.op {
+                Op::Send { buf, .. } | Op::Recv { buf, .. } => buf.capacity(),
+                Op::AddrSend { buf, .. } | Op::AddrRecv { buf, .. } => buf.capacity(),
+                _ => 0,
+            };
+        }
+        let pooled = self.pool.iter().map(Vec::capacity).sum();
+        (n, bytes, self.pool.len(), pooled)
+    }
+
+    /// Events the UCX callbacks recorded, and those the transport took:
+    /// equal after every progress call (no event is ever lost).
+    pub fn callback_events(&self) -> (u64, u64) {
+        (self.worker.shared.recorded.get(), self.taken)
+    }
+
+    /// The peer's address of `conn`: the connecting client's (server), the
+    /// server's (client).
+    pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.conn(conn)?.peer
     }
 
     /// The worker's event fd, in blocking mode: readable when
@@ -455,10 +630,23 @@ impl<R: Role> UcxTransport<R> {
     /// A new connection slot for endpoint `ep`, with a fresh key.
     fn add_conn(
         &mut self,
+        peer: Option<SocketAddr>,
         ep_for: impl FnOnce(&ErrArg) -> Result<sys::ucp_ep_h, Status>,
     ) -> Result<ConnId, Status> {
-        self.next_key = self.next_key.wrapping_add(1).max(1);
-        let key = self.next_key;
+        let mut key = 0;
+        for _ in 0..16 {
+            match random_key() {
+                Some(k) if !self.by_key.contains_key(&k) => {
+                    key = k;
+                    break;
+                }
+                Some(_) => {}
+                None => return Err(Status(sys::UCS_ERR_IO_ERROR)),
+            }
+        }
+        if key == 0 {
+            return Err(Status(sys::UCS_ERR_ALREADY_EXISTS));
+        }
         let err_arg = Box::new(ErrArg {
             shared: self.worker.shared_ptr(),
             key,
@@ -479,6 +667,12 @@ impl<R: Role> UcxTransport<R> {
             ep,
             local_key: key,
             remote_key: 0,
+            peer,
+            rx: VecDeque::new(),
+            rx_bytes: 0,
+            in_ready: false,
+            sends: 0,
+            send_bytes: 0,
             state: State::Opening {
                 sent: false,
                 got: false,
@@ -531,8 +725,9 @@ impl<R: Role> UcxTransport<R> {
         let arg: *const ReqArg = &*self.args[slot];
         let mut op = op;
         let (buf, flags): (*mut c_void, u32) = match &mut op {
-            Op::Send { buf } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
-            Op::KeySend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::Send { buf, .. } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::KeySend { buf, .. } | Op::Refuse { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::StreamDrain { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::AddrSend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::KeyRecv { buf, .. } | Op::AddrLenRecv { buf, .. } => {
                 (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL)
@@ -540,6 +735,7 @@ impl<R: Role> UcxTransport<R> {
             Op::AddrRecv { buf, .. } => {
                 (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL)
             }
+            Op::Close { flush: true, .. } => (ptr::null_mut(), 0),
             Op::Close { .. } => (ptr::null_mut(), sys::UCP_EP_CLOSE_FLAG_FORCE),
         };
         // SAFETY: all-zero is a valid request-param value.
@@ -551,9 +747,10 @@ impl<R: Role> UcxTransport<R> {
         param.user_data = arg.cast_mut().cast();
         match &op {
             Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
-            Op::KeyRecv { .. } | Op::AddrLenRecv { .. } | Op::AddrRecv { .. } => {
-                param.cb.recv_stream = Some(worker::on_stream_recv)
-            }
+            Op::KeyRecv { .. }
+            | Op::AddrLenRecv { .. }
+            | Op::AddrRecv { .. }
+            | Op::StreamDrain { .. } => param.cb.recv_stream = Some(worker::on_stream_recv),
             _ => param.cb.send = Some(worker::on_send),
         }
         let ptr = call(buf, &param);
@@ -581,8 +778,12 @@ impl<R: Role> UcxTransport<R> {
             self.worker.free(s.request);
             s.request = ptr::null_mut();
         }
-        if matches!(s.op, Op::Recv { .. }) {
-            // Handed to the driver in order by `poll`.
+        if let Op::Recv { conn, .. } = s.op {
+            // Handed to the driver in order by `poll`, unless discarded.
+            match conn {
+                Some(id) => self.mark_ready(id),
+                None => self.drop_frame(slot),
+            }
             return;
         }
         let Some(s) = self.slots[slot].take() else {
@@ -590,27 +791,30 @@ impl<R: Role> UcxTransport<R> {
         };
         self.free_slots.push(slot);
         match s.op {
-            Op::Send { buf } => {
-                self.in_flight_sends -= 1;
+            Op::Send { buf, conn, len } => {
+                self.in_flight_sends = self.in_flight_sends.saturating_sub(1);
+                self.in_flight_bytes = self.in_flight_bytes.saturating_sub(len);
+                if let Some(c) = self.conn_mut(conn) {
+                    c.sends = c.sends.saturating_sub(1);
+                    c.send_bytes = c.send_bytes.saturating_sub(len);
+                }
                 self.recycle(buf);
             }
-            Op::KeySend { conn, .. } => self.key_step(conn, status, true, 0),
+            Op::KeySend { conn, .. } => self.key_step(conn, status, true, KeyMessage::Bad),
             Op::KeyRecv { conn, buf } => {
-                let key = if length == 8 {
-                    u64::from_le_bytes(*buf) as u32
-                } else {
-                    0
-                };
-                self.key_step(conn, status, false, key);
+                let got = key_message(&buf[..length.min(8)]);
+                self.key_step(conn, status, false, got);
             }
             Op::AddrSend { conn, .. } => self.addr_step(conn, status, true),
             Op::AddrLenRecv { conn, buf } => {
                 let len = u64::from_le_bytes(*buf);
                 if !status.is_ok() || length != 8 || len == 0 || len > MAX_WORKER_ADDRESS {
-                    self.fail(
-                        conn,
-                        DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-                    );
+                    let cause = if status.is_ok() {
+                        Status(sys::UCS_ERR_INVALID_ADDR).cause()
+                    } else {
+                        status.cause()
+                    };
+                    self.fail(conn, DisconnectReason::ConnectFailed(cause));
                 } else {
                     self.recv_address(conn, len as usize);
                 }
@@ -619,12 +823,42 @@ impl<R: Role> UcxTransport<R> {
                 if status.is_ok() && length == buf.len() {
                     self.connect_data(conn, &buf);
                 } else {
-                    self.fail(
-                        conn,
-                        DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-                    );
+                    let cause = if status.is_ok() {
+                        Status(sys::UCS_ERR_INVALID_ADDR).cause()
+                    } else {
+                        status.cause()
+                    };
+                    self.fail(conn, DisconnectReason::ConnectFailed(cause));
                 }
             }
+            Op::StreamDrain { conn, .. } => {
+                if status.is_ok() {
+                    let peer = self.conn(conn).and_then(|c| c.peer);
+                    log(&format!(
+                        "closing the connection of {}: {length} stream bytes after the key \
+                         exchange",
+                        show(peer)
+                    ));
+                    self.fail(conn, DisconnectReason::Other(STREAM_DATA));
+                }
+            }
+            Op::Refuse { ep, err_arg, .. } => {
+                let (done, slot) = self.start(
+                    Op::Close {
+                        _err_arg: err_arg,
+                        flush: true,
+                    },
+                    |_, param| {
+                        // SAFETY: the refused endpoint is live and closed
+                        // once, here.
+                        unsafe { sys::ucp_ep_close_nbx(ep, param) }
+                    },
+                );
+                if let Some(status) = done {
+                    self.finish(slot, status, 0);
+                }
+            }
+            Op::Close { flush: true, .. } => self.refusing = self.refusing.saturating_sub(1),
             Op::Recv { .. } | Op::Close { .. } => {}
         }
     }
@@ -638,6 +872,38 @@ impl<R: Role> UcxTransport<R> {
         self.notices.push_back(Notice::Disconnected(id, reason));
     }
 
+    /// Whether a `len`-byte send on `id` must wait: its connection's caps
+    /// or the transport's are reached. A connection with nothing in flight
+    /// may always send one frame.
+    fn send_blocked(&self, id: ConnId, len: usize) -> bool {
+        let Some(c) = self.conn(id) else { return true };
+        let cfg = &self.config;
+        c.sends >= cfg.conn_send_frames
+            || (c.sends > 0 && c.send_bytes + len > cfg.conn_send_bytes)
+            || self.in_flight_sends >= MAX_IN_FLIGHT
+            || (self.in_flight_sends > 0 && self.in_flight_bytes + len > cfg.send_bytes)
+    }
+
+    /// Counts a send of `len` bytes on `id` as in flight.
+    fn sending(&mut self, id: ConnId, len: usize) {
+        self.in_flight_sends += 1;
+        self.in_flight_bytes += len;
+        if let Some(c) = self.conn_mut(id) {
+            c.sends += 1;
+            c.send_bytes += len;
+        }
+    }
+
+    /// `id` may have a complete received message first in its queue.
+    fn mark_ready(&mut self, id: ConnId) {
+        if let Some(c) = self.conn_mut(id) {
+            if !c.in_ready && c.state == State::Up && !c.rx.is_empty() {
+                c.in_ready = true;
+                self.ready.push_back(id);
+            }
+        }
+    }
+
     /// Closes the endpoint of `id` (force) and forgets the connection.
     fn release(&mut self, id: ConnId) {
         let Some(c) = self
@@ -648,8 +914,36 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         self.by_key.remove(&c.local_key);
+        // Its receives: those complete are released; those still in
+        // progress are cancelled, and released when they complete.
+        for slot in c.rx {
+            let pending = match self.slots.get_mut(slot).and_then(Option::as_mut) {
+                Some(Slot {
+                    op: Op::Recv { conn, .. },
+                    request,
+                    status,
+                }) => {
+                    *conn = None;
+                    status.is_none().then_some(*request)
+                }
+                _ => None,
+            };
+            match pending {
+                Some(req) if !req.is_null() => {
+                    // SAFETY: req is a live receive request of this worker;
+                    // cancelling completes it through its callback.
+                    unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
+                }
+                Some(_) => {}
+                None => self.drop_frame(slot),
+            }
+        }
         if let Some((ep, err_arg)) = c.data {
-            let (done, slot) = self.start(Op::Close { _err_arg: err_arg }, |_, param| {
+            let close = Op::Close {
+                _err_arg: err_arg,
+                flush: false,
+            };
+            let (done, slot) = self.start(close, |_, param| {
                 // SAFETY: the data endpoint is live and closed once.
                 unsafe { sys::ucp_ep_close_nbx(ep, param) }
             });
@@ -662,6 +956,7 @@ impl<R: Role> UcxTransport<R> {
         let (done, slot) = self.start(
             Op::Close {
                 _err_arg: c.err_arg,
+                flush: false,
             },
             |_, param| {
                 // SAFETY: ep is live and closed once; FORCE releases it
@@ -675,8 +970,9 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
+    /// Keeps `buf` for reuse unless the pool is full or `buf` is large.
     fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < 256 {
+        if self.pool.len() < POOL_LEN && buf.capacity() <= POOL_BUF_CAP {
             buf.clear();
             self.pool.push(buf);
         }
@@ -694,51 +990,173 @@ impl<R: Role> UcxTransport<R> {
         self.worker.progress();
         self.now = Clock::now();
         self.accept_requests();
-        let (failed, done) = {
-            let mut shared = self.worker.shared.borrow_mut();
-            (mem::take(&mut shared.failed), mem::take(&mut shared.done))
-        };
-        for (slot, status, length) in done {
-            self.finish(slot, status, length);
-        }
-        for (key, _status) in failed {
-            if let Some(&slot) = self.by_key.get(&key) {
-                if let Some(id) = self.conns[slot].as_ref().map(|c| c.id) {
-                    self.fail(
-                        id,
-                        DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
-                    );
-                }
+        // Taken in rounds: acting on one completion may complete others at
+        // once (their callbacks push to the emptied queues).
+        for _ in 0..64 {
+            let failed = self.worker.shared.failed.take();
+            let done = self.worker.shared.done.take();
+            if failed.is_empty() && done.is_empty() {
+                break;
+            }
+            self.taken += (failed.len() + done.len()) as u64;
+            for (slot, status, length) in done {
+                self.finish(slot, status, length);
+            }
+            for (key, status) in failed {
+                let Some(id) = self
+                    .by_key
+                    .get(&key)
+                    .and_then(|&slot| self.conns[slot].as_ref())
+                    .map(|c| c.id)
+                else {
+                    continue;
+                };
+                let opening = self.conn(id).is_some_and(|c| c.state != State::Up);
+                self.fail(
+                    id,
+                    if opening {
+                        DisconnectReason::ConnectFailed(status.cause())
+                    } else {
+                        DisconnectReason::PeerFailed(status.cause())
+                    },
+                );
             }
         }
         self.probe();
     }
 
-    /// Server: endpoints for the connection requests the listener got.
+    /// Server: endpoints for the connection requests the listener got;
+    /// past the table's size, each is refused with a reason.
     fn accept_requests(&mut self) {
-        loop {
-            let req = self.worker.shared.borrow_mut().conn_requests.pop_front();
-            let Some(req) = req else { return };
+        let reqs = self.worker.shared.conn_requests.take();
+        self.taken += reqs.len() as u64;
+        let listener = self.role.listener().unwrap_or(ptr::null_mut());
+        for req in reqs {
+            let peer = query_conn_request(req);
             let worker = self.worker.worker;
-            let made = self.add_conn(|err_arg| {
+            let accept = |err_arg: &ErrArg| {
                 let mut params = peer_mode(err_arg);
                 params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_CONN_REQUEST);
                 params.conn_request = req;
                 let mut ep: sys::ucp_ep_h = ptr::null_mut();
                 // SAFETY: worker is live; req came from its listener and is
-                // consumed here once; err_arg is boxed in the connection
-                // and outlives the endpoint.
+                // consumed here once (on failure UCX has released it: UCX
+                // 1.13.1's ucp_ep_create_server_accept rejects and frees
+                // the request on its error paths, so it is never touched
+                // again); err_arg outlives the endpoint.
                 Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
                 Ok(ep)
+            };
+            if self.by_key.len() < self.config.max_connections {
+                if let Err(status) = self.add_conn(peer, accept) {
+                    log(&format!("accepting {}: {status}", show(peer)));
+                }
+                continue;
+            }
+            self.refused += 1;
+            if self.refusing >= MAX_REFUSING {
+                // SAFETY: the request came from this listener and was not
+                // consumed (no endpoint was made from it); rejecting
+                // releases it, once.
+                unsafe { sys::ucp_listener_reject(listener, req) };
+                continue;
+            }
+            let err_arg = Box::new(ErrArg {
+                shared: self.worker.shared_ptr(),
+                key: 0,
             });
-            if made.is_err() {
-                // SAFETY: the request was not consumed by ucp_ep_create
-                // (it failed); rejecting releases it.
-                unsafe {
-                    sys::ucp_listener_reject(self.role.listener().unwrap_or(ptr::null_mut()), req)
-                };
+            let Ok(ep) = accept(&err_arg) else { continue };
+            self.refusing += 1;
+            let msg = Box::new((FULL_MARK | self.config.max_connections as u64).to_le_bytes());
+            let (done, slot) = self.start(
+                Op::Refuse {
+                    ep,
+                    err_arg,
+                    buf: msg,
+                },
+                |buf, param| {
+                    // SAFETY: ep is live; buf (8 bytes, boxed in the slot)
+                    // stays until the request completes.
+                    unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), 8, param) }
+                },
+            );
+            if let Some(status) = done {
+                self.finish(slot, status, 8);
             }
         }
+    }
+}
+
+/// The client's address of a connection request.
+fn query_conn_request(req: sys::ucp_conn_request_h) -> Option<SocketAddr> {
+    // SAFETY: all-zero is a valid attribute struct to fill.
+    let mut attr: sys::ucp_conn_request_attr_t = unsafe { mem::zeroed() };
+    attr.field_mask = u64::from(sys::UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
+    // SAFETY: req is a live connection request, not yet consumed; attr is
+    // a local out-struct.
+    let status = Status(unsafe { sys::ucp_conn_request_query(req, &mut attr) });
+    status.check().ok()?;
+    SockAddr::from_storage(&attr.client_address)
+}
+
+/// A line on standard error, the crate's only log.
+pub(crate) fn log(line: &str) {
+    eprintln!("iomsg-ucx: {line}");
+}
+
+/// An optional address, for a log line.
+pub(crate) fn show(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "an unknown peer".into(), |a| a.to_string())
+}
+
+/// The cause of a connection closed for stream bytes after the handshake.
+pub(crate) const STREAM_DATA: Cause = Cause {
+    code: sys::UCS_ERR_INVALID_PARAM as i32,
+    name: "stream data",
+    text: "stream bytes after the key exchange",
+};
+
+/// The cause of a connection closed for a message larger than allowed.
+pub(crate) const OVERSIZED: Cause = Cause {
+    code: sys::UCS_ERR_MESSAGE_TRUNCATED as i32,
+    name: "message too large",
+    text: "a message larger than the connection's receive bound",
+};
+
+/// The cause of a connection closed for more received bytes queued than
+/// allowed.
+pub(crate) const FLOODED: Cause = Cause {
+    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+    name: "receive queue full",
+    text: "more received bytes waiting than the connection's bound",
+};
+
+/// The cause of a bad key exchange.
+pub(crate) const BAD_KEY: Cause = Cause {
+    code: sys::UCS_ERR_INVALID_PARAM as i32,
+    name: "bad key exchange",
+    text: "the peer's key was zero, malformed or short",
+};
+
+/// The cause a client reports when the server's table is full:
+/// `connection table full (N)`.
+pub(crate) fn table_full(n: u64) -> Cause {
+    use std::sync::{Mutex, OnceLock};
+    static TEXTS: OnceLock<Mutex<HashMap<u64, &'static str>>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut texts = texts.lock().unwrap_or_else(|e| e.into_inner());
+    // One text per table size a process meets (interned, leaked once).
+    let text = if texts.len() < 64 || texts.contains_key(&n) {
+        *texts
+            .entry(n)
+            .or_insert_with(|| Box::leak(format!("connection table full ({n})").into_boxed_str()))
+    } else {
+        "connection table full"
+    };
+    Cause {
+        code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+        name: "table full",
+        text,
     }
 }
 
@@ -776,9 +1194,12 @@ impl<R: Role> Transport for UcxTransport<R> {
             Some(c) if c.state == State::Up => {}
             _ => return Err(SendError::NotConnected),
         }
-        if self.in_flight_sends >= MAX_IN_FLIGHT {
+        if self.send_blocked(conn, len) {
             self.drive();
-            if self.in_flight_sends >= MAX_IN_FLIGHT {
+            if self.conn(conn).is_none() {
+                return Err(SendError::NotConnected);
+            }
+            if self.send_blocked(conn, len) {
                 return Err(SendError::WouldBlock);
             }
         }
@@ -850,7 +1271,7 @@ impl<R: Role> Transport for UcxTransport<R> {
         }
         // Sends in flight need progress calls to complete (UCX's tcp
         // transport does not wake the event fd for them).
-        if !self.notices.is_empty() || self.rx.front().is_some() || self.in_flight_sends > 0 {
+        if !self.notices.is_empty() || !self.ready.is_empty() || self.in_flight_sends > 0 {
             return Readiness::Pending;
         }
         match self.worker.arm() {
@@ -911,7 +1332,8 @@ impl Connector for UcxTransport<Dial> {
     fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
         let worker = self.worker.worker;
         let addr = self.role.server.as_ucs();
-        self.add_conn(|err_arg| {
+        let peer = self.role.addr;
+        self.add_conn(Some(peer), |err_arg| {
             let mut params = peer_mode(err_arg);
             params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
                 | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
@@ -924,7 +1346,7 @@ impl Connector for UcxTransport<Dial> {
             Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
             Ok(ep)
         })
-        .map_err(|_| DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN))
+        .map_err(|status| DisconnectReason::ConnectFailed(status.cause()))
     }
 }
 
@@ -964,3 +1386,6 @@ impl<R: Role> Drop for UcxTransport<R> {
         self.slots.clear();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,12 +2,13 @@
 //!
 //! UCX calls back only from inside `ucp_worker_progress` (and the other
 //! calls that may progress the worker). The callbacks do one thing: push
-//! what happened onto [`Shared`]'s queues. The code outside takes those
-//! queues between UCX calls and never holds a borrow of [`Shared`] across
-//! one, so a callback always finds it free. A callback never unwinds: it
-//! catches a panic and records it.
+//! what happened onto [`Shared`]'s queues. Each queue is a `Cell` that is
+//! taken, pushed to and put back with no UCX call in between, so a
+//! callback can always record its event: nothing is ever borrowed across
+//! a UCX call, and there is no borrow that could fail. A callback never
+//! unwinds: it catches a panic and records it.
 
-use core::cell::RefCell;
+use core::cell::Cell;
 use core::ffi::c_void;
 use core::ptr;
 use std::collections::VecDeque;
@@ -22,19 +23,30 @@ use crate::status::{Pending, Status};
 #[derive(Default)]
 pub(crate) struct Shared {
     /// Connection requests a listener received.
-    pub(crate) conn_requests: VecDeque<sys::ucp_conn_request_h>,
+    pub(crate) conn_requests: Cell<VecDeque<sys::ucp_conn_request_h>>,
     /// Endpoints whose error handler ran: the connection's local key and
     /// the status.
-    pub(crate) failed: Vec<(u32, Status)>,
+    pub(crate) failed: Cell<Vec<(u64, Status)>>,
     /// Requests that completed: their slot and status (and, for stream
     /// receives, the bytes received).
-    pub(crate) done: Vec<(usize, Status, usize)>,
+    pub(crate) done: Cell<Vec<(usize, Status, usize)>>,
+    /// Events recorded by the callbacks, in all (a debug figure: every one
+    /// of them is taken by the transport).
+    pub(crate) recorded: Cell<u64>,
     /// A callback panicked (a bug): recorded instead of unwinding into C.
-    pub(crate) panicked: bool,
+    pub(crate) panicked: Cell<bool>,
+}
+
+/// Appends `item` to the queue in `cell`. Never fails, never loses the
+/// item: the queue is out of the cell only between two statements here.
+pub(crate) fn push<T, Q: Default + Extend<T>>(cell: &Cell<Q>, item: T) {
+    let mut q = cell.take();
+    q.extend(core::iter::once(item));
+    cell.set(q);
 }
 
 /// The callbacks' view of [`Shared`]: a pointer handed to UCX as `arg`.
-pub(crate) type SharedCell = RefCell<Shared>;
+pub(crate) type SharedCell = Shared;
 
 /// Runs `f` on the shared state from inside a callback, never unwinding.
 ///
@@ -43,21 +55,17 @@ pub(crate) type SharedCell = RefCell<Shared>;
 /// `arg` must be the `*const SharedCell` this worker handed to UCX, alive
 /// for as long as UCX may call back (the worker owns it and outlives every
 /// endpoint, listener and request).
-unsafe fn with_shared(arg: *mut c_void, f: impl FnOnce(&mut Shared)) {
+unsafe fn with_shared(arg: *mut c_void, f: impl FnOnce(&Shared)) {
     // SAFETY: by this function's contract, `arg` points to a live
-    // SharedCell; only shared references to the cell itself are made.
-    let cell = unsafe { &*(arg as *const SharedCell) };
-    // A borrow held across a UCX call would be a bug in this crate: the
-    // event is then lost, not turned into a panic inside C.
+    // Shared; only shared references to it are made (its fields are
+    // cells).
+    let shared = unsafe { &*(arg as *const SharedCell) };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        if let Ok(mut shared) = cell.try_borrow_mut() {
-            f(&mut shared);
-        }
+        f(shared);
+        shared.recorded.set(shared.recorded.get().wrapping_add(1));
     }));
     if result.is_err() {
-        if let Ok(mut shared) = cell.try_borrow_mut() {
-            shared.panicked = true;
-        }
+        shared.panicked.set(true);
     }
 }
 
@@ -65,14 +73,14 @@ unsafe fn with_shared(arg: *mut c_void, f: impl FnOnce(&mut Shared)) {
 pub(crate) unsafe extern "C" fn on_conn_request(req: sys::ucp_conn_request_h, arg: *mut c_void) {
     // SAFETY: the listener was created with this worker's SharedCell as
     // `arg`, and the worker outlives its listener.
-    unsafe { with_shared(arg, |s| s.conn_requests.push_back(req)) };
+    unsafe { with_shared(arg, |s| push(&s.conn_requests, req)) };
 }
 
 /// Packs the shared pointer and a connection key into an error handler's
 /// argument: the key is looked up in a table the worker keeps.
 pub(crate) struct ErrArg {
     pub(crate) shared: *const SharedCell,
-    pub(crate) key: u32,
+    pub(crate) key: u64,
 }
 
 /// `ucp_err_handler_cb_t`: the endpoint failed (peer gone, keepalive).
@@ -88,7 +96,7 @@ pub(crate) unsafe extern "C" fn on_ep_error(
     // SAFETY: ErrArg.shared is the worker's SharedCell, alive as above.
     unsafe {
         with_shared(err.shared as *mut c_void, |s| {
-            s.failed.push((key, Status(status)));
+            push(&s.failed, (key, Status(status)));
         });
     }
 }
@@ -145,7 +153,7 @@ unsafe fn done(user_data: *mut c_void, status: sys::ucs_status_t, length: usize)
     // request is.
     unsafe {
         with_shared(arg.shared as *mut c_void, |s| {
-            s.done.push((slot, Status(status), length));
+            push(&s.done, (slot, Status(status), length));
         });
     }
 }
@@ -177,7 +185,12 @@ impl Worker {
     ///
     /// `settings` are context variables (without the `UCX_` prefix),
     /// applied with `ucp_config_modify` unless the environment sets them.
-    pub(crate) fn new(mode: WaitMode, settings: &[(&str, &str)]) -> Result<Worker, Status> {
+    pub(crate) fn new(
+        mode: WaitMode,
+        settings: &[(&str, &str)],
+        async_events: usize,
+    ) -> Result<Worker, Status> {
+        raise_async_events(async_events);
         let mut config: *mut sys::ucp_config_t = ptr::null_mut();
         // SAFETY: NULL env prefix and filename mean "UCX_" and none;
         // `config` is an out-pointer to a local.
@@ -228,7 +241,7 @@ impl Worker {
         Ok(Worker {
             context,
             worker,
-            shared: Box::new(RefCell::new(Shared::default())),
+            shared: Box::new(Shared::default()),
             mode,
         })
     }
@@ -310,6 +323,30 @@ impl Worker {
         }
         false
     }
+}
+
+/// Raises UCX's asynchronous event table (`ASYNC_MAX_EVENTS`, one event
+/// per watched socket, 1,024 by default) to `want`, unless the
+/// environment sets it (`UCX_ASYNC_MAX_EVENTS` wins): UCX reads the
+/// global option when a handler is added, so it is set through
+/// `ucs_global_opts_set_value`, not the environment. Never lowers it.
+fn raise_async_events(want: usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SET: AtomicUsize = AtomicUsize::new(1024);
+    if std::env::var_os("UCX_ASYNC_MAX_EVENTS").is_some() {
+        return;
+    }
+    if SET.fetch_max(want, Ordering::SeqCst) >= want {
+        return;
+    }
+    let Ok(value) = CString::new(want.to_string()) else {
+        return;
+    };
+    // SAFETY: both strings are NUL-terminated and outlive the call; the
+    // option is a plain unsigned that UCX reads when it adds a handler.
+    let status =
+        unsafe { sys::ucs_global_opts_set_value(c"ASYNC_MAX_EVENTS".as_ptr(), value.as_ptr()) };
+    let _ = Status(status).check();
 }
 
 impl Drop for Worker {

@@ -43,8 +43,11 @@ pub struct ClientJob {
     pub reply_timeout: Duration,
     /// A connection attempt may take this long.
     pub connect_timeout: Duration,
-    /// Consecutive failed connection attempts tolerated.
+    /// Consecutive failed connection attempts tolerated (once `retry_for`
+    /// has passed).
     pub retries: Retries,
+    /// Retrying goes on at least this long after the first failed attempt.
+    pub retry_for: Duration,
     /// Delay between connection attempts.
     pub retry_interval: Duration,
     /// Stop submitting after this long, then wait for what is in flight.
@@ -244,6 +247,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         config.reply_timeout = job.reply_timeout;
         config.connect_timeout = job.connect_timeout;
         config.max_retries = job.retries.max();
+        config.retry_for = job.retry_for;
         config.backoff = Backoff {
             initial: job.retry_interval,
             max: job.retry_interval,

@@ -167,9 +167,17 @@ struct ClientArgs {
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = duration)]
     connect_timeout: Duration,
     /// Consecutive failed connection attempts before giving up (a number
-    /// or `inf`).
+    /// or `inf`). The client gives up only once these attempts failed
+    /// and --retry-for has passed since the first of them.
     #[arg(short, long, default_value = "20")]
     retries: Retries,
+    /// Keep retrying for at least this long after a connection is lost,
+    /// whatever --retries says: attempts that fail at once (a network
+    /// unreachable for a while) are spaced by --retry-interval, so an
+    /// outage of up to this long is survived. `0`: --retries alone
+    /// decides.
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
+    retry_for: Duration,
     /// Delay between connection attempts (±20 % jitter).
     #[arg(long, value_name = "TIME", default_value = "100ms", value_parser = duration)]
     retry_interval: Duration,
@@ -350,6 +358,7 @@ fn run_client(a: ClientArgs) -> ExitCode {
         reply_timeout: a.reply_timeout,
         connect_timeout: a.connect_timeout,
         retries: a.retries,
+        retry_for: a.retry_for,
         retry_interval: a.retry_interval,
         run_time: a.run_time,
         seed: a.seed,

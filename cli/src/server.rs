@@ -119,6 +119,23 @@ impl ServerHandler for App {
                 eprintln!("iomsg server: rejected {conn}: {reason} (detail {detail})");
                 format!("rejected {conn} {reason:?} {detail}")
             }
+            ServerEvent::SlowConsumer {
+                conn,
+                session,
+                dropped,
+            } => {
+                // Always said: a peer stopped taking its replies.
+                eprintln!(
+                    "iomsg server: closed {conn}: a slow consumer ({dropped} replies it never \
+                     took were dropped; its client replays)"
+                );
+                let session = session.map_or_else(|| "-".to_string(), |s| format!("{s:016x}"));
+                format!("slow_consumer {conn} {session} {dropped}")
+            }
+            ServerEvent::HandshakeTimeout { conn, timeout } => {
+                eprintln!("iomsg server: closed {conn}: no Hello within {timeout:?}");
+                format!("handshake_timeout {conn} {timeout:?}")
+            }
             ServerEvent::Disconnected { conn, reason } => format!("disconnected {conn} {reason:?}"),
             ServerEvent::Evicted { session } => format!("evicted {session:016x}"),
             ServerEvent::Forgotten { session } => format!("forgotten {session:016x}"),

@@ -105,7 +105,9 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C
                 Err(e) => e,
             };
             if e == SendError::WouldBlock {
-                return progress;
+                // This connection waits for the next round.
+                self.core.transmit_blocked(t);
+                continue;
             }
             self.core.discard_transmit(t);
             self.transport.close(now, t.conn);
@@ -122,13 +124,13 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
         let mut progress = false;
         loop {
             let mut round = false;
-            while self.core.can_receive() {
+            loop {
                 let core = &mut self.core;
                 match self.transport.poll(now) {
                     None => break,
                     Some(Event::Accepted { conn }) => {
                         app.stop |= (app.on)(Notice::Accepted);
-                        core.handle_accepted(conn, &mut app);
+                        core.handle_accepted(now, conn, &mut app);
                     }
                     Some(Event::Received { conn, frame }) => {
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, &mut app));
@@ -137,9 +139,10 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
                     Some(_) => {}
                 }
                 round = true;
-                if !app.stop && self.core.close_pending() {
+                if !app.stop && self.core.needs_transmit() {
                     // As the core's driver: a rejected connection is
-                    // closed before anything more it carried is taken.
+                    // closed, and a queue near full is sent, before
+                    // anything more is taken.
                     self.transmit(now, &mut app);
                 }
                 if app.stop {

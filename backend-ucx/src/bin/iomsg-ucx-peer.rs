@@ -406,11 +406,9 @@ fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(
 
 fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
-    // its port again at once.
-    let (name, value) = iomsg_ucx::REUSE_ADDRESS;
-    if std::env::var_os(name).is_none() {
-        std::env::set_var(name, value);
-    }
+    // its port again at once, and UCX's event table and the open-file
+    // limit fit the connection table.
+    iomsg_ucx::prepare_process(&UcxConfig::default());
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| {
         args.iter()

@@ -49,6 +49,135 @@ pub struct UcxConfig {
     /// message per connection (see the module's tag layout). Every
     /// receiver takes batches, whatever its own setting.
     pub coalesce: bool,
+    /// The connection table's size (a server's): a connection request
+    /// past it is refused at once, and the client's connect fails with
+    /// `ConnectFailed` saying `connection table full (N)`. UCX's own
+    /// limits must allow it: see [`UcxConfig::environment`].
+    pub max_connections: usize,
+    /// Sends in flight on one connection at most: past it `transmit` on
+    /// that connection (only) is `WouldBlock`.
+    pub conn_send_frames: usize,
+    /// Bytes of sends in flight on one connection at most (a connection
+    /// with nothing in flight may still send one frame of `max_frame`).
+    pub conn_send_bytes: usize,
+    /// Bytes of sends in flight over all connections at most (a memory
+    /// bound; larger than one connection's, so that one connection whose
+    /// peer stopped reading cannot take it all).
+    pub send_bytes: usize,
+    /// Received bytes waiting in one connection's queue at most (its
+    /// frames not yet taken, and a message still arriving): past it the
+    /// connection is closed as flooding.
+    pub conn_recv_bytes: usize,
+}
+
+/// The variable by which UCX sizes its asynchronous event table (one
+/// event per socket it watches: each connection's); a table too small
+/// makes every connection past it fail. UCX reads it from the environment
+/// when the library loads; the transport raises the option itself
+/// (`ucs_global_opts_set_value`) to [`UcxConfig::async_max_events`]
+/// before it makes a worker, unless the environment sets it (which then
+/// wins).
+pub const ASYNC_MAX_EVENTS: &str = "UCX_ASYNC_MAX_EVENTS";
+
+impl UcxConfig {
+    /// UCX's asynchronous events this configuration needs: two per
+    /// connection (its own and a refused one's), and room for the
+    /// listener and UCX's own.
+    pub fn async_max_events(&self) -> usize {
+        self.max_connections
+            .saturating_add(MAX_REFUSING)
+            .saturating_mul(2)
+            .saturating_add(256)
+    }
+
+    /// The environment a process that runs this configuration needs, as
+    /// (variable, value): [`REUSE_ADDRESS`] (UCX's event table is sized
+    /// without the environment: see [`ASYNC_MAX_EVENTS`]). The library
+    /// never changes the environment; a binary applies these first thing
+    /// in `main` with [`prepare_process`].
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        vec![(REUSE_ADDRESS.0, REUSE_ADDRESS.1.to_string())]
+    }
+
+    /// The file descriptors this configuration may hold at most: a few per
+    /// connection (its socket-address and data sockets, UCX's event fds)
+    /// and UCX's own.
+    pub fn open_files(&self) -> u64 {
+        (self.max_connections.saturating_add(MAX_REFUSING) as u64)
+            .saturating_mul(4)
+            .saturating_add(256)
+    }
+
+    /// The most memory, in bytes, the transport itself holds for frames
+    /// with this configuration, whatever its peers send:
+    ///
+    /// - receives: per connection, `conn_recv_bytes` waiting (a message
+    ///   that would pass it closes the connection) and one batch being
+    ///   emitted (`BATCH_CAP`, 32 KiB);
+    /// - sends in flight: `send_bytes` over all connections, plus one
+    ///   frame (`max_frame`) or batch past it;
+    /// - the buffer pool: 256 buffers of at most 64 KiB;
+    /// - refused connections still closing: 256, a few bytes each.
+    ///
+    /// UCX's own buffers (its unexpected-message queue, socket buffers)
+    /// and the application's are not included. Messages that no receive
+    /// is posted for (oversized, strays, heartbeats) are received into no
+    /// buffer.
+    pub fn memory_bound(&self) -> u64 {
+        let conns = self.max_connections as u64;
+        let per_conn = (self.conn_recv_bytes as u64).saturating_add(BATCH_CAP as u64);
+        let sends = (self.send_bytes as u64).saturating_add(self.max_frame.max(BATCH_CAP) as u64);
+        let pool = (POOL_LEN * POOL_BUF_CAP) as u64;
+        conns
+            .saturating_mul(per_conn)
+            .saturating_add(sends)
+            .saturating_add(pool)
+            .saturating_add((MAX_REFUSING * 256) as u64)
+    }
+}
+
+/// Prepares the process for `config`, first thing in `main`, before any
+/// thread (setting a variable while another thread reads the environment
+/// is undefined behaviour): sets each variable of
+/// [`UcxConfig::environment`] the environment does not already have, and
+/// raises the soft limit on open files towards
+/// [`UcxConfig::open_files`] (up to the hard limit).
+///
+/// ```no_run
+/// // fn main() {
+/// iomsg_ucx::prepare_process(&iomsg_ucx::UcxConfig::default());
+/// // ... parse arguments, build the transport ...
+/// // }
+/// ```
+pub fn prepare_process(config: &UcxConfig) {
+    for (name, value) in config.environment() {
+        if std::env::var_os(name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+    raise_open_files(config.open_files());
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to `want` (at most the hard limit);
+/// returns the soft limit then.
+pub fn raise_open_files(want: u64) -> u64 {
+    // SAFETY: all-zero is a valid rlimit to fill.
+    let mut lim: libc::rlimit = unsafe { mem::zeroed() };
+    // SAFETY: lim is a live out-struct for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 0;
+    }
+    if lim.rlim_cur < want {
+        let raised = libc::rlimit {
+            rlim_cur: want.min(lim.rlim_max),
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: raised is a valid rlimit within the hard limit.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    lim.rlim_cur
 }
 
 impl Default for UcxConfig {
@@ -57,7 +186,10 @@ impl Default for UcxConfig {
     /// message sent by copy (`ZCOPY_THRESH` and `RNDV_THRESH` infinite: UCX
     /// 1.13.1's zero-copy paths can abort the process when a peer dies);
     /// heartbeats with a 3 s silence timeout ([`Liveness::default`]); a
-    /// restarted server may listen on its port again at once.
+    /// restarted server may listen on its port again at once; 1,024
+    /// connections; per connection 256 sends or 4 MiB in flight and 4 MiB
+    /// received waiting, 64 MiB of sends in flight in all (a memory bound
+    /// of about 4.1 GiB at 1,024 connections: [`UcxConfig::memory_bound`]).
     fn default() -> UcxConfig {
         UcxConfig {
             mode: WaitMode::BusyPoll,
@@ -74,6 +206,11 @@ impl Default for UcxConfig {
             shared_memory: false,
             liveness: Some(Liveness::default()),
             coalesce: true,
+            max_connections: 1024,
+            conn_send_frames: 256,
+            conn_send_bytes: 4 << 20,
+            send_bytes: 64 << 20,
+            conn_recv_bytes: 4 << 20,
         }
     }
 }

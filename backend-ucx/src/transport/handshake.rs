@@ -8,7 +8,7 @@ impl<R: Role> UcxTransport<R> {
     pub(super) fn exchange_keys(&mut self, id: ConnId) {
         let Some(c) = self.conn(id) else { return };
         let (ep, key) = (c.ep, c.local_key);
-        let send = Box::new(u64::from(key).to_le_bytes());
+        let send = Box::new(key.to_le_bytes());
         let recv = Box::new([0u8; 8]);
         let sent = self.start(
             Op::KeySend {
@@ -52,10 +52,7 @@ impl<R: Role> UcxTransport<R> {
         let got =
             Status(unsafe { sys::ucp_worker_get_address(self.worker.worker, &mut addr, &mut len) });
         if got.check().is_err() {
-            return self.fail(
-                id,
-                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-            );
+            return self.fail(id, DisconnectReason::ConnectFailed(got.cause()));
         }
         let mut msg = (len as u64).to_le_bytes().to_vec();
         // SAFETY: UCX returned `len` readable bytes at `addr`, copied out
@@ -132,10 +129,7 @@ impl<R: Role> UcxTransport<R> {
         // and outlives the endpoint.
         let made = Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) });
         if made.check().is_err() {
-            return self.fail(
-                id,
-                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-            );
+            return self.fail(id, DisconnectReason::ConnectFailed(made.cause()));
         }
         c.data = Some((ep, err_arg));
         self.addr_step(id, Status::OK, false);
@@ -149,10 +143,7 @@ impl<R: Role> UcxTransport<R> {
             return;
         };
         if !status.is_ok() {
-            return self.fail(
-                id,
-                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-            );
+            return self.fail(id, DisconnectReason::ConnectFailed(status.cause()));
         }
         if sent_ours {
             sent = true;
@@ -170,30 +161,70 @@ impl<R: Role> UcxTransport<R> {
             } else {
                 Notice::Accepted(id)
             });
+            self.now_up(id);
         }
     }
 
-    /// One half of the key exchange of `id` completed.
-    pub(super) fn key_step(&mut self, id: ConnId, status: Status, sent_ours: bool, their_key: u32) {
+    /// `id` is up: frames that came early may go, and its stream is
+    /// watched from now on.
+    pub(super) fn now_up(&mut self, id: ConnId) {
+        self.mark_ready(id);
+        let Some(ep) = self.conn(id).map(|c| c.ep) else {
+            return;
+        };
+        let drain = Op::StreamDrain {
+            conn: id,
+            buf: Box::new([0; 64]),
+        };
+        let (done, slot) = self.start(drain, |buf, param| {
+            let mut length = 0usize;
+            // SAFETY: ep is live; buf holds 64 bytes and stays in its slot
+            // until the request completes (the endpoint's close completes
+            // it, cancelled).
+            unsafe { sys::ucp_stream_recv_nbx(ep, buf, 64, &mut length, param) }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 1);
+        }
+    }
+
+    /// One half of the key exchange of `id` completed: ours went
+    /// (`sent_ours`), or `theirs` came.
+    pub(super) fn key_step(
+        &mut self,
+        id: ConnId,
+        status: Status,
+        sent_ours: bool,
+        theirs: KeyMessage,
+    ) {
         let client = self.role.listener().is_none();
         let shm = self.config.shared_memory;
         let Some(c) = self.conn_mut(id) else { return };
         let State::Opening { mut sent, mut got } = c.state else {
             return;
         };
-        if !status.is_ok() || (!sent_ours && their_key == 0) {
-            self.fail(
-                id,
-                DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN),
-            );
-            return;
+        let peer = c.peer;
+        if !status.is_ok() {
+            return self.fail(id, DisconnectReason::ConnectFailed(status.cause()));
         }
         if sent_ours {
             sent = true;
         } else {
-            got = true;
-            c.remote_key = their_key;
+            match theirs {
+                KeyMessage::Key(k) => {
+                    got = true;
+                    c.remote_key = k;
+                }
+                KeyMessage::Full(n) => {
+                    return self.fail(id, DisconnectReason::ConnectFailed(table_full(n)));
+                }
+                KeyMessage::Bad => {
+                    log(&format!("bad key exchange from {}: closed", show(peer)));
+                    return self.fail(id, DisconnectReason::ConnectFailed(BAD_KEY));
+                }
+            }
         }
+        let Some(c) = self.conn_mut(id) else { return };
         c.state = match (sent && got, shm) {
             (false, _) => State::Opening { sent, got },
             (true, false) => State::Up,
@@ -203,11 +234,14 @@ impl<R: Role> UcxTransport<R> {
             },
         };
         match c.state {
-            State::Up => self.notices.push_back(if client {
-                Notice::Connected(id)
-            } else {
-                Notice::Accepted(id)
-            }),
+            State::Up => {
+                self.notices.push_back(if client {
+                    Notice::Connected(id)
+                } else {
+                    Notice::Accepted(id)
+                });
+                self.now_up(id);
+            }
             State::Addressing { .. } => self.exchange_addresses(id),
             State::Opening { .. } => {}
         }

@@ -23,7 +23,7 @@ impl<R: Role> UcxTransport<R> {
                 let reason = if up {
                     DisconnectReason::PeerSilent
                 } else {
-                    DisconnectReason::ConnectFailed(iomsg_core::transport::Cause::UNKNOWN)
+                    DisconnectReason::ConnectFailed(Status(sys::UCS_ERR_TIMED_OUT).cause())
                 };
                 self.fail(id, reason);
             } else if up && now.saturating_duration_since(c.said) >= live.interval {
@@ -34,16 +34,23 @@ impl<R: Role> UcxTransport<R> {
 
     /// Sends an empty heartbeat message to the peer of `id`.
     pub(super) fn heartbeat(&mut self, id: ConnId) {
-        if self.in_flight_sends >= MAX_IN_FLIGHT {
+        // A connection whose sends do not complete sends no heartbeats
+        // either (its peer is not reading).
+        if self.send_blocked(id, 0) {
             return;
         }
         let now = self.now;
         let Some(c) = self.conn_mut(id) else { return };
         c.said = now;
-        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_HEARTBEAT);
+        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_HEARTBEAT));
         let buf = self.buffer(0);
-        self.in_flight_sends += 1;
-        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+        self.sending(id, 0);
+        let op = Op::Send {
+            buf,
+            conn: id,
+            len: 0,
+        };
+        let (done, slot) = self.start(op, |buf, param| {
             // SAFETY: ep is live (the connection is open); an empty
             // message reads nothing from buf, which stays in its slot
             // until the completion anyway.
@@ -52,10 +59,7 @@ impl<R: Role> UcxTransport<R> {
         if let Some(status) = done {
             self.finish(slot, status, 0);
             if !status.is_ok() {
-                self.fail(
-                    id,
-                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
-                );
+                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
             }
         }
     }

@@ -1,12 +1,14 @@
-//! The receive side: probing tagged messages, receiving them into slots,
-//! and handing their frames over in order per connection.
+//! The receive side: probing tagged messages, receiving them (bounded)
+//! into slots, and handing their frames over in order per connection,
+//! connections in turn.
 
 use super::*;
 
 impl<R: Role> UcxTransport<R> {
     /// Starts receiving every tagged message UCX has matched-ready.
     pub(super) fn probe(&mut self) {
-        loop {
+        // Bounded: each round takes one message out of UCX.
+        for _ in 0..4096 {
             // SAFETY: all-zero is a valid info value to fill.
             let mut info: sys::ucp_tag_recv_info_t = unsafe { mem::zeroed() };
             // SAFETY: the worker is live; tag and mask 0 match any tag;
@@ -15,94 +17,137 @@ impl<R: Role> UcxTransport<R> {
             if msg.is_null() {
                 return;
             }
-            let key = (info.sender_tag >> 32) as u32;
-            let kind = info.sender_tag & KIND_MASK;
-            // Anything from the peer shows it alive, a frame or not.
-            let now = self.now;
-            if let Some(c) = self.by_key.get(&key).and_then(|&c| self.conns[c].as_mut()) {
-                c.heard = now;
-            }
-            let buf = self.buffer(info.length);
-            let worker = self.worker.worker;
+            let (key, kind) = untag(info.sender_tag);
             let len = info.length;
-            // A kind this version does not know is received and dropped
-            // as a stray (key 0 names no connection).
-            let (key, heartbeat, batch) = match kind {
-                KIND_FRAME => (key, false, false),
-                KIND_HEARTBEAT => (key, true, false),
-                KIND_BATCH => (key, false, true),
-                _ => (0, false, false),
+            let now = self.now;
+            let conn = self
+                .by_key
+                .get(&key)
+                .and_then(|&c| self.conns[c].as_mut())
+                .map(|c| {
+                    // Anything from the peer shows it alive.
+                    c.heard = now;
+                    (c.id, c.peer, c.rx_bytes)
+                });
+            let limit = match kind {
+                KIND_FRAME => Some(self.config.max_frame),
+                KIND_BATCH => Some(BATCH_CAP),
+                KIND_HEARTBEAT => Some(0),
+                _ => None,
             };
+            // What to receive it as: the connection's (a frame or batch),
+            // or nothing (discarded: a heartbeat, a stray, a fault).
+            let mut fault = None;
+            let keep = match (conn, limit) {
+                (Some(_), Some(limit)) if len > limit => {
+                    fault = Some(OVERSIZED);
+                    None
+                }
+                (Some((id, _, queued)), Some(_)) if kind != KIND_HEARTBEAT => {
+                    if queued.saturating_add(len) > self.config.conn_recv_bytes {
+                        fault = Some(FLOODED);
+                        None
+                    } else {
+                        Some(id)
+                    }
+                }
+                _ => None,
+            };
+            let stray = conn.is_none() || limit.is_none();
+            let buf = if keep.is_some() {
+                self.buffer(len)
+            } else {
+                Vec::new()
+            };
+            let size = buf.len();
+            let worker = self.worker.worker;
             let op = Op::Recv {
                 buf,
-                key,
-                heartbeat,
-                batch,
+                conn: keep,
+                stray,
+                batch: kind == KIND_BATCH,
                 offset: 0,
             };
             let (done, slot) = self.start(op, |buf, param| {
                 // SAFETY: msg came from the probe above and is consumed
-                // once; buf has `len` bytes and stays in its slot until the
-                // request completes.
-                unsafe { sys::ucp_tag_msg_recv_nbx(worker, buf, len, msg, param) }
+                // once; buf has `size` bytes and stays in its slot until
+                // the request completes (a larger message is truncated by
+                // UCX, never written past `size`).
+                unsafe { sys::ucp_tag_msg_recv_nbx(worker, buf, size, msg, param) }
             });
-            self.rx.push_back(slot);
+            if let Some(id) = keep {
+                if let Some(c) = self.conn_mut(id) {
+                    c.rx.push_back(slot);
+                    c.rx_bytes += size;
+                }
+            }
             if let Some(status) = done {
-                self.finish(slot, status, len);
+                self.finish(slot, status, size);
+            }
+            if let (Some(cause), Some((id, peer, _))) = (fault, conn) {
+                log(&format!(
+                    "closing the connection of {}: {}: a {len}-byte message of kind {kind}",
+                    show(peer),
+                    cause.text
+                ));
+                self.fail(id, DisconnectReason::Other(cause));
             }
         }
     }
 
-    /// The next received frame whose receive completed, in order per
+    /// The next received frame: of the first connection in turn whose
+    /// first message is complete (and which is up), in order per
     /// connection: its connection, slot and place in the slot's buffer.
     /// A receive still in progress (a message whose sender stopped or died
     /// halfway) holds back the frames of its own connection only. The slot
-    /// stays in the queue until its last frame is taken ([`UcxRx`]'s
-    /// drop). Frames of no open connection are dropped.
+    /// stays first in its connection's queue until its last frame is taken
+    /// ([`UcxRx`]'s drop).
     pub(super) fn next_frame(&mut self) -> Option<(ConnId, usize, Range<usize>)> {
-        // Keys with a frame waiting ahead in the queue: their later frames
-        // wait behind it. A full list stops the search (order is kept).
-        let mut held = [0u32; HELD_KEYS];
-        let mut n_held = 0;
-        let mut i = 0;
-        while let Some(&slot) = self.rx.get(i) {
-            let Some(s) = self.slots[slot].as_ref() else {
-                self.rx.remove(i);
-                continue;
-            };
-            let Op::Recv {
-                key,
-                heartbeat,
-                batch,
-                offset,
-                ref buf,
-            } = s.op
-            else {
-                self.rx.remove(i);
-                continue;
-            };
-            let known = self.by_key.get(&key).and_then(|&c| self.conns[c].as_ref());
-            // The peer's first frames can overtake the end of this side's
-            // handshake (the address exchange, its key's completion): they
-            // wait for it, and the frames behind them too, rather than be
-            // dropped. A handshake that never ends fails (liveness
-            // timeout) and they go as strays.
-            let waits = s.status.is_none() || known.is_some_and(|c| c.state != State::Up);
-            let behind = held[..n_held].contains(&key);
-            if waits && !behind {
-                if n_held == HELD_KEYS {
-                    return None;
+        // Bounded: each round hands over a frame or drops a connection
+        // from the turn or a message from a queue.
+        let mut rounds = self.ready.len() * 2 + 1024;
+        while let Some(&id) = self.ready.front() {
+            rounds = rounds.checked_sub(1)?;
+            let head = self.conn(id).and_then(|c| {
+                (c.state == State::Up)
+                    .then(|| c.rx.front().copied())
+                    .flatten()
+            });
+            let complete = head.and_then(|slot| {
+                let s = self.slots.get(slot)?.as_ref()?;
+                s.status.map(|st| (slot, st))
+            });
+            let Some((slot, status)) = complete else {
+                self.ready.pop_front();
+                if let Some(c) = self.conn_mut(id) {
+                    c.in_ready = false;
                 }
-                held[n_held] = key;
-                n_held += 1;
-            }
-            if waits || behind {
-                i += 1;
+                continue;
+            };
+            if !status.is_ok() {
+                let peer = self.conn(id).and_then(|c| c.peer);
+                log(&format!(
+                    "closing the connection of {}: a receive failed: {status}",
+                    show(peer)
+                ));
+                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
                 continue;
             }
-            let ok = s.status.is_some_and(|st| st.is_ok());
+            let Some(Slot {
+                op:
+                    Op::Recv {
+                        batch,
+                        offset,
+                        ref buf,
+                        ..
+                    },
+                ..
+            }) = self.slots[slot]
+            else {
+                self.pop_rx(id, slot);
+                continue;
+            };
             let len = buf.len();
-            let conn = known.map(|c| c.id);
             let frame = if !batch {
                 Some(0..len)
             } else if offset >= len {
@@ -120,51 +165,91 @@ impl<R: Role> UcxTransport<R> {
                             .min(len),
                 )
             };
-            match (heartbeat, ok, conn, frame) {
-                (false, true, Some(conn), Some(frame)) => return Some((conn, slot, frame)),
-                (false, true, Some(_), None) => {}
-                (true, ..) => {}
-                _ => self.stray_frames += 1,
+            match frame {
+                Some(frame) => return Some((id, slot, frame)),
+                None => self.pop_rx(id, slot),
             }
-            self.rx.remove(i);
-            self.drop_frame(slot);
         }
         None
     }
 
+    /// Takes `slot` (first) out of the queue of `id` and releases it.
+    fn pop_rx(&mut self, id: ConnId, slot: usize) {
+        let size = match self.slots.get(slot).and_then(Option::as_ref) {
+            Some(Slot {
+                op: Op::Recv { buf, .. },
+                ..
+            }) => buf.len(),
+            _ => 0,
+        };
+        if let Some(c) = self.conn_mut(id) {
+            if let Some(at) = c.rx.iter().position(|&s| s == slot) {
+                c.rx.remove(at);
+                c.rx_bytes = c.rx_bytes.saturating_sub(size);
+            }
+        }
+        self.drop_frame(slot);
+    }
+
     /// The frame ending at `end` of `slot` was taken: the slot is
-    /// released once nothing of it is left.
+    /// released once nothing of it is left, and the connection's turn
+    /// passes.
     pub(super) fn frame_taken(&mut self, slot: usize, end: usize) {
-        let done = match self.slots.get_mut(slot).and_then(Option::as_mut) {
+        let (done, conn) = match self.slots.get_mut(slot).and_then(Option::as_mut) {
             Some(Slot {
                 op:
                     Op::Recv {
-                        batch: true,
+                        batch,
                         offset,
                         buf,
+                        conn,
                         ..
                     },
                 ..
             }) => {
                 *offset = end;
-                end >= buf.len()
+                (!*batch || end >= buf.len(), *conn)
             }
-            _ => true,
+            _ => (true, None),
+        };
+        let Some(id) = conn else {
+            if done {
+                self.drop_frame(slot);
+            }
+            return;
         };
         if done {
-            if let Some(at) = self.rx.iter().position(|&s| s == slot) {
-                self.rx.remove(at);
-            }
-            self.drop_frame(slot);
+            self.pop_rx(id, slot);
+        }
+        // Connections in turn: the next frame comes from the next one.
+        if self.ready.front() == Some(&id) && self.ready.len() > 1 {
+            self.ready.pop_front();
+            self.ready.push_back(id);
         }
     }
 
+    /// Releases a receive's slot and keeps its buffer.
     pub(super) fn drop_frame(&mut self, slot: usize) {
+        let done = matches!(
+            self.slots.get(slot).and_then(Option::as_ref),
+            Some(Slot {
+                op: Op::Recv { .. },
+                status: Some(_),
+                ..
+            })
+        );
+        if !done {
+            // Still in progress (cancelled): released when it completes.
+            return;
+        }
         if let Some(Slot {
-            op: Op::Recv { buf, .. },
+            op: Op::Recv { buf, stray, .. },
             ..
         }) = self.slots.get_mut(slot).and_then(Option::take)
         {
+            if stray {
+                self.stray_frames += 1;
+            }
             self.free_slots.push(slot);
             self.recycle(buf);
         }

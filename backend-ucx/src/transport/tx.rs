@@ -15,10 +15,11 @@ impl<R: Role> UcxTransport<R> {
             return;
         }
         let buf = mem::replace(&mut c.batch, fresh);
-        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_BATCH);
+        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_BATCH));
         let len = buf.len();
-        self.in_flight_sends += 1;
-        let (done, slot) = self.start(Op::Send { buf }, |buf, param| {
+        self.sending(id, len);
+        let op = Op::Send { buf, conn: id, len };
+        let (done, slot) = self.start(op, |buf, param| {
             // SAFETY: ep is live (the connection is open); buf holds `len`
             // bytes and stays in its slot until the send's callback (or
             // immediate completion, handled right below).
@@ -27,10 +28,7 @@ impl<R: Role> UcxTransport<R> {
         if let Some(status) = done {
             self.finish(slot, status, 0);
             if !status.is_ok() {
-                self.fail(
-                    id,
-                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
-                );
+                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
             }
         }
     }
@@ -85,14 +83,19 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             t.recycle(buf);
             return r;
         };
-        let (ep, tag) = (c.frame_ep(), u64::from(c.remote_key) << 32 | KIND_FRAME);
+        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_FRAME));
         let len = buf.len();
         let now = t.now;
         if let Some(c) = t.conn_mut(self.conn) {
             c.said = now;
         }
-        t.in_flight_sends += 1;
-        let (done, slot) = t.start(Op::Send { buf }, |buf, param| {
+        t.sending(self.conn, len);
+        let op = Op::Send {
+            buf,
+            conn: self.conn,
+            len,
+        };
+        let (done, slot) = t.start(op, |buf, param| {
             // SAFETY: ep is live (the connection is open); buf holds `len`
             // bytes and stays in its slot until the send's callback (or
             // immediate completion, handled right below).
@@ -101,10 +104,7 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
         if let Some(status) = done {
             t.finish(slot, status, 0);
             if !status.is_ok() {
-                t.fail(
-                    self.conn,
-                    DisconnectReason::PeerFailed(iomsg_core::transport::Cause::UNKNOWN),
-                );
+                t.fail(self.conn, DisconnectReason::PeerFailed(status.cause()));
             }
         }
         r

@@ -626,7 +626,7 @@ impl World {
 
     fn accept(&mut self, conn: ConnId) {
         let mut out = Out::default();
-        self.server.handle_accepted(conn, &mut out);
+        self.server.handle_accepted(self.now, conn, &mut out);
         drain(&mut self.server, &mut out);
         self.absorb(out, None, None);
     }

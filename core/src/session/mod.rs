@@ -43,8 +43,8 @@ pub use client::{
 };
 pub use server::{
     wire_error_code, Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
-    ServerStats, ServerTransmit, SessionInfo, MAX_READ_REQUEST, MIN_WINDOW, REPLIES,
-    UNCHECKED_BODY,
+    ServerStats, ServerTransmit, SessionInfo, CONN_REPLIES, MAX_READ_REQUEST, MIN_WINDOW,
+    STRAY_REPLIES, UNCHECKED_BODY,
 };
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ pub struct Client<T: Connector, const N: usize, S> {
     session: ClientSession<N, S>,
     conn: Option<ConnId>,
     send_errors: u64,
+    /// The last transmit ended on `WouldBlock`: the next frame waits for
+    /// the transport, which wakes the application when it has room.
+    blocked: bool,
 }
 
 impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S> {
@@ -49,6 +52,7 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
             session,
             conn: None,
             send_errors: 0,
+            blocked: false,
         })
     }
 
@@ -136,9 +140,13 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
     }
 
     /// The readiness hook: whether the application may sleep now (until
-    /// [`poll_timeout`](Self::poll_timeout) at the latest).
+    /// [`poll_timeout`](Self::poll_timeout) at the latest). A frame the
+    /// transport refused (`WouldBlock`) waits on the transport: it is asked
+    /// to arm, so that an application that waits on readiness sleeps until
+    /// the transport has room instead of spinning.
     pub fn arm(&mut self, now: Instant) -> Readiness {
-        let frame_ready = self.conn.is_some() && self.session.poll_transmit(now).is_some();
+        let frame_ready =
+            !self.blocked && self.conn.is_some() && self.session.poll_transmit(now).is_some();
         if frame_ready || self.poll_timeout().is_some_and(|t| t <= now) {
             return Readiness::Pending;
         }
@@ -220,6 +228,7 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
 
     fn transmit(&mut self, now: Instant) -> bool {
         let mut progress = false;
+        self.blocked = false;
         while let (Some(t), Some(conn)) = (self.session.poll_transmit(now), self.conn) {
             let e = match self.transport.transmit(now, conn, t.len()) {
                 Ok(token) => {
@@ -232,7 +241,10 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
             };
             match e {
                 // Offered again after the next poll: nothing changed.
-                SendError::WouldBlock => break,
+                SendError::WouldBlock => {
+                    self.blocked = true;
+                    break;
+                }
                 e => {
                     // The frame never went out and stays in the window;
                     // skipping it would open a false hole. Close the

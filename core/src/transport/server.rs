@@ -26,6 +26,8 @@ pub struct Server<
     transport: T,
     core: C,
     send_errors: u64,
+    /// The last transmit round ended with replies the transport refused.
+    blocked: bool,
 }
 
 impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
@@ -61,6 +63,7 @@ where
             transport,
             core,
             send_errors: 0,
+            blocked: false,
         })
     }
 
@@ -94,9 +97,12 @@ where
     }
 
     /// The readiness hook: whether the application may sleep now (until
-    /// [`poll_timeout`](Self::poll_timeout) at the latest).
+    /// [`poll_timeout`](Self::poll_timeout) at the latest). Replies that
+    /// the transport refused (`WouldBlock`) are its to wake for: the
+    /// transport is asked to arm then.
     pub fn arm(&mut self, now: Instant) -> Readiness {
-        if self.core().pending_replies() > 0 || self.poll_timeout().is_some_and(|t| t <= now) {
+        let ready = self.core().pending_replies() > 0 && !self.blocked;
+        if ready || self.poll_timeout().is_some_and(|t| t <= now) {
             return Readiness::Pending;
         }
         self.transport.arm()
@@ -105,17 +111,21 @@ where
     /// Does all the work possible at `now`; returns whether anything
     /// happened. Messages go to `app` as they arrive, reads are answered
     /// by it as their completions go out.
+    ///
+    /// Frames are taken for every connection while any one of them
+    /// stalls: the replies of a connection the transport refuses wait in
+    /// that connection's own queue, and when they no longer fit, that
+    /// connection alone is closed.
     pub fn poll(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut any = false;
         loop {
             let mut progress = false;
-            // Take frames only while their replies have room; send first.
-            while self.core.borrow_mut().can_receive() {
+            loop {
                 let core = self.core.borrow_mut();
                 match self.transport.poll(now) {
                     None => break,
                     Some(Event::Accepted { conn }) => {
-                        core.handle_accepted(conn, app);
+                        core.handle_accepted(now, conn, app);
                     }
                     Some(Event::Received { conn, frame }) => {
                         frame.consume(|bytes| core.handle_frame(now, conn, bytes, app));
@@ -127,9 +137,9 @@ where
                     Some(_) => {}
                 }
                 progress = true;
-                if self.core.borrow_mut().close_pending() {
-                    // A rejected connection: say why and close it before
-                    // the transport hands over anything more it carried.
+                if self.core.borrow_mut().needs_transmit() {
+                    // A queue near full or a rejected connection: send
+                    // (and close) before the transport hands over more.
                     self.transmit(now, app);
                 }
             }
@@ -150,6 +160,8 @@ where
         }
     }
 
+    /// One transmit round: closes what is due, then one frame per
+    /// connection in turn until every queue is empty or refused.
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
         if self.core.borrow_mut().pending_replies() > 0 {
@@ -163,7 +175,7 @@ where
                 continue;
             }
             let Some(t) = self.core.borrow_mut().poll_transmit() else {
-                return progress;
+                break;
             };
             let e = match self.transport.transmit(now, t.conn, t.len()) {
                 Ok(token) => {
@@ -175,8 +187,9 @@ where
                 Err(e) => e,
             };
             match e {
-                // Delayed, never dropped: offered again after the next poll.
-                SendError::WouldBlock => return progress,
+                // Delayed, never dropped: this connection waits for the
+                // next round, the others go on.
+                SendError::WouldBlock => self.core.borrow_mut().transmit_blocked(t),
                 _ => {
                     // This connection can take nothing more: close it; its
                     // client resends what was not acknowledged.
@@ -187,5 +200,8 @@ where
                 }
             }
         }
+        // What is left was refused: the transport wakes the waiter.
+        self.blocked = self.core().pending_replies() > 0;
+        progress
     }
 }

@@ -803,4 +803,5 @@ fn events_of_an_older_generation_of_a_reused_slot_are_ignored_by_the_client() {
     assert!(p.log.events().any(|e| *e == ended));
 }
 
+mod client_waits;
 mod core_storage;

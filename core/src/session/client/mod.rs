@@ -104,6 +104,8 @@ pub struct ClientSession<const N: usize, S> {
     /// `Welcome` (before any, the client's own).
     agreed: u64,
     attempt: u32,
+    /// When the first failed attempt of the current run of failures ended.
+    failing_since: Option<Instant>,
     started: Instant,
     last_progress: Instant,
     action: Option<Action>,
@@ -153,6 +155,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             trusted: None,
             agreed,
             attempt: 0,
+            failing_since: None,
             started: now,
             last_progress: now,
             action: None,
@@ -693,6 +696,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         self.trusted = Some(incarnation);
         self.agreed = u64::from(window).min(self.own_window());
         self.attempt = 0;
+        self.failing_since = None;
         self.last_progress = now;
         self.last_probe = now;
         // Frames of this connection so far: the replay from `confirmed` is
@@ -800,9 +804,12 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             return;
         }
         self.attempt += 1;
-        if self.attempt > self.config.max_retries {
+        let since = *self.failing_since.get_or_insert(now);
+        let over = now.saturating_since(since);
+        if self.attempt > self.config.max_retries && over >= self.config.retry_for {
             return self.fail(FailReason::RetriesExceeded {
                 attempts: self.attempt,
+                over,
                 last: cause,
             });
         }

@@ -124,8 +124,17 @@ pub struct ClientConfig {
     pub reply_timeout: Duration,
     /// Delay between connection attempts.
     pub backoff: Backoff,
-    /// Consecutive failed attempts tolerated before `Failed(RetriesExceeded)`.
+    /// Consecutive failed attempts tolerated before `Failed(RetriesExceeded)`
+    /// (unless `retry_for` has not passed yet).
     pub max_retries: u32,
+    /// How long, from the first failed attempt in a row, the client keeps
+    /// trying whatever the count: it gives up only once both
+    /// `max_retries` attempts failed and `retry_for` has passed. Attempts
+    /// that fail at once (a network that is unreachable for a while) are
+    /// spaced by `backoff`, so a count alone would be spent in seconds;
+    /// this carries a session over an outage of up to `retry_for`. Zero:
+    /// the count alone decides.
+    pub retry_for: Duration,
     /// Total run time, after which the client fails with `Timeout`.
     pub run_limit: Option<Duration>,
     /// Replay unacknowledged frames after a reconnect (at-least-once). When
@@ -148,7 +157,8 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// Defaults: connect timeout 1 s, reply timeout 2 s (a tail-loss probe
     /// after a quarter of it without ack progress), backoff 10 ms doubling
-    /// to 500 ms with ±20 % jitter, 20 retries, no run limit, replay on,
+    /// to 500 ms with ±20 % jitter, 20 retries and at least 30 s of
+    /// retrying (an outage of up to 30 s is survived), no run limit, replay on,
     /// eager sends, no payload CRC, messages up to the wire's 1 MiB (and
     /// what the transport and the storage hold), the whole send window.
     ///
@@ -166,6 +176,7 @@ impl ClientConfig {
                 jitter_per_mille: 200,
             },
             max_retries: 20,
+            retry_for: Duration::from_secs(30),
             run_limit: None,
             replay: true,
             eager: true,
@@ -241,10 +252,13 @@ pub enum ProtocolError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FailReason {
-    /// `max_retries` consecutive attempts failed.
+    /// `max_retries` consecutive attempts failed, and they took longer
+    /// than `retry_for`.
     RetriesExceeded {
         /// Attempts made in a row.
         attempts: u32,
+        /// From the first failed attempt in a row to the last.
+        over: Duration,
         /// How the last one ended.
         last: DisconnectCause,
     },
@@ -289,17 +303,23 @@ impl core::fmt::Display for FailReason {
         match self {
             FailReason::RetriesExceeded {
                 attempts,
+                over,
                 last: DisconnectCause::Rejected { reason, detail },
             } => write!(
                 f,
-                "gave up after {attempts} failed connection attempts in a row: the server \
-                 refused the last one: {}",
+                "gave up after {attempts} failed connection attempts in a row over {over:.1?}: \
+                 the server refused the last one: {}",
                 RefusalHelp(*reason, *detail)
             ),
-            FailReason::RetriesExceeded { attempts, last } => write!(
+            FailReason::RetriesExceeded {
+                attempts,
+                over,
+                last,
+            } => write!(
                 f,
-                "gave up after {attempts} failed connection attempts in a row \
-                 (last: {last}); check that the server runs and is reachable"
+                "gave up after {attempts} failed connection attempts in a row over {over:.1?} \
+                 (last: {last}); check that the server runs and is reachable, or retry for \
+                 longer (retries, retry time)"
             ),
             FailReason::Timeout { limit } => {
                 write!(f, "the run limit of {limit:?} passed")

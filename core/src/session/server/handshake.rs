@@ -4,8 +4,8 @@
 use core::ops::Range;
 
 use super::{
-    control, mix64, Hello, RecvTracker, Reply, ServerCore, ServerEvent, ServerHandler, Session,
-    Tomb,
+    control, mix64, Hello, Queued, RecvTracker, Reply, ServerCore, ServerEvent, ServerHandler,
+    Session, Tomb,
 };
 use crate::conn::ConnId;
 use crate::time::Instant;
@@ -198,6 +198,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             c.session = Some(id);
             c.epoch = epoch;
         }
+        self.recompute_handshake_due();
         let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
             (s.tracker.cumulative(), s.incarnation)
         });
@@ -208,10 +209,10 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             window: agreed as u32,
             known,
         };
-        self.queue(Reply::Frame {
-            conn,
-            msg: control(id, epoch, 0, cum, welcome),
-        });
+        let msg = control(id, epoch, 0, cum, welcome);
+        if self.push_reply(conn, Reply::Frame { msg }, sink) != Queued::Yes {
+            return;
+        }
         sink.event(ServerEvent::SessionOpened {
             session: id,
             epoch,

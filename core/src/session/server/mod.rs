@@ -1,7 +1,11 @@
 //! The server side: a bounded table of sessions and connections.
 
 mod handshake;
+mod replies;
 mod types;
+
+use replies::{Outbox, Queued, Reply, Strays};
+pub use replies::{CONN_REPLIES, STRAY_REPLIES};
 
 pub use types::{
     Delivery, ReadRequest, ServerConfig, ServerEvent, ServerHandler, ServerStats, ServerTransmit,
@@ -10,52 +14,18 @@ pub use types::{
 
 use core::ops::Range;
 
-use heapless::{Deque, FnvIndexMap};
+use heapless::FnvIndexMap;
 
 use super::client::RequestOp;
 use crate::conn::ConnId;
 use crate::rng::mix64;
 use crate::seq::{RecvTracker, Verdict};
 use crate::time::Instant;
-use crate::wire::{self, Body, IoMsg, RejectReason, WireError, HEADER_LEN, MAX_DATA_LEN, SN_MAX};
+use crate::wire::{self, Body, IoMsg, RejectReason, WireError, MAX_DATA_LEN, SN_MAX};
 
 /// The longest request body a `Read` may carry: the server keeps it with
 /// the pending reply until its application answers.
 pub const MAX_READ_REQUEST: usize = 32;
-
-/// Replies the server queues at most (see [`ServerCore::can_receive`]).
-pub const REPLIES: usize = 64;
-
-/// Replies one received frame queues at most: a `Hello` that supersedes an
-/// older connection queues a `Reject` and a close for it and a `Welcome`.
-const REPLIES_PER_FRAME: usize = 3;
-
-/// A frame or close waiting for the transport, in order.
-#[derive(Clone, Copy, Debug)]
-enum Reply {
-    /// A frame without application data.
-    Frame { conn: ConnId, msg: IoMsg<'static> },
-    /// A read completion: the application writes the data when it goes.
-    ReadComp {
-        conn: ConnId,
-        msg: IoMsg<'static>,
-        len: u32,
-        request: [u8; MAX_READ_REQUEST],
-        request_len: u8,
-    },
-    /// Close the connection (after the frames queued before).
-    Close { conn: ConnId },
-}
-
-impl Reply {
-    fn conn(&self) -> ConnId {
-        match *self {
-            Reply::Frame { conn, .. } | Reply::ReadComp { conn, .. } | Reply::Close { conn } => {
-                conn
-            }
-        }
-    }
-}
 
 /// The smallest window a server agrees to offer: a client may send this
 /// many frames after its `Hello` before the `Welcome` says more.
@@ -131,16 +101,34 @@ struct Data<'f> {
     validate: bool,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Conn {
     session: Option<u64>,
     /// The epoch of the `Hello` that bound it.
     epoch: u32,
-    /// Rejected or closed by the server: its close is queued. Nothing it
-    /// carries from now on is processed.
+    /// Rejected or closed by the server: its close is due once its
+    /// replies are out. Nothing it carries from now on is processed.
     closing: bool,
     /// Its place in the order of accepted connections (from 1).
     seq: u64,
+    /// When it was accepted: without a `Hello` by
+    /// `config.handshake_timeout` later, it is closed.
+    accepted_at: Instant,
+    /// Its replies waiting for the transport.
+    out: Outbox,
+}
+
+impl Conn {
+    fn new(seq: u64, now: Instant) -> Conn {
+        Conn {
+            session: None,
+            epoch: 0,
+            closing: false,
+            seq,
+            accepted_at: now,
+            out: Outbox::new(),
+        }
+    }
 }
 
 /// The server's sessions and connections: at most `SESSIONS` sessions and
@@ -151,8 +139,15 @@ struct Conn {
 /// Frames come in through [`handle_frame`](Self::handle_frame), which
 /// hands each new message's bytes to the application; replies go out
 /// through [`poll_transmit`](Self::poll_transmit) /
-/// [`write_transmit`](Self::write_transmit), in order, so a transport
-/// without a free buffer delays a reply and never drops it.
+/// [`write_transmit`](Self::write_transmit). Each connection keeps its own
+/// replies, in order, at most [`CONN_REPLIES`]; connections take turns,
+/// and one whose transport answers `WouldBlock`
+/// ([`transmit_blocked`](Self::transmit_blocked)) is skipped while the
+/// others go on. A transport without a free buffer for a connection delays
+/// its replies; a connection whose replies no longer fit is closed as a
+/// slow consumer ([`ServerEvent::SlowConsumer`]), never silently and never
+/// at another connection's expense. Memory is fixed by the capacities: no
+/// allocation.
 pub struct ServerCore<
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
@@ -163,7 +158,22 @@ pub struct ServerCore<
     sessions: FnvIndexMap<u64, Session<WORDS>, SESSIONS>,
     tombs: FnvIndexMap<u64, Tomb, TOMBS>,
     conns: FnvIndexMap<ConnId, Conn, CONNS>,
-    replies: Deque<Reply, REPLIES>,
+    /// Rejections to connections outside the table.
+    strays: Strays,
+    /// Replies queued over all connections.
+    queued: usize,
+    /// Connections whose close is due once their replies are out.
+    closes_due: usize,
+    /// Connections the transport refused in this transmit round.
+    blocked: usize,
+    /// A queue is down to its last free slot: transmit before receiving.
+    urgent: bool,
+    /// The table index whose turn it is to transmit.
+    turn: usize,
+    /// The table index of the frame last offered.
+    offered: usize,
+    /// No unbound connection's handshake deadline is earlier.
+    next_handshake_due: Option<Instant>,
     /// Records created so far: makes each incarnation distinct.
     created: u64,
     /// Connections accepted so far: the last one's `seq`.
@@ -197,7 +207,14 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             sessions: FnvIndexMap::new(),
             tombs: FnvIndexMap::new(),
             conns: FnvIndexMap::new(),
-            replies: Deque::new(),
+            strays: Strays::new(),
+            queued: 0,
+            closes_due: 0,
+            blocked: 0,
+            urgent: false,
+            turn: 0,
+            offered: 0,
+            next_handshake_due: None,
             created: 0,
             accepted: 0,
             forgotten_upto: 0,
@@ -216,7 +233,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.sessions.clear();
         self.tombs.clear();
         self.conns.clear();
-        self.replies.clear();
+        self.clear_replies();
+        self.next_handshake_due = None;
         self.created = 0;
         self.accepted = 0;
         self.forgotten_upto = 0;
@@ -260,16 +278,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     pub fn set_transport_limit(&mut self, max_payload: usize) {
         self.transport_limit = max_payload;
     }
-    /// Whether the reply queue has room for what one more received frame
-    /// may queue. A driver stops taking frames from its transport while
-    /// not, and transmits first.
-    pub fn can_receive(&self) -> bool {
-        REPLIES - self.replies.len() >= REPLIES_PER_FRAME
-    }
-    /// Replies waiting for the transport.
-    pub fn pending_replies(&self) -> usize {
-        self.replies.len()
-    }
     /// How many sessions the table holds at most.
     pub fn max_sessions(&self) -> usize {
         self.config.max_sessions.clamp(1, SESSIONS)
@@ -295,23 +303,34 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             .flat_map(|s| s.tracker.holes())
     }
 
-    /// A connection was accepted. Returns `false` (and closes it) when the
-    /// connection table is full.
+    /// A connection was accepted at `now`. Returns `false` when the
+    /// connection table is full: a `Reject` (`SessionTableFull`) and the
+    /// close are queued for it.
+    ///
+    /// A connection that sends no `Hello` within
+    /// [`ServerConfig::handshake_timeout`] is closed
+    /// ([`ServerEvent::HandshakeTimeout`]), so silent peers cannot hold the
+    /// table.
     ///
     /// Connections must be handed in in the order their clients opened
     /// them (both backends do): a `Hello` on a connection accepted before
     /// this instance forgot a session's tombstone opens no new session
     /// ([`RejectReason::StaleConnection`]).
-    pub fn handle_accepted(&mut self, conn: ConnId, sink: &mut impl ServerHandler) -> bool {
+    pub fn handle_accepted(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        sink: &mut impl ServerHandler,
+    ) -> bool {
         if self.conns.contains_key(&conn) {
             return true;
         }
         self.accepted += 1;
-        let accepted = Conn {
-            seq: self.accepted,
-            ..Conn::default()
-        };
-        if self.conns.insert(conn, accepted).is_err() {
+        if self
+            .conns
+            .insert(conn, Conn::new(self.accepted, now))
+            .is_err()
+        {
             self.reject(
                 conn,
                 0,
@@ -322,6 +341,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             );
             return false;
         }
+        let due = now + self.config.handshake_timeout;
+        self.next_handshake_due = Some(self.next_handshake_due.map_or(due, |d| d.min(due)));
         true
     }
 
@@ -331,29 +352,35 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.drop_conn(conn);
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) must run next.
+    /// When [`handle_timeout`](Self::handle_timeout) must run next: the
+    /// earliest delayed ack or handshake deadline.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.next_ack_due
+        match (self.next_ack_due, self.next_handshake_due) {
+            (Some(a), Some(h)) => Some(a.min(h)),
+            (a, h) => a.or(h),
+        }
     }
 
-    /// Sends the `Ack`s that are due.
+    /// Sends the `Ack`s that are due and closes the connections whose
+    /// handshake deadline passed.
     pub fn handle_timeout(&mut self, now: Instant, sink: &mut impl ServerHandler) {
+        if self.next_handshake_due.is_some_and(|t| t <= now) {
+            self.expire_handshakes(now, sink);
+        }
         if self.next_ack_due.is_none_or(|t| t > now) {
             return;
         }
-        let _ = sink;
         let mut next: Option<Instant> = None;
+        let mut due_acks: heapless::Vec<(ConnId, u64), SESSIONS> = heapless::Vec::new();
         for (&id, s) in self.sessions.iter_mut() {
             match s.ack_due {
-                // An ack waits for room in the reply queue: it stays due.
-                Some(due) if due <= now && !self.replies.is_full() => {
+                Some(due) if due <= now => {
                     s.ack_due = None;
                     s.stream_unacked = 0;
                     if let Some(conn) = s.conn {
-                        let msg = control(id, s.epoch, 0, s.tracker.cumulative(), Body::Ack);
-                        queue(&mut self.replies, Reply::Frame { conn, msg });
-                        self.stats.acks += 1;
+                        // One per session: the table's own capacity.
+                        let _ = due_acks.push((conn, id));
                     }
                 }
                 Some(due) => next = Some(next.map_or(due, |n| n.min(due))),
@@ -361,13 +388,65 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             }
         }
         self.next_ack_due = next;
+        for (conn, id) in due_acks {
+            let Some(s) = self.sessions.get(&id) else {
+                continue;
+            };
+            let msg = control(id, s.epoch, 0, s.tracker.cumulative(), Body::Ack);
+            if self.push_reply(conn, Reply::Frame { msg }, sink) == Queued::Yes {
+                self.stats.acks += 1;
+            }
+        }
+    }
+
+    /// The earliest handshake deadline of a connection still without a
+    /// `Hello`.
+    fn recompute_handshake_due(&mut self) {
+        let limit = self.config.handshake_timeout;
+        self.next_handshake_due = self
+            .conns
+            .values()
+            .filter(|c| c.session.is_none() && !c.closing)
+            .map(|c| c.accepted_at + limit)
+            .min();
+    }
+
+    /// Closes every connection still without a `Hello` past its deadline.
+    fn expire_handshakes(&mut self, now: Instant, sink: &mut impl ServerHandler) {
+        let limit = self.config.handshake_timeout;
+        let mut next: Option<Instant> = None;
+        let mut expired: heapless::Vec<ConnId, CONNS> = heapless::Vec::new();
+        for (&conn, c) in self.conns.iter() {
+            if c.session.is_some() || c.closing {
+                continue;
+            }
+            let due = c.accepted_at + limit;
+            if due <= now {
+                // At most one per connection: the table's own capacity.
+                let _ = expired.push(conn);
+            } else {
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+        }
+        self.next_handshake_due = next;
+        for conn in expired {
+            self.stats.handshake_timeouts += 1;
+            self.retire_conn(conn);
+            sink.event(ServerEvent::HandshakeTimeout {
+                conn,
+                timeout: limit,
+            });
+        }
     }
 
     /// A frame arrived on `conn`. A new message's bytes go to the
     /// application (`sink.deliver`), borrowed from `frame`.
     ///
-    /// Call it only while [`can_receive`](Self::can_receive) holds: the
-    /// replies it queues need room.
+    /// A frame of a connection whose replies no longer fit (its transport
+    /// took none of them) is not processed: the connection is closed as a
+    /// slow consumer ([`ServerEvent::SlowConsumer`]). Transmit whenever
+    /// [`needs_transmit`](Self::needs_transmit) says so, and that happens
+    /// only to a connection the transport keeps refusing.
     pub fn handle_frame(
         &mut self,
         now: Instant,
@@ -376,7 +455,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         sink: &mut impl ServerHandler,
     ) {
         self.stats.frames += 1;
-        if !self.conns.contains_key(&conn) && !self.handle_accepted(conn, sink) {
+        if !self.conns.contains_key(&conn) && !self.handle_accepted(now, conn, sink) {
             return;
         }
         if self.conns.get(&conn).is_some_and(|c| c.closing) {
@@ -384,6 +463,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             // sends again whatever is not acknowledged.
             self.stats.after_close += 1;
             return;
+        }
+        if self.reply_room_gone(conn) {
+            // Its transport took none of its replies: this connection
+            // alone pays for it. The client sends the frame again.
+            return self.slow_consumer(conn, sink);
         }
         let msg = match wire::parse(frame) {
             Ok(msg) => msg,
@@ -538,8 +622,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 s.stream_unacked = 0;
                 s.ack_due = None;
                 let msg = control(d.session, s.epoch, 0, ack, Body::Ack);
-                queue(&mut self.replies, Reply::Frame { conn, msg });
-                self.stats.acks += 1;
+                if self.push_reply(conn, Reply::Frame { msg }, sink) == Queued::Yes {
+                    self.stats.acks += 1;
+                }
                 return;
             }
             Kind::Request(op) => op,
@@ -610,8 +695,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     s.stream_unacked = 0;
                     s.ack_due = None;
                     let msg = control(d.session, epoch, 0, ack, Body::Ack);
-                    queue(&mut self.replies, Reply::Frame { conn, msg });
-                    self.stats.acks += 1;
+                    if self.push_reply(conn, Reply::Frame { msg }, sink) == Queued::Yes {
+                        self.stats.acks += 1;
+                    }
                 } else if s.ack_due.is_none() {
                     let due = now + self.config.ack_delay;
                     s.ack_due = Some(due);
@@ -638,7 +724,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     let n = d.bytes.len().min(MAX_READ_REQUEST);
                     request[..n].copy_from_slice(&d.bytes[..n]);
                     Reply::ReadComp {
-                        conn,
                         msg: IoMsg {
                             body: Body::ReadComp { data: &[] },
                             ..msg
@@ -648,116 +733,13 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                         request_len: n as u8,
                     }
                 } else {
-                    Reply::Frame { conn, msg }
+                    Reply::Frame { msg }
                 };
-                queue(&mut self.replies, reply);
-                self.stats.completions += 1;
+                if self.push_reply(conn, reply, sink) == Queued::Yes {
+                    self.stats.completions += 1;
+                }
             }
         }
-    }
-
-    /// The next frame to send, if any: its connection and length, for the
-    /// transport's transmit buffer. A close queued before it is done first
-    /// (see [`poll_close`](Self::poll_close)). Nothing leaves the queue
-    /// until [`write_transmit`](Self::write_transmit) writes it.
-    #[must_use]
-    pub fn poll_transmit(&mut self) -> Option<ServerTransmit> {
-        loop {
-            let (conn, len, reject) = match *self.replies.front()? {
-                Reply::Close { .. } => return None,
-                Reply::Frame { conn, msg } => (
-                    conn,
-                    msg.buffer_len(),
-                    matches!(msg.body, Body::Reject { .. }),
-                ),
-                Reply::ReadComp { conn, len, .. } => (conn, HEADER_LEN + len as usize, false),
-            };
-            // A reject goes out though its connection has left the table:
-            // it says why.
-            if reject || self.conns.contains_key(&conn) {
-                return Some(ServerTransmit { conn, len });
-            }
-            // Its connection ended: the client resends what this answered.
-            self.replies.pop_front();
-            self.stats.replies_discarded += 1;
-        }
-    }
-
-    /// The next connection to close, if a close is next in the queue.
-    #[must_use]
-    pub fn poll_close(&mut self) -> Option<ConnId> {
-        match self.replies.front() {
-            Some(&Reply::Close { conn }) => {
-                self.replies.pop_front();
-                self.drop_conn(conn);
-                Some(conn)
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether a connection close waits in the reply queue: a driver sends
-    /// what precedes it and closes it before taking more frames, so that a
-    /// rejected connection carries nothing further.
-    pub fn close_pending(&self) -> bool {
-        self.replies
-            .iter()
-            .any(|r| matches!(r, Reply::Close { .. }))
-    }
-
-    /// Writes the frame [`poll_transmit`](Self::poll_transmit) offered into
-    /// `out` (the transport's buffer of exactly `t.len()` bytes). A read's
-    /// data is written in place by the application (`sink.respond`).
-    pub fn write_transmit(
-        &mut self,
-        t: ServerTransmit,
-        out: &mut [u8],
-        sink: &mut impl ServerHandler,
-    ) -> usize {
-        let Some(reply) = self.replies.pop_front() else {
-            debug_assert!(false, "write_transmit without a pending reply");
-            return 0;
-        };
-        debug_assert_eq!(reply.conn(), t.conn, "stale ServerTransmit");
-        let written = match reply {
-            Reply::Frame { msg, .. } => msg.emit(out),
-            Reply::ReadComp {
-                msg,
-                len,
-                request,
-                request_len,
-                ..
-            } => msg.emit_with_payload(out, len as usize, |data| {
-                let read = ReadRequest {
-                    session: msg.session,
-                    sn: msg.sn,
-                    len,
-                    request: &request[..usize::from(request_len)],
-                };
-                sink.respond(read, data);
-            }),
-            Reply::Close { .. } => Ok(0),
-        };
-        if written.is_ok() && !matches!(reply, Reply::Close { .. }) {
-            self.stats.frames_sent += 1;
-        }
-        debug_assert_eq!(written, Ok(t.len));
-        written.unwrap_or(0)
-    }
-
-    /// Drops the frame [`poll_transmit`](Self::poll_transmit) offered: the
-    /// transport can never send it on its connection, which is treated as
-    /// ended (the client resends what is not acknowledged).
-    pub fn discard_transmit(&mut self, t: ServerTransmit) {
-        if self.replies.front().is_some_and(|r| r.conn() == t.conn) {
-            self.replies.pop_front();
-            self.stats.replies_discarded += 1;
-        }
-        self.drop_conn(t.conn);
-    }
-
-    fn queue(&mut self, reply: Reply) {
-        queue(&mut self.replies, reply);
     }
 
     fn reject(
@@ -783,8 +765,21 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             _ => (session, epoch),
         };
         let msg = control(session, epoch, 0, 0, Body::Reject { reason, detail });
-        self.queue(Reply::Frame { conn, msg });
-        self.retire_conn(conn);
+        match self.conns.get_mut(&conn) {
+            Some(c) => {
+                if c.out.replies.is_full() {
+                    // The connection closes anyway: what it still held
+                    // makes way for the reason why.
+                    let n = c.out.replies.len();
+                    c.out.replies.clear();
+                    self.queued -= n;
+                    self.stats.replies_discarded += n as u64;
+                }
+                let _ = self.push_reply(conn, Reply::Frame { msg }, sink);
+                self.retire_conn(conn);
+            }
+            None => self.push_stray(conn, msg, sink),
+        }
         sink.event(ServerEvent::Rejected {
             conn,
             reason,
@@ -792,7 +787,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         });
     }
 
-    /// Unbinds `conn` and queues its close (after the replies queued
+    /// Unbinds `conn` and marks its close due (after the replies queued
     /// before); it carries nothing more to the core.
     fn retire_conn(&mut self, conn: ConnId) {
         let closing = self.conns.get(&conn).map(|c| c.closing);
@@ -809,11 +804,16 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 }
             }
         }
-        self.queue(Reply::Close { conn });
+        self.close_after_replies(conn);
+        self.recompute_handshake_due();
     }
 
     fn drop_conn(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
+            self.forget_outbox(&c);
+            if c.session.is_none() && !c.closing {
+                self.recompute_handshake_due();
+            }
             if let Some(s) = c.session.and_then(|id| self.sessions.get_mut(&id)) {
                 if s.conn == Some(conn) {
                     s.conn = None;
@@ -832,13 +832,6 @@ struct Hello {
     token: u64,
     window: u32,
     replay: bool,
-}
-
-/// Queues a reply. The drivers keep room for every frame they hand in
-/// (see [`ServerCore::can_receive`]).
-fn queue(replies: &mut Deque<Reply, REPLIES>, reply: Reply) {
-    let pushed = replies.push_back(reply);
-    debug_assert!(pushed.is_ok(), "server reply queue overflow");
 }
 
 fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> IoMsg<'static> {

@@ -31,12 +31,18 @@ pub struct ServerConfig {
     /// The longest read answered (within the wire's 1 MiB and what the
     /// transport carries); a longer one is rejected as `ReadTooLong`.
     pub max_read: u32,
+    /// How long an accepted connection may go without a `Hello`. Past it
+    /// the connection is closed ([`ServerEvent::HandshakeTimeout`]), so
+    /// peers that connect and say nothing cannot hold the connection
+    /// table. A client sends its `Hello` first thing, so this only needs
+    /// to cover a slow network and a busy client.
+    pub handshake_timeout: Duration,
 }
 
 impl ServerConfig {
     /// Defaults: ack every 32 streamed frames or 200 µs, no payload CRC,
     /// the tracker's whole window and the whole session table, reads up to
-    /// the wire's 1 MiB.
+    /// the wire's 1 MiB, 5 s for a connection's `Hello`.
     pub const fn new(instance: u64) -> ServerConfig {
         ServerConfig {
             instance,
@@ -46,6 +52,7 @@ impl ServerConfig {
             window: u32::MAX,
             max_sessions: usize::MAX,
             max_read: crate::wire::MAX_DATA_LEN,
+            handshake_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -123,6 +130,8 @@ pub struct ServerTransmit {
     /// The connection it goes on.
     pub conn: ConnId,
     pub(super) len: usize,
+    /// A rejection to a connection outside the table.
+    pub(super) stray: bool,
 }
 
 impl ServerTransmit {
@@ -229,6 +238,30 @@ pub enum ServerEvent {
         /// The session.
         session: u64,
     },
+    /// A connection's replies no longer fit its queue: its transport took
+    /// none of them for a whole queue's worth of frames (the peer stopped
+    /// reading, or is frozen). Only this connection pays: its queued
+    /// replies are dropped (the client replays what they acknowledged and
+    /// asks its reads again) and it is closed. `session` is `None` for a
+    /// connection outside the table whose rejection could not be queued
+    /// (a driver that never transmits).
+    SlowConsumer {
+        /// The connection.
+        conn: ConnId,
+        /// The session it carried, if it was bound.
+        session: Option<u64>,
+        /// Replies dropped with it.
+        dropped: usize,
+    },
+    /// A connection sent no `Hello` within
+    /// [`ServerConfig::handshake_timeout`] of being accepted: it was
+    /// closed.
+    HandshakeTimeout {
+        /// The connection.
+        conn: ConnId,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
     /// The transport ended a connection (from the [`Server`] driver; the
     /// bare core learns it through `handle_disconnected`).
     ///
@@ -262,8 +295,19 @@ pub struct ServerStats {
     pub lost_in_flight: u64,
     /// Frames sent (replies, acks, rejections).
     pub frames_sent: u64,
-    /// Queued replies dropped because their connection ended first.
+    /// Queued replies dropped because their connection ended or was
+    /// closed first.
     pub replies_discarded: u64,
+    /// Connections closed because their replies no longer fit
+    /// ([`ServerEvent::SlowConsumer`]).
+    pub slow_consumers: u64,
+    /// Connections closed without a `Hello` in time
+    /// ([`ServerEvent::HandshakeTimeout`]).
+    pub handshake_timeouts: u64,
+    /// Rejections to connections outside the table that were given up
+    /// (the transport could not take them while their queue was half
+    /// full); the connection was closed without its reason.
+    pub rejects_unsent: u64,
     /// Frames of a rejected or closed connection that arrived before its
     /// close took effect (not processed).
     pub after_close: u64,
@@ -304,6 +348,9 @@ impl ServerStats {
         lost_in_flight: 0,
         frames_sent: 0,
         replies_discarded: 0,
+        slow_consumers: 0,
+        handshake_timeouts: 0,
+        rejects_unsent: 0,
         after_close: 0,
         resumed: 0,
         opened: 0,

@@ -342,6 +342,7 @@ mod acks_replay;
 mod bad_input;
 mod epochs_not_bound;
 mod handshake;
+mod isolation;
 mod loss_guarantees;
 mod lost_welcome;
 mod payloads;

@@ -118,7 +118,7 @@ fn a_delayed_hello_of_a_forgotten_session_opens_nothing_and_delivers_nothing() {
     // The client's first connection: its Hello and an early write are
     // held up in the network. The client gives it up, and on its next
     // connection sends sns 0..3 and says Bye.
-    assert!(s.handle_accepted(cid(1), &mut out));
+    assert!(s.handle_accepted(t(0), cid(1), &mut out));
     open_and_close(&mut s, &mut out, SESSION, 2, 3, 1);
     assert_eq!(out.delivered(), vec![0, 1, 2]);
     // Two more sessions close: the first one's tombstone is forgotten.
@@ -145,7 +145,7 @@ fn a_delayed_hello_of_a_forgotten_session_opens_nothing_and_delivers_nothing() {
     // A connection accepted after the forgetting is judged: its Hello
     // opens the session anew.
     let refused = out.rejected().len();
-    assert!(s.handle_accepted(cid(5), &mut out));
+    assert!(s.handle_accepted(t(0), cid(5), &mut out));
     serve(&mut s, &mut out, cid(5), &hello_frame(2, 3, 3), t(5));
     assert_eq!(out.rejected().len(), refused, "accepted");
     assert!(s.session(SESSION).is_some());

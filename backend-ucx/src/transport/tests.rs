@@ -1,0 +1,568 @@
+//! The transport against raw traffic from a peer of its own kind: strays,
+//! oversized messages, stream bytes, stalls, a paused server, a full
+//! table, per-connection back-pressure.
+
+use super::*;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Mutex;
+
+/// One test at a time: they measure this process's memory and run many
+/// UCX connections.
+static ONE: Mutex<()> = Mutex::new(());
+
+fn one() -> std::sync::MutexGuard<'static, ()> {
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn config() -> UcxConfig {
+    UcxConfig {
+        settings: {
+            let mut s = UcxConfig::default().settings;
+            s.push(("TLS".into(), "tcp,self".into()));
+            s
+        },
+        ..UcxConfig::default()
+    }
+}
+
+fn localhost() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)
+}
+
+fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn now() -> Instant {
+    Instant::from_micros(0)
+}
+
+/// What a poll said, owned.
+#[derive(Debug)]
+enum Seen {
+    Up(ConnId),
+    Frame(ConnId, Vec<u8>),
+    Gone(ConnId, DisconnectReason),
+}
+
+fn poll<R: Role>(t: &mut UcxTransport<R>) -> Option<Seen> {
+    match t.poll(now())? {
+        Event::Connected { conn } | Event::Accepted { conn } => Some(Seen::Up(conn)),
+        Event::Received { conn, frame } => Some(Seen::Frame(conn, frame.consume(|b| b.to_vec()))),
+        Event::Disconnected { conn, reason } => Some(Seen::Gone(conn, reason)),
+        _ => None,
+    }
+}
+
+/// Polls both until `until` says done or `limit` passed.
+fn run(
+    server: &mut UcxTransport<Accept>,
+    clients: &mut [&mut UcxTransport<Dial>],
+    limit: Duration,
+    mut until: impl FnMut(&[Seen], &[Seen]) -> bool,
+) -> (Vec<Seen>, Vec<Seen>) {
+    let (mut s, mut c) = (Vec::new(), Vec::new());
+    let end = Clock::now() + limit;
+    while Clock::now() < end && !until(&s, &c) {
+        for _ in 0..64 {
+            match poll(server) {
+                Some(e) => s.push(e),
+                None => break,
+            }
+        }
+        for cl in clients.iter_mut() {
+            for _ in 0..64 {
+                match poll(cl) {
+                    Some(e) => c.push(e),
+                    None => break,
+                }
+            }
+        }
+    }
+    (s, c)
+}
+
+fn send<R: Role>(t: &mut UcxTransport<R>, conn: ConnId, bytes: &[u8]) -> Result<(), SendError> {
+    let tx = t.transmit(now(), conn, bytes.len())?;
+    tx.consume(|b| b.copy_from_slice(bytes));
+    Ok(())
+}
+
+/// A connected client and the server's id for it.
+fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial>, ConnId, ConnId) {
+    let mut c = UcxTransport::client(server.local_addr(), cfg).unwrap();
+    let cid = c.connect(now()).unwrap();
+    let (s, cs) = run(server, &mut [&mut c], Duration::from_secs(10), |s, c| {
+        s.iter().any(|e| matches!(e, Seen::Up(_))) && c.iter().any(|e| matches!(e, Seen::Up(_)))
+    });
+    assert!(
+        cs.iter().any(|e| matches!(e, Seen::Up(i) if *i == cid)),
+        "{cs:?}"
+    );
+    let sid = s
+        .iter()
+        .find_map(|e| match e {
+            Seen::Up(i) => Some(*i),
+            _ => None,
+        })
+        .unwrap();
+    (c, cid, sid)
+}
+
+/// Sends `bytes` with `tag` on the endpoint of `id`, raw, and waits (up
+/// to 10 s of progress) until it went.
+fn raw_tag(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8]) {
+    let ep = t.conn(id).unwrap().frame_ep();
+    let buf = bytes.to_vec();
+    let len = buf.len();
+    t.sending(id, len);
+    let (done, slot) = t.start(Op::Send { buf, conn: id, len }, |buf, param| {
+        // SAFETY: ep is live; buf stays in its slot until completion.
+        unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+    });
+    if let Some(status) = done {
+        t.finish(slot, status, 0);
+    }
+}
+
+/// Sends `bytes` on the stream of `id`, raw.
+fn raw_stream(t: &mut UcxTransport<Dial>, id: ConnId, bytes: Vec<u8>) {
+    let ep = t.conn(id).unwrap().ep;
+    let len = bytes.len();
+    let (done, slot) = t.start(
+        Op::AddrSend {
+            conn: id,
+            buf: bytes,
+        },
+        |buf, param| {
+            // SAFETY: ep is live; buf stays in its slot until completion.
+            unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), len, param) }
+        },
+    );
+    if let Some(status) = done {
+        t.finish(slot, status, len);
+    }
+}
+
+/// A good client streams 64-byte frames and the server echoes; returns
+/// how many echoes came back in `time`.
+fn echoes(
+    server: &mut UcxTransport<Accept>,
+    others: &mut [&mut UcxTransport<Dial>],
+    good: &mut UcxTransport<Dial>,
+    gid: ConnId,
+    time: Duration,
+) -> usize {
+    let mut n = 0;
+    let end = Clock::now() + time;
+    while Clock::now() < end {
+        let _ = send(good, gid, &[7; 64]);
+        for _ in 0..32 {
+            match poll(server) {
+                Some(Seen::Frame(c, b)) if b.len() == 64 => {
+                    let _ = send(server, c, &b);
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        for o in others.iter_mut() {
+            while poll(o).is_some() {}
+        }
+        for _ in 0..32 {
+            match poll(good) {
+                Some(Seen::Frame(_, _)) => n += 1,
+                Some(Seen::Gone(_, r)) => panic!("the good client was closed: {r:?}"),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn keys_are_random_56_bit_and_the_exchange_reads_full_and_bad_messages() {
+    let a = random_key().unwrap();
+    let b = random_key().unwrap();
+    assert!(a != b && a != 0 && a <= KEY_MASK && b <= KEY_MASK);
+    assert_eq!(untag(tag(a, KIND_BATCH)), (a, KIND_BATCH));
+    assert_eq!(key_message(&a.to_le_bytes()), KeyMessage::Key(a));
+    assert_eq!(
+        key_message(&(FULL_MARK | 1024).to_le_bytes()),
+        KeyMessage::Full(1024)
+    );
+    assert_eq!(key_message(&0u64.to_le_bytes()), KeyMessage::Bad);
+    assert_eq!(key_message(&[1, 2, 3]), KeyMessage::Bad);
+    assert_eq!(key_message(&(1u64 << 60).to_le_bytes()), KeyMessage::Bad);
+    assert_eq!(
+        table_full(1024).to_string(),
+        "table full: connection table full (1024) (-21)"
+    );
+}
+
+#[test]
+fn frames_on_guessed_keys_are_strays_and_disturb_no_other_connection() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    let (mut bad, bid, _) = pair(&mut server, config());
+    // Sequential keys, and random ones: none names a connection.
+    for k in 0..200u64 {
+        raw_tag(&mut bad, bid, tag(k, KIND_FRAME), &[1; 100]);
+        raw_tag(
+            &mut bad,
+            bid,
+            tag(random_key().unwrap(), KIND_BATCH),
+            &[1; 100],
+        );
+    }
+    let n = echoes(
+        &mut server,
+        &mut [&mut bad],
+        &mut good,
+        gid,
+        Duration::from_secs(1),
+    );
+    assert!(n > 100, "the good client got {n} echoes");
+    assert!(server.stray_frames() >= 400, "{}", server.stray_frames());
+    assert_eq!(server.connections(), 2, "no connection was closed");
+}
+
+#[test]
+fn oversized_messages_are_refused_without_memory_and_close_only_their_sender() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    let (mut bad, bid, bad_on_s) = pair(&mut server, config());
+    let before = rss_kib();
+    let big = vec![9u8; 64 << 20];
+    // Wrong key: strays, received into nothing.
+    for i in 0..16 {
+        raw_tag(&mut bad, bid, tag(random_key().unwrap(), KIND_FRAME), &big);
+        let t = Clock::now();
+        run(
+            &mut server,
+            &mut [&mut bad, &mut good],
+            Duration::from_millis(200),
+            |_, _| false,
+        );
+        eprintln!(
+            "round {i}: {:?} rss {} KiB, strays {}, held {:?}",
+            t.elapsed(),
+            rss_kib(),
+            server.stray_frames(),
+            server.held()
+        );
+    }
+    let n = echoes(
+        &mut server,
+        &mut [&mut bad],
+        &mut good,
+        gid,
+        Duration::from_secs(1),
+    );
+    assert!(n > 100, "the good client got {n} echoes");
+    let right = bad.conn(bid).unwrap().remote_key;
+    raw_tag(&mut bad, bid, tag(right, KIND_FRAME), &big);
+    let (s, _) = run(
+        &mut server,
+        &mut [&mut bad, &mut good],
+        Duration::from_secs(10),
+        |s, _| s.iter().any(|e| matches!(e, Seen::Gone(..))),
+    );
+    assert!(
+        s.iter()
+            .any(|e| matches!(e, Seen::Gone(id, DisconnectReason::Other(c)) if *c == OVERSIZED && *id == bad_on_s)),
+        "{s:?}"
+    );
+    let n = echoes(
+        &mut server,
+        &mut [&mut bad],
+        &mut good,
+        gid,
+        Duration::from_secs(1),
+    );
+    assert!(n > 100, "the good client got {n} echoes after");
+    drop(big);
+    drop(bad);
+    let grew = rss_kib().saturating_sub(before);
+    let (_, held, _, pooled) = server.held();
+    eprintln!("RSS grew {grew} KiB; server holds {held} + {pooled} bytes");
+    assert!(held + pooled < 8 << 20, "held {held} pooled {pooled}");
+    assert!(grew < 200 * 1024, "RSS grew {grew} KiB");
+}
+
+#[test]
+fn stream_bytes_after_the_key_exchange_close_their_sender_only() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    let (mut bad, bid, _) = pair(&mut server, config());
+    raw_stream(&mut bad, bid, vec![0x55; 64 << 20]);
+    let (s, _) = run(
+        &mut server,
+        &mut [&mut bad, &mut good],
+        Duration::from_secs(10),
+        |s, _| s.iter().any(|e| matches!(e, Seen::Gone(..))),
+    );
+    assert!(
+        s.iter()
+            .any(|e| matches!(e, Seen::Gone(_, DisconnectReason::Other(c)) if *c == STREAM_DATA)),
+        "{s:?}"
+    );
+    let n = echoes(
+        &mut server,
+        &mut [&mut bad],
+        &mut good,
+        gid,
+        Duration::from_secs(1),
+    );
+    assert!(n > 100, "the good client got {n} echoes");
+}
+
+#[test]
+fn senders_stalled_or_dead_mid_message_hold_back_only_their_own_connections() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    // More stalled senders than any fixed list of held connections: each
+    // sends a 1 MiB frame and is not progressed again, so it goes out in
+    // part only.
+    let mut stalled = Vec::new();
+    for _ in 0..20 {
+        let (mut c, cid, on_server) = pair(&mut server, config());
+        send(&mut c, cid, &vec![3u8; 1 << 20]).unwrap();
+        let _ = poll(&mut c);
+        stalled.push((c, on_server));
+        // The good client stays heard meanwhile.
+        echoes(
+            &mut server,
+            &mut [],
+            &mut good,
+            gid,
+            Duration::from_millis(50),
+        );
+    }
+    let n = echoes(&mut server, &mut [], &mut good, gid, Duration::from_secs(1));
+    assert!(
+        n > 100,
+        "the good client got {n} echoes behind stalled messages"
+    );
+    // Their senders go: their receives are cancelled and their buffers
+    // released (a receive UCX cannot cancel keeps its buffer until it
+    // completes, without holding anyone back).
+    drop(stalled);
+    let end = Clock::now() + Duration::from_secs(10);
+    while server.connections() > 1 && Clock::now() < end {
+        echoes(
+            &mut server,
+            &mut [],
+            &mut good,
+            gid,
+            Duration::from_millis(50),
+        );
+    }
+    assert_eq!(
+        server.connections(),
+        1,
+        "the stalled senders' connections stay"
+    );
+    let n = echoes(&mut server, &mut [], &mut good, gid, Duration::from_secs(1));
+    assert!(n > 100, "the good client got {n} echoes after");
+    let (_, held, _, _) = server.held();
+    assert!(
+        held < 1 << 20,
+        "{held} bytes still held for dead connections"
+    );
+}
+
+#[test]
+fn a_peer_that_does_not_read_blocks_only_its_own_sends() {
+    let _one = one();
+    let cfg = UcxConfig {
+        liveness: None,
+        ..config()
+    };
+    let mut server = UcxTransport::server(localhost(), cfg.clone()).unwrap();
+    let (mut good, gid, g_on_s) = pair(&mut server, cfg.clone());
+    let (mut deaf, _, d_on_s) = pair(&mut server, cfg);
+    let frame = vec![1u8; 1 << 20];
+    let mut blocked = false;
+    for _ in 0..4096 {
+        match send(&mut server, d_on_s, &frame) {
+            Ok(()) => {}
+            Err(SendError::WouldBlock) => {
+                blocked = true;
+                break;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+        while poll(&mut server).is_some() {}
+    }
+    assert!(blocked, "sends to a peer that does not read never blocked");
+    // The other connection sends on.
+    for _ in 0..100 {
+        send(&mut server, g_on_s, &[5; 64]).unwrap();
+        while poll(&mut server).is_some() {}
+        while poll(&mut good).is_some() {}
+    }
+    let _ = (gid, &mut deaf);
+}
+
+#[test]
+fn a_server_paused_past_a_clients_connect_timeout_lives_on() {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config()).unwrap();
+    let short = UcxConfig {
+        liveness: Some(Liveness {
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(1),
+        }),
+        ..config()
+    };
+    // Clients connect while the server does not run (as if stopped), give
+    // up after 1 s, and go; then the server runs again.
+    for round in 0..3 {
+        let mut c = UcxTransport::client(server.local_addr(), short.clone()).unwrap();
+        c.connect(now()).unwrap();
+        let end = Clock::now() + Duration::from_millis(1500);
+        let mut failed = false;
+        while Clock::now() < end {
+            if let Some(Seen::Gone(..)) = poll(&mut c) {
+                failed = true;
+            }
+        }
+        assert!(failed, "round {round}: the client did not give up");
+        drop(c);
+        run(&mut server, &mut [], Duration::from_millis(300), |_, _| {
+            false
+        });
+    }
+    // Peers that connect and close within 0-20 ms, many times.
+    for i in 0..60u64 {
+        let mut c = UcxTransport::client(server.local_addr(), config()).unwrap();
+        let id = c.connect(now()).unwrap();
+        let end = Clock::now() + Duration::from_micros((i * 7919) % 20_000);
+        while Clock::now() < end {
+            let _ = poll(&mut c);
+            let _ = poll(&mut server);
+        }
+        c.close(now(), id);
+        drop(c);
+        let _ = poll(&mut server);
+    }
+    let (mut good, gid, _) = pair(&mut server, config());
+    let n = echoes(
+        &mut server,
+        &mut [],
+        &mut good,
+        gid,
+        Duration::from_millis(500),
+    );
+    assert!(n > 50, "{n}");
+    let (recorded, taken) = server.callback_events();
+    assert_eq!(recorded, taken, "callback events lost");
+}
+
+#[test]
+fn past_the_table_size_connects_fail_at_once_saying_the_table_is_full() {
+    let _one = one();
+    let (max, total) = (1024, 1100);
+    // Both ends in this process: about four descriptors per connection.
+    let fds = raise_open_files(8 * total as u64);
+    if fds < 6 * total as u64 {
+        eprintln!("skipped: {fds} open files allowed (hard limit), {total} connections need more");
+        return;
+    }
+    // Many handshakes at once in one process: a generous silence timeout.
+    let slow = UcxConfig {
+        liveness: Some(Liveness {
+            interval: Duration::from_millis(500),
+            timeout: Duration::from_secs(60),
+        }),
+        ..config()
+    };
+    let cfg = UcxConfig {
+        max_connections: max,
+        ..slow.clone()
+    };
+    let mut server = UcxTransport::server(localhost(), cfg).unwrap();
+    let mut client = UcxTransport::client(server.local_addr(), slow).unwrap();
+    let ids: Vec<ConnId> = (0..total).map(|_| client.connect(now()).unwrap()).collect();
+    let mut up = Vec::new();
+    let mut full = 0;
+    let end = Clock::now() + Duration::from_secs(60);
+    while Clock::now() < end && up.len() + full < total {
+        while poll(&mut server).is_some() {}
+        for _ in 0..256 {
+            match poll(&mut client) {
+                Some(Seen::Up(c)) => up.push(c),
+                Some(Seen::Gone(_, DisconnectReason::ConnectFailed(c))) => {
+                    assert_eq!(c.to_string(), table_full(max as u64).to_string());
+                    assert!(c
+                        .to_string()
+                        .contains(&format!("connection table full ({max})")));
+                    full += 1;
+                }
+                Some(other) => panic!("{other:?}"),
+                None => break,
+            }
+        }
+    }
+    assert_eq!((up.len(), full), (max, total - max), "of {}", ids.len());
+    // Every one served exchanges a message.
+    for &c in &up {
+        send(&mut client, c, &[1; 32]).unwrap();
+    }
+    let mut echoed = 0;
+    let end = Clock::now() + Duration::from_secs(30);
+    while Clock::now() < end && echoed < max {
+        while let Some(e) = poll(&mut server) {
+            if let Seen::Frame(c, b) = e {
+                send(&mut server, c, &b).unwrap();
+            }
+        }
+        while let Some(e) = poll(&mut client) {
+            if let Seen::Frame(..) = e {
+                echoed += 1;
+            }
+        }
+    }
+    assert_eq!(echoed, max);
+    assert_eq!(server.refused(), (total - max) as u64);
+}
+
+#[test]
+fn a_refused_connect_says_which_ucx_status() {
+    let _one = one();
+    // A port nothing listens on.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut c = UcxTransport::client(addr, config()).unwrap();
+    let reason = match c.connect(now()) {
+        Err(r) => r,
+        Ok(_) => {
+            let end = Clock::now() + Duration::from_secs(10);
+            loop {
+                assert!(Clock::now() < end, "no failure");
+                if let Some(Seen::Gone(_, r)) = poll(&mut c) {
+                    break r;
+                }
+            }
+        }
+    };
+    let DisconnectReason::ConnectFailed(cause) = reason else {
+        panic!("{reason:?}")
+    };
+    eprintln!("refused: {cause}");
+    assert!(cause.name.starts_with("UCS_ERR_"), "{cause:?}");
+    assert!(!cause.text.is_empty() && cause.code < 0, "{cause:?}");
+}

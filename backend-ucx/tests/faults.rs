@@ -1,0 +1,248 @@
+//! Faults around separate processes: a server paused past a client's
+//! connect timeout, clients killed while sending 1 MiB messages. The
+//! server must live, keep serving the others, and give its memory back.
+
+// Test setup that fails should stop the test where it failed.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use iomsg_core::transport::{Connector, DisconnectReason, Event, Transport};
+use iomsg_ucx::{Liveness, UcxConfig, UcxTransport};
+
+const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
+
+/// One test at a time: busy-polling peers on two cores.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("iomsg-ucx-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process, SIGCONTed and killed (by its pid) if the test ends
+/// first.
+struct Proc(Child);
+
+impl Proc {
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on the pid of a child this test started and has
+        // not reaped.
+        assert_eq!(unsafe { libc::kill(self.0.id() as i32, sig) }, 0);
+    }
+    fn rss_kib(&self) -> u64 {
+        fs::read_to_string(format!("/proc/{}/status", self.0.id()))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.signal_quietly(libc::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    fn signal_quietly(&self, sig: i32) -> i32 {
+        // SAFETY: as in `signal`.
+        unsafe { libc::kill(self.0.id() as i32, sig) }
+    }
+}
+
+fn peer(args: &[&str], out: &Path) -> Proc {
+    let out = fs::File::create(out).unwrap();
+    let child = Command::new(PEER)
+        .args(args)
+        .env("UCX_NET_DEVICES", "lo")
+        .env("UCX_TLS", "tcp")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    Proc(child)
+}
+
+fn server(dir: &Dir) -> (Proc, String) {
+    let out = dir.file("server1.out");
+    let p = peer(&["server", "127.0.0.1:0", "--record", "none"], &out);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = fs::read_to_string(&out).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.starts_with("listening on ")) {
+            return (p, line["listening on ".len()..].to_string());
+        }
+        assert!(Instant::now() < deadline, "no server: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn client(dir: &Dir, addr: &str, count: u64, size: usize) -> Proc {
+    let record = dir.file("client.rec");
+    peer(
+        &[
+            "client",
+            addr,
+            "--count",
+            &count.to_string(),
+            "--size",
+            &size.to_string(),
+            "--record",
+            record.to_str().unwrap(),
+        ],
+        &dir.file("client.out"),
+    )
+}
+
+fn finished(mut p: Proc, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = p.0.try_wait() {
+            return status.success();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn a_server_stopped_past_a_clients_connect_timeout_lives_on_after_sigcont() {
+    let _one = one_at_a_time();
+    let dir = Dir::new("faults-stop");
+    let (mut srv, addr) = server(&dir);
+    srv.signal(libc::SIGSTOP);
+    // A client with a 1 s connect timeout and no retry connects to the
+    // stopped server, gives up and goes.
+    let cfg = UcxConfig {
+        liveness: Some(Liveness {
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_secs(1),
+        }),
+        ..UcxConfig::default()
+    };
+    let mut c = UcxTransport::client(addr.parse().unwrap(), cfg).unwrap();
+    let t0 = iomsg_core::Instant::from_micros(0);
+    let failed = c.connect(t0).is_err() || {
+        let end = Instant::now() + Duration::from_millis(1500);
+        let mut failed = false;
+        while Instant::now() < end {
+            if let Some(Event::Disconnected {
+                reason: DisconnectReason::ConnectFailed(_),
+                ..
+            }) = c.poll(t0)
+            {
+                failed = true;
+            }
+        }
+        failed
+    };
+    drop(c);
+    std::thread::sleep(Duration::from_millis(200));
+    srv.signal(libc::SIGCONT);
+    assert!(failed, "the client did not give up on the stopped server");
+    // The server lives, and serves.
+    let good = client(&dir, &addr, 20_000, 64);
+    assert!(
+        finished(good, Duration::from_secs(60)),
+        "the client after the pause did not finish: {}",
+        fs::read_to_string(dir.file("client.out")).unwrap_or_default()
+    );
+    assert!(
+        srv.alive(),
+        "the server died: {}",
+        fs::read_to_string(dir.file("server1.out")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn clients_killed_while_sending_1_mib_messages_leave_the_server_serving_and_its_memory_back() {
+    let _one = one_at_a_time();
+    let dir = Dir::new("faults-kill");
+    let (mut srv, addr) = server(&dir);
+    let survivor_dir = Dir::new("faults-kill-survivor");
+    let survivor = client(&survivor_dir, &addr, 400_000, 64);
+    let mut peak = 0;
+    let start = srv.rss_kib();
+    for k in 0..3 {
+        let doomed_dir = Dir::new(&format!("faults-kill-doomed{k}"));
+        // Few messages: the peer fills its whole window before it connects.
+        let doomed = client(&doomed_dir, &addr, 40, 1 << 20);
+        // Connected (the server counts two), then streaming for a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = fs::read_to_string(dir.file("server1.out")).unwrap_or_default();
+            if out
+                .lines()
+                .rfind(|l| l.starts_with("conns "))
+                .is_some_and(|l| l.starts_with("conns 2 "))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the doomed client never connected: {out}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Mid-message, most likely: it sends without pause.
+        std::thread::sleep(Duration::from_millis(150 + 37 * k));
+        peak = peak.max(srv.rss_kib());
+        drop(doomed); // SIGKILL, by pid
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        finished(survivor, Duration::from_secs(90)),
+        "the survivor did not finish: {}",
+        fs::read_to_string(survivor_dir.file("client.out")).unwrap_or_default()
+    );
+    assert!(srv.alive(), "the server died");
+    // Every dead client's connection freed.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = fs::read_to_string(dir.file("server1.out")).unwrap_or_default();
+        let last = out.lines().rfind(|l| l.starts_with("conns "));
+        if last.is_some_and(|l| l.starts_with("conns 0 ")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "connections not freed: {out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let end = srv.rss_kib();
+    eprintln!("server RSS: {start} KiB at start, peak {peak} KiB, {end} KiB after");
+    assert!(
+        end < start + 64 * 1024,
+        "the server kept {} KiB after its clients went",
+        end - start
+    );
+}
