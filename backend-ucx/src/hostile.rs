@@ -47,19 +47,20 @@ use crate::worker::{self, ErrArg, WaitMode, Worker};
 /// (the key, little-endian).
 const KEY_EXCHANGE_LEN: usize = 8;
 /// The tag's low bits are the message kind; the receiver's key sits
-/// above them.
-const KIND_BITS: u32 = 32;
+/// above them (the transport's own layout, so that the two never drift
+/// apart).
+const KIND_BITS: u32 = crate::transport::KIND_BITS;
 /// The tag's low bits: the message kind.
 const KIND_MASK: u64 = (1 << KIND_BITS) - 1;
 /// The bits a receiver key may use.
 const KEY_MASK: u64 = u64::MAX >> KIND_BITS;
 /// Message kinds.
-const KIND_FRAME: u64 = 0;
-const KIND_HEARTBEAT: u64 = 1;
-const KIND_BATCH: u64 = 2;
+const KIND_FRAME: u64 = crate::transport::KIND_FRAME;
+const KIND_HEARTBEAT: u64 = crate::transport::KIND_HEARTBEAT;
+const KIND_BATCH: u64 = crate::transport::KIND_BATCH;
 /// A key-exchange answer whose top byte is this says "table full" (no
 /// key has it).
-const FULL_MARK: u64 = 0xff << 56;
+const FULL_MARK: u64 = crate::transport::FULL_MARK;
 /// The largest frame a server with the default configuration takes.
 const SERVER_MAX_FRAME: usize = MAX_FRAME_LEN;
 
@@ -585,7 +586,7 @@ impl Peer {
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        let worker = Worker::new(WaitMode::BusyPoll, &settings)
+        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024)
             .map_err(|s| format!("creating a UCX context and worker: {s}"))?;
         Ok(Peer {
             worker,
@@ -864,7 +865,7 @@ impl Peer {
                 break;
             }
         }
-        let failed = mem::take(&mut self.worker.shared.borrow_mut().failed);
+        let failed = self.worker.shared.failed.take();
         for (slot, _status) in failed {
             let slot = slot as usize;
             if let Some(ep) = self.eps.get_mut(slot).and_then(Option::as_mut) {
@@ -1921,10 +1922,13 @@ mod tests {
     }
 
     #[test]
-    fn tags_put_the_key_above_the_kind() {
+    fn tags_put_the_key_above_the_kind_as_the_transport_does() {
         let t = tag(0xabcd, KIND_BATCH);
         assert_eq!(tag_key(t), 0xabcd);
         assert_eq!(tag_kind(t), KIND_BATCH);
+        assert_eq!(t, crate::transport::tag(0xabcd, KIND_BATCH));
+        assert_eq!(KEY_MASK, crate::transport::KEY_MASK);
+        assert_eq!(KIND_MASK, crate::transport::KIND_MASK);
     }
 
     #[test]
