@@ -41,8 +41,10 @@ const SESSIONS: usize = 1024;
 const CONNS: usize = 1024;
 const WORDS: usize = 33;
 
-/// How long each mode attacks.
+/// How long each mode attacks; a flood longer, for the server to answer
+/// every one of its connections.
 const ATTACK: Duration = Duration::from_secs(3);
+const FLOOD_ATTACK: Duration = Duration::from_secs(8);
 /// The longest the good client's acknowledgements may stand still while
 /// it has messages outstanding.
 const MAX_ACK_GAP: Duration = Duration::from_secs(2);
@@ -329,7 +331,11 @@ fn run(mode: Mode) -> Outcome {
     let attack = Attack {
         modes: vec![mode],
         seed: 7,
-        duration: ATTACK,
+        duration: if mode == Mode::Flood {
+            FLOOD_ATTACK
+        } else {
+            ATTACK
+        },
         conns: 1100,
         ..Attack::new(addr)
     };
