@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use iomsg_cli::args::{self, Ops, Retries, SizeRange};
-use iomsg_cli::{client, server, soak};
+use iomsg_cli::{client, hostile, server, soak};
 
 #[derive(Parser)]
 #[command(
@@ -18,7 +18,8 @@ use iomsg_cli::{client, server, soak};
                   replay: a server restart or a reconnect loses nothing unnoticed, and with \
                   replay on loses nothing.\n\nSubcommands: `server` and `client` (io_demo's \
                   options), `info` (which UCX), `soak` (a server killed again and again while \
-                  clients reconnect, judged from audit files)."
+                  clients reconnect, judged from audit files), `hostile` (raw UCX traffic \
+                  aimed at a server)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -43,6 +44,31 @@ enum Cmd {
     /// and exit statuses.
     #[command(args_override_self = true, after_help = soak_help())]
     Soak(SoakArgs),
+    /// Attack a server with raw UCX traffic (random tags, wrong keys,
+    /// broken and oversized frames, stalls, floods) and print what it sent
+    /// and what the server answered.
+    #[command(after_help = hostile::modes_help())]
+    Hostile(HostileArgs),
+}
+
+#[derive(clap::Args)]
+struct HostileArgs {
+    /// The server's address, `ADDR:PORT`.
+    #[arg(long, value_name = "ADDR:PORT")]
+    server: std::net::SocketAddr,
+    /// The modes, comma-separated, or `all` (listed below).
+    #[arg(long, value_name = "LIST|all", default_value = "all")]
+    modes: hostile::Modes,
+    /// Seed of the run's choices (order, sizes, keys, delays).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How long to attack (the teardown takes up to a few seconds more).
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = duration)]
+    duration: Duration,
+    /// Connections the flood opens at once (silent connections held: a
+    /// sixteenth of it, at least 4).
+    #[arg(long, default_value_t = 1100)]
+    conns: usize,
 }
 
 fn server_help() -> String {
@@ -536,6 +562,33 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     }
 }
 
+fn run_hostile(a: HostileArgs) -> ExitCode {
+    if a.conns == 0 || a.conns > iomsg_ucx::hostile::MAX_CONNS {
+        eprintln!(
+            "iomsg hostile: --conns must be 1 to {}",
+            iomsg_ucx::hostile::MAX_CONNS
+        );
+        return ExitCode::from(2);
+    }
+    let job = hostile::HostileJob {
+        server: a.server,
+        modes: a.modes.0,
+        seed: a.seed,
+        duration: a.duration,
+        conns: a.conns,
+    };
+    match hostile::run(&job) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("iomsg hostile: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run_sim(a: &SoakArgs) -> ExitCode {
     use iomsg_loopback::sim;
     let mut s = sim::Scenario::field_repro(a.seed, u64::from(a.kills));
@@ -587,5 +640,6 @@ fn main() -> ExitCode {
         Cmd::Client(a) => run_client(a),
         Cmd::Info => run_info(),
         Cmd::Soak(a) => run_soak(a),
+        Cmd::Hostile(a) => run_hostile(a),
     }
 }

@@ -1,0 +1,601 @@
+//! The hostile peer's modes, each against a real server while a good
+//! client streams: the server (this test binary run again as a server
+//! process, with the `iomsg server` table of 1,024 connections) must
+//! stay up and keep serving, the good client must lose nothing, never be
+//! disconnected and never wait longer than [`MAX_ACK_GAP`] for its
+//! acknowledgements to move, and the server's resident memory must stay
+//! under [`MAX_RSS_GROWTH`] above what it was before the attack.
+//!
+//! The ground truth of "lost nothing" is the server's record file (one
+//! line per message its application took), compared with what the client
+//! submitted; never the protocol's own counters. UCX over tcp on the
+//! loopback device; each test is bounded in time, one runs at a time, and
+//! only the processes a test started are killed, by pid.
+
+// Test setup that fails should stop the test where it failed.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::net::SocketAddr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant as Wall};
+
+use std::io::Write;
+
+use iomsg_core::session::{
+    ClientConfig, ClientEvent, ClientSession, Delivery, Message, ReadRequest, ServerConfig,
+    ServerCore, ServerEvent, ServerHandler,
+};
+use iomsg_core::transport::{Client, Server};
+use iomsg_core::{workload, Instant};
+use iomsg_ucx::hostile::{self, Attack, Mode};
+use iomsg_ucx::{Accept, UcxConfig, UcxTransport};
+
+/// Set in the server process's environment: where its record goes.
+const SERVER_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_RECORD";
+/// The server's table, as `iomsg server`'s.
+const SESSIONS: usize = 1024;
+const CONNS: usize = 1024;
+const WORDS: usize = 33;
+
+/// How long each mode attacks; a flood longer, for the server to answer
+/// every one of its connections.
+const ATTACK: Duration = Duration::from_secs(3);
+const FLOOD_ATTACK: Duration = Duration::from_secs(8);
+/// The longest the good client's acknowledgements may stand still while
+/// it has messages outstanding.
+const MAX_ACK_GAP: Duration = Duration::from_secs(2);
+/// How much the server's resident memory may grow under attack.
+const MAX_RSS_GROWTH_KB: u64 = 64 * 1024;
+/// The good client's message size and window.
+const SIZE: usize = 512;
+const WINDOW: usize = 128;
+
+/// Loopback device and tcp only, set once before this process creates
+/// any UCX context; one test at a time (each busy-polls a server, a
+/// client and the hostile peer on a machine of two cores).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ENV: std::sync::Once = std::sync::Once::new();
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    ENV.call_once(|| {
+        std::env::set_var("UCX_NET_DEVICES", "lo");
+        std::env::set_var("UCX_TLS", "tcp");
+    });
+    guard
+}
+
+/// A temporary directory of the test's own, removed at the end.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("iomsg-hostile-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The server process, killed (by its pid) when the test ends.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// `None` while it runs; how it ended otherwise.
+    fn ended(&mut self) -> Option<String> {
+        match self.0.try_wait() {
+            Ok(Some(s)) => Some(match s.signal() {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => format!("exited with {s}"),
+            }),
+            _ => None,
+        }
+    }
+
+    fn rss_kb(&self) -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+/// The server process's application: appends `session sn hash` to the
+/// record for every message it takes, one `write(2)` each, before any
+/// ack can leave.
+struct Recorder(fs::File);
+
+impl ServerHandler for Recorder {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        let line = format!(
+            "{:016x} {} {:016x}\n",
+            d.session,
+            d.sn,
+            workload::hash(d.data)
+        );
+        if self.0.write_all(line.as_bytes()).is_err() {
+            std::process::exit(3);
+        }
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        workload::fill(read.session, read.sn, out);
+    }
+    fn event(&mut self, event: ServerEvent) {
+        if let ServerEvent::Rejected { conn, reason, .. } = event {
+            println!("rejected {conn}: {reason:?}");
+        }
+    }
+}
+
+/// Not a test: the server process the tests start (this binary run
+/// again with [`SERVER_ENV`] set). Serves until killed.
+#[test]
+fn server_process() {
+    let Some(record) = std::env::var_os(SERVER_ENV) else {
+        return;
+    };
+    // The session table is large: a thread with room for it.
+    let serve = move || {
+        let record = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(record)
+            .unwrap();
+        let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), UcxConfig::default()).unwrap();
+        println!("listening on {}", t.local_addr());
+        type Core = ServerCore<SESSIONS, CONNS, WORDS>;
+        let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
+            Server::with_core(t, Box::new(Core::new(ServerConfig::new(1)))).unwrap();
+        let mut app = Recorder(record);
+        let start = Wall::now();
+        loop {
+            server.poll(clock(start), &mut app);
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(serve)
+        .unwrap()
+        .join();
+}
+
+fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
+    let out = dir.file("server.out");
+    let record = dir.file("server.rec");
+    let log = fs::File::create(&out).unwrap();
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "server_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(SERVER_ENV, &record)
+        .env("UCX_NET_DEVICES", "lo")
+        .env("UCX_TLS", "tcp")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = Proc(child);
+    let deadline = Wall::now() + Duration::from_secs(10);
+    loop {
+        let text = fs::read_to_string(&out).unwrap_or_default();
+        // (libtest's own words may come first on the line.)
+        let addr = text.lines().find_map(|l| {
+            let at = l.find("listening on ")?;
+            l[at + "listening on ".len()..].trim().parse().ok()
+        });
+        if let Some(addr) = addr {
+            return (p, addr);
+        }
+        assert!(Wall::now() < deadline, "the server did not listen: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What the server's application took of `session`: sn → hash.
+fn taken(record: &Path, session: u64) -> BTreeMap<u64, String> {
+    let want = format!("{session:016x}");
+    fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            match p.as_slice() {
+                [s, sn, hash] if *s == want && hash.len() == 16 => {
+                    Some((sn.parse().ok()?, hash.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn clock(start: Wall) -> Instant {
+    Instant::from_micros(start.elapsed().as_micros() as u64)
+}
+
+#[derive(Default)]
+struct Seen {
+    disconnects: u32,
+    /// Why, the first few times.
+    causes: Vec<String>,
+    failed: Option<String>,
+}
+
+impl iomsg_core::transport::ClientHandler for Seen {
+    fn event(&mut self, event: ClientEvent) {
+        match event {
+            ClientEvent::Disconnected { cause, .. } => {
+                self.disconnects += 1;
+                if self.causes.len() < 4 {
+                    self.causes.push(format!("{cause:?}"));
+                }
+            }
+            ClientEvent::Failed(r) => self.failed = Some(format!("{r:?}")),
+            _ => {}
+        }
+    }
+}
+
+/// What a run of one mode showed.
+#[derive(Debug)]
+struct Outcome {
+    /// A new client after the attack: how long its first 20 messages
+    /// took to be acknowledged.
+    fresh: Result<Duration, String>,
+    server_ended: Option<String>,
+    submitted: BTreeMap<u64, String>,
+    lost: Vec<u64>,
+    mismatched: Vec<u64>,
+    all_acked: bool,
+    longest_gap: Duration,
+    disconnects: u32,
+    causes: Vec<String>,
+    client_failed: Option<String>,
+    rss_before_kb: u64,
+    rss_peak_kb: u64,
+    attack: Result<String, String>,
+    server_log: String,
+}
+
+/// Runs `mode` against a fresh server while the good client streams.
+fn run(mode: Mode) -> Outcome {
+    let _one = one_at_a_time();
+    let dir = Dir::new(mode.name());
+    let (mut server, addr) = start_server(&dir);
+    let session = (u64::from(std::process::id()) << 20) | (mode as u64 + 1);
+    let mut config = ClientConfig::new(session, session ^ 0xfeed);
+    config.reply_timeout = Duration::from_secs(1);
+    config.max_retries = 1000;
+    let storage = vec![0u8; WINDOW * SIZE + SIZE];
+    let session_state = ClientSession::<WINDOW, _>::new(config, Instant::ZERO, storage);
+    let transport = UcxTransport::client(addr, UcxConfig::default()).unwrap();
+    let mut client = Client::new(transport, session_state).unwrap();
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut seen = Seen::default();
+    let mut submitted = BTreeMap::new();
+    let mut buf = vec![0u8; SIZE];
+    let mut submit = |client: &mut Client<_, WINDOW, _>, submitted: &mut BTreeMap<u64, String>| {
+        for _ in 0..WINDOW {
+            let next = client.session().next_sn();
+            workload::fill(session, next, &mut buf);
+            match client.submit(Message::Write(&buf)) {
+                Ok(sn) => {
+                    submitted.insert(sn, format!("{:016x}", workload::hash(&buf)));
+                }
+                Err(_) => break,
+            }
+        }
+    };
+    // Streaming and acknowledged before the attack begins.
+    while client.session().base_sn() < 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the good client never got going: {}",
+            tail(&dir.file("server.out"), 20)
+        );
+        submit(&mut client, &mut submitted);
+        client.poll(clock(start), &mut seen);
+    }
+    let rss_before_kb = server.rss_kb().unwrap_or(0);
+    let mut rss_peak_kb = rss_before_kb;
+    let attack = Attack {
+        modes: vec![mode],
+        seed: 7,
+        duration: if mode == Mode::Flood {
+            FLOOD_ATTACK
+        } else {
+            ATTACK
+        },
+        conns: 1100,
+        ..Attack::new(addr)
+    };
+    let hostile = std::thread::spawn(move || hostile::run(&attack).map(|r| r.to_string()));
+    let mut longest_gap = Duration::ZERO;
+    let mut last_acked = (client.session().base_sn(), Wall::now());
+    let mut last_rss = Wall::now();
+    let mut server_ended = None;
+    let mut drain_from: Option<Wall> = None;
+    let mut all_acked = false;
+    let mut attack_result = None;
+    // Bounded: the attack (3 s and its teardown), then at most 10 s of
+    // drain; the whole at most 40 s.
+    while start.elapsed() < Duration::from_secs(40) {
+        if drain_from.is_none() {
+            submit(&mut client, &mut submitted);
+        }
+        client.poll(clock(start), &mut seen);
+        let base = client.session().base_sn();
+        let now = Wall::now();
+        if base != last_acked.0 || base == client.session().next_sn() {
+            last_acked = (base, now);
+        }
+        longest_gap = longest_gap.max(now - last_acked.1);
+        if now - last_rss >= Duration::from_millis(50) {
+            last_rss = now;
+            rss_peak_kb = rss_peak_kb.max(server.rss_kb().unwrap_or(0));
+            if let Some(e) = server.ended() {
+                server_ended = Some(e);
+                break;
+            }
+        }
+        if seen.failed.is_some() {
+            break;
+        }
+        if drain_from.is_none() && hostile.is_finished() {
+            drain_from = Some(now);
+        }
+        if let Some(d) = drain_from {
+            if base == client.session().next_sn() {
+                all_acked = true;
+                break;
+            }
+            if now - d > Duration::from_secs(10) {
+                break;
+            }
+        }
+        std::thread::yield_now();
+    }
+    // The hostile peer ends on its own (its duration and a bounded
+    // teardown), whatever the server did.
+    let waited = Wall::now();
+    while !hostile.is_finished() && waited.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if hostile.is_finished() {
+        attack_result = Some(
+            hostile
+                .join()
+                .unwrap_or_else(|_| Err("the hostile peer panicked".into())),
+        );
+    }
+    // The record is written before any ack leaves: what was acknowledged
+    // is in it.
+    let got = taken(&dir.file("server.rec"), session);
+    let acked = client.session().base_sn();
+    let mut lost = Vec::new();
+    let mut mismatched = Vec::new();
+    for (sn, hash) in submitted.range(..acked) {
+        match got.get(sn) {
+            None => lost.push(*sn),
+            Some(h) if h != hash => mismatched.push(*sn),
+            Some(_) => {}
+        }
+    }
+    // Still serving: a new client's messages are acknowledged.
+    let fresh = if server_ended.is_none() {
+        fresh_client(addr, session + 1_000_000)
+    } else {
+        Err("no server".into())
+    };
+    if server_ended.is_none() {
+        server_ended = server.ended();
+    }
+    Outcome {
+        fresh,
+        server_ended,
+        submitted,
+        lost,
+        mismatched,
+        all_acked,
+        longest_gap,
+        disconnects: seen.disconnects,
+        causes: seen.causes,
+        client_failed: seen.failed,
+        rss_before_kb,
+        rss_peak_kb,
+        attack: attack_result.unwrap_or_else(|| Err("the hostile peer did not end".into())),
+        server_log: tail(&dir.file("server.out"), 15),
+    }
+}
+
+/// A new client's 20 messages, acknowledged within 5 s.
+fn fresh_client(addr: SocketAddr, session: u64) -> Result<Duration, String> {
+    let config = ClientConfig::new(session, session ^ 0xbeef);
+    let storage = vec![0u8; 32 * SIZE + SIZE];
+    let state = ClientSession::<32, _>::new(config, Instant::ZERO, storage);
+    let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+    let mut client = Client::new(transport, state).map_err(|e| e.to_string())?;
+    let start = Wall::now();
+    client.start(clock(start));
+    let mut seen = Seen::default();
+    let buf = vec![9u8; SIZE];
+    while client.session().base_sn() < 20 {
+        if start.elapsed() > Duration::from_secs(5) {
+            return Err(format!(
+                "a new client had {} of 20 messages acknowledged after 5 s",
+                client.session().base_sn()
+            ));
+        }
+        if client.session().next_sn() < 20 {
+            let _ = client.submit(Message::Write(&buf));
+        }
+        client.poll(clock(start), &mut seen);
+    }
+    Ok(start.elapsed())
+}
+
+/// Every verdict at once, so that a failure names all its symptoms.
+fn check(mode: Mode) {
+    let o = run(mode);
+    let report = match &o.attack {
+        Ok(r) => r.clone(),
+        Err(e) => format!("hostile run failed: {e}"),
+    };
+    eprintln!(
+        "{mode}: server {}, submitted {}, all acked {}, lost {}, longest ack gap {:?}, \
+         disconnects {}, RSS {} -> {} kB, new client {:?}\n{report}",
+        o.server_ended.as_deref().unwrap_or("alive"),
+        o.submitted.len(),
+        o.all_acked,
+        o.lost.len(),
+        o.longest_gap,
+        o.disconnects,
+        o.rss_before_kb,
+        o.rss_peak_kb,
+        o.fresh
+    );
+    let mut wrong = Vec::new();
+    if let Some(e) = &o.server_ended {
+        wrong.push(format!("the server died: {e}"));
+    } else if let Err(e) = &o.fresh {
+        wrong.push(format!("the server no longer serves: {e}"));
+    }
+    if let Err(e) = &o.attack {
+        wrong.push(format!("the attack did not run: {e}"));
+    }
+    if !o.lost.is_empty() || !o.mismatched.is_empty() {
+        wrong.push(format!(
+            "acknowledged but not taken: {} (first {:?}), different bytes: {}",
+            o.lost.len(),
+            o.lost.first(),
+            o.mismatched.len()
+        ));
+    }
+    if !o.all_acked {
+        wrong.push(format!(
+            "the good client's {} messages were not all acknowledged within 10 s after the \
+             attack{}",
+            o.submitted.len(),
+            o.client_failed
+                .as_ref()
+                .map(|f| format!(" (client failed: {f})"))
+                .unwrap_or_default()
+        ));
+    }
+    if o.longest_gap > MAX_ACK_GAP {
+        wrong.push(format!(
+            "the good client's acknowledgements stood still for {:?} (bound {MAX_ACK_GAP:?})",
+            o.longest_gap
+        ));
+    }
+    if o.disconnects > 0 {
+        wrong.push(format!(
+            "the good client was disconnected {} times ({})",
+            o.disconnects,
+            o.causes.join(", ")
+        ));
+    }
+    let growth = o.rss_peak_kb.saturating_sub(o.rss_before_kb);
+    if growth > MAX_RSS_GROWTH_KB {
+        wrong.push(format!(
+            "the server's RSS grew by {growth} kB (bound {MAX_RSS_GROWTH_KB} kB): {} -> {} kB",
+            o.rss_before_kb, o.rss_peak_kb
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "{mode}:\n  {}\nserver log:\n{}\n{report}",
+        wrong.join("\n  "),
+        o.server_log
+    );
+}
+
+#[test]
+fn a_server_survives_random_tags() {
+    check(Mode::RandomTags);
+}
+
+#[test]
+fn a_server_survives_frames_on_wrong_keys() {
+    check(Mode::WrongKeys);
+}
+
+#[test]
+fn a_server_survives_guessed_keys_and_the_victim_is_not_blamed() {
+    check(Mode::GuessKeys);
+}
+
+#[test]
+fn a_server_survives_truncated_and_lying_frames() {
+    check(Mode::Truncated);
+}
+
+#[test]
+fn a_server_survives_oversized_messages_in_bounded_memory() {
+    check(Mode::Oversized);
+}
+
+#[test]
+fn a_server_survives_a_peer_stalled_mid_message() {
+    check(Mode::StallMidMessage);
+}
+
+#[test]
+fn a_server_survives_a_peer_dying_mid_message() {
+    check(Mode::DieMidMessage);
+}
+
+#[test]
+fn a_server_survives_stream_garbage_in_bounded_memory() {
+    check(Mode::StreamGarbage);
+}
+
+#[test]
+fn a_server_survives_bad_key_exchanges() {
+    check(Mode::BadKeyExchange);
+}
+
+#[test]
+fn a_server_survives_connect_and_close() {
+    check(Mode::ConnectClose);
+}
+
+#[test]
+fn a_server_survives_silent_connections() {
+    check(Mode::SilentConnect);
+}
+
+#[test]
+fn a_server_survives_a_flood_past_its_table() {
+    check(Mode::Flood);
+}
