@@ -582,7 +582,8 @@ impl<R: Role> UcxTransport<R> {
     }
 
     /// Connections closed because the transport's receive memory
-    /// ([`UcxConfig::recv_bytes`]) was full and they held the most of it.
+    /// ([`UcxConfig::recv_bytes`]) was full and they held the most of it
+    /// (with the message that found it full, for its receiver).
     pub fn receive_evictions(&self) -> u64 {
         self.rx_evicted
     }

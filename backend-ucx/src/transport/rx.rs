@@ -122,6 +122,7 @@ impl<R: Role> UcxTransport<R> {
                     most = (c.id, c.rx_bytes);
                 }
             }
+            self.rx_evicted += 1;
             if most.0 == id {
                 return false;
             }
@@ -132,7 +133,6 @@ impl<R: Role> UcxTransport<R> {
                 RECV_MEMORY_FULL.text,
                 most.1
             ));
-            self.rx_evicted += 1;
             self.fail(most.0, DisconnectReason::Other(RECV_MEMORY_FULL));
         }
         false

@@ -389,6 +389,45 @@ fn senders_stalled_or_dead_mid_message_hold_back_only_their_own_connections() {
 }
 
 #[test]
+fn stalled_senders_past_the_receive_memory_give_way_and_the_others_flow() {
+    let _one = one();
+    let small = UcxConfig {
+        recv_bytes: 4 << 20,
+        ..config()
+    };
+    let mut server = UcxTransport::server(localhost(), small).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config());
+    // Ten senders stall mid-way through 1 MiB frames: together more than
+    // the server's 4 MiB of receive memory. Each pushes what its socket
+    // takes while the server does not read, and is not progressed again.
+    let mut stalled = Vec::new();
+    for _ in 0..10 {
+        stalled.push(pair(&mut server, config()));
+    }
+    for (c, cid, _) in &mut stalled {
+        send(c, *cid, &vec![3u8; 1 << 20]).unwrap();
+    }
+    for _ in 0..50 {
+        for (c, _, _) in &mut stalled {
+            let _ = poll(c);
+        }
+    }
+    let n = echoes(&mut server, &mut [], &mut good, gid, Duration::from_secs(1));
+    assert!(n > 100, "the good client got {n} echoes");
+    let evicted = server.receive_evictions();
+    assert!(
+        evicted >= 6,
+        "{evicted} stalled senders closed; 10 MiB cannot fit in 4 MiB"
+    );
+    let (_, held, _, _) = server.held();
+    assert!(
+        held <= (4 << 20) + (1 << 20),
+        "{held} bytes held past the receive memory"
+    );
+    drop(stalled);
+}
+
+#[test]
 fn a_peer_that_does_not_read_blocks_only_its_own_sends() {
     let _one = one();
     let cfg = UcxConfig {
@@ -723,9 +762,12 @@ fn a_bad_key_exchange_closes_that_connection_only() {
 #[test]
 fn the_memory_bound_adds_up_the_configured_caps() {
     let c = UcxConfig::default();
-    let per_conn = (4u64 << 20) + 32 * 1024;
-    let expected =
-        1024 * per_conn + (64u64 << 20) + MAX_FRAME_LEN as u64 + 256 * 64 * 1024 + 256 * 256;
+    let expected = (64u64 << 20)
+        + 1024 * 32 * 1024
+        + (64u64 << 20)
+        + MAX_FRAME_LEN as u64
+        + 256 * 64 * 1024
+        + 256 * 256;
     assert_eq!(c.memory_bound(), expected);
     eprintln!("default memory bound: {} bytes", c.memory_bound());
     let small = UcxConfig {
