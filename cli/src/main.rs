@@ -73,11 +73,20 @@ struct HostileArgs {
 
 fn server_help() -> String {
     format!(
-        "Capacity: {} sessions and {} connections at most, a receive window of 2,048 sns \
-         per session; the session table takes {} KiB.",
+        "Capacity: {} sessions and {} connections at most (a connection past them is \
+         refused at once: the client prints \"connection table full ({})\"), a receive \
+         window of 2,048 sns per session; the session table takes {} KiB.\n\n\
+         Memory: at most {:.0} MiB whatever the peers send ({:.0} MiB for the program and \
+         UCX, {:.0} MiB of frames in the transport: 64 MiB received, 64 MiB being sent, \
+         32 KiB of batch per connection, the buffer pool). A peer that floods, stalls \
+         mid-message or stops reading is closed alone; the others are not delayed.",
         server::SESSIONS,
         server::CONNS,
-        std::mem::size_of::<server::Core>() / 1024
+        server::CONNS,
+        std::mem::size_of::<server::Core>() / 1024,
+        soak::server_memory_bound() as f64 / f64::from(1 << 20),
+        soak::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
+        iomsg_cli::common::ucx_config(false, false).memory_bound() as f64 / f64::from(1 << 20),
     )
 }
 

@@ -127,22 +127,23 @@ pub fn stall_bounds() -> Bounds {
     }
 }
 
-/// What a server process takes besides its buffers: the program, the
-/// UCX libraries, context and worker (about 11 MB measured at rest).
+/// What a server process takes besides the buffers the UCX transport
+/// and the session table account for: the program, the UCX libraries, its
+/// context and worker, and UCX's own per-connection state (measured: 11 MB
+/// at rest, 21 MB holding a full table of 1,024 connections from the
+/// hostile peer's flood, 24 MB after every hostile mode).
 pub const SERVER_BASE_RSS: u64 = 64 << 20;
-/// Largest frames the server may hold being received at once, in the
-/// soak's provisional figure.
-pub const SERVER_RX_FRAMES: u64 = 64;
 
-/// The peak RSS the soak holds every server instance to by default
-/// (`--max-server-rss`): the base, the session table, and
-/// [`SERVER_RX_FRAMES`] largest frames being received. The UCX
-/// backend's own statement of its worst case for the server's
-/// configuration replaces this figure once it has one.
+/// The server's worst-case memory for `iomsg server`'s configuration,
+/// whatever its peers send: [`SERVER_BASE_RSS`], the session table, and
+/// the UCX transport's own bound (`UcxConfig::memory_bound`: receive and
+/// send memory, batches, the buffer pool). The soak holds every server
+/// instance's peak RSS to it (`--max-server-rss`); `iomsg server --help`
+/// states it.
 pub fn server_memory_bound() -> u64 {
     SERVER_BASE_RSS
         + std::mem::size_of::<crate::server::Core>() as u64
-        + SERVER_RX_FRAMES * iomsg_core::wire::MAX_FRAME_LEN as u64
+        + crate::common::ucx_config(false, false).memory_bound()
 }
 
 fn signal(pid: u32, sig: nix::sys::signal::Signal) {
