@@ -46,8 +46,27 @@ pub use truth::{Truth, Verdict, MAX_LISTED_LOST};
 /// # Errors
 /// The scenario's [`ScenarioError`] when it does not validate.
 pub fn run(scenario: &Scenario) -> Result<Report, ScenarioError> {
-    engine::run(scenario)
+    // The servers' cores (a reply queue per connection) are built by value
+    // and moved into their boxes; an unoptimised build keeps several
+    // copies on the stack, past a test thread's 2 MiB. The run gets a
+    // thread of its own with room (address space; only what is used is
+    // memory).
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("sim".into())
+            .stack_size(SIM_STACK)
+            .spawn_scoped(s, || engine::run(scenario))
+        {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => engine::run(scenario),
+        }
+    })
 }
+
+/// The stack of a simulation's thread.
+const SIM_STACK: usize = 256 << 20;
 
 #[cfg(test)]
 mod tests;
