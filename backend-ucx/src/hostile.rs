@@ -1812,6 +1812,11 @@ impl Attacker {
     }
 }
 
+/// How long [`run`] tries to complete its first key exchange before it
+/// gives up (a server paused past the silence timeout, or restarting, is
+/// waited for).
+pub const READY_WITHIN: Duration = Duration::from_secs(10);
+
 /// Runs `attack` until its duration is over, then tears everything down.
 ///
 /// # Errors
@@ -1853,14 +1858,24 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
     let start = Instant::now();
     let end = start + attack.duration;
     // The server must answer one key exchange: otherwise there is nothing
-    // to attack.
+    // to attack. Attempts go on for a while (a server paused or restarting
+    // answers late), each bounded.
     let first = attack.modes[0];
-    let reached = a.own(first, start + Duration::from_secs(5)).is_some();
+    let ready_by = start + READY_WITHIN;
+    let mut reached = false;
+    for _ in 0..1000 {
+        reached = a.own(first, ready_by).is_some();
+        if reached || Instant::now() >= ready_by {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     if !reached {
         let _ = a.finish();
         return Err(format!(
-            "the server at {} completed no key exchange within 5 s",
-            attack.server
+            "the server at {} completed no key exchange within {} s",
+            attack.server,
+            READY_WITHIN.as_secs()
         ));
     }
     let mut order = attack.modes.clone();
