@@ -307,8 +307,9 @@ impl core::fmt::Display for FailReason {
                 last: DisconnectCause::Rejected { reason, detail },
             } => write!(
                 f,
-                "gave up after {attempts} failed connection attempts in a row over {over:.1?}: \
+                "gave up after {attempts} failed connection attempts in a row over {:.1} s: \
                  the server refused the last one: {}",
+                over.as_secs_f64(),
                 RefusalHelp(*reason, *detail)
             ),
             FailReason::RetriesExceeded {
@@ -317,9 +318,10 @@ impl core::fmt::Display for FailReason {
                 last,
             } => write!(
                 f,
-                "gave up after {attempts} failed connection attempts in a row over {over:.1?} \
+                "gave up after {attempts} failed connection attempts in a row over {:.1} s \
                  (last: {last}); check that the server runs and is reachable, or retry for \
-                 longer (retries, retry time)"
+                 longer (retries, retry time)",
+                over.as_secs_f64()
             ),
             FailReason::Timeout { limit } => {
                 write!(f, "the run limit of {limit:?} passed")
