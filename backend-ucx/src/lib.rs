@@ -24,7 +24,7 @@ mod worker;
 
 pub use status::Status;
 pub use transport::{
-    prepare_process, raise_open_files, sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError,
-    UcxTransport, ASYNC_MAX_EVENTS, FULL_MARK, REUSE_ADDRESS,
+    raise_open_files, sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport,
+    ASYNC_MAX_EVENTS, FULL_MARK, REUSE_ADDRESS,
 };
 pub use worker::WaitMode;

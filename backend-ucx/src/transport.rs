@@ -109,7 +109,7 @@ mod liveness;
 mod rx;
 mod tx;
 
-pub use config::{prepare_process, raise_open_files, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
+pub use config::{raise_open_files, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;
 

@@ -624,7 +624,13 @@ fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
     // its port again at once, and the open-files limit admits a full
     // connection table.
-    iomsg_ucx::prepare_process(&iomsg_cli::common::ucx_config(false, false));
+    let ucx = iomsg_cli::common::ucx_config(false, false);
+    for (name, value) in ucx.environment() {
+        if std::env::var_os(name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+    iomsg_ucx::raise_open_files(ucx.open_files());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

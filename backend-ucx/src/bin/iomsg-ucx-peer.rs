@@ -408,7 +408,13 @@ fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
     // its port again at once, and UCX's event table and the open-file
     // limit fit the connection table.
-    iomsg_ucx::prepare_process(&UcxConfig::default());
+    let ucx = UcxConfig::default();
+    for (name, value) in ucx.environment() {
+        if std::env::var_os(name).is_none() {
+            std::env::set_var(name, value);
+        }
+    }
+    iomsg_ucx::raise_open_files(ucx.open_files());
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| {
         args.iter()

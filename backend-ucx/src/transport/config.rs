@@ -100,7 +100,22 @@ impl UcxConfig {
     /// (variable, value): [`REUSE_ADDRESS`] (UCX's event table is sized
     /// without the environment: see [`ASYNC_MAX_EVENTS`]). The library
     /// never changes the environment; a binary applies these first thing
-    /// in `main` with [`prepare_process`].
+    /// in `main`, before any thread (setting a variable while another thread
+    /// reads the environment is undefined behaviour), where it is not set
+    /// already; with [`raise_open_files`]`(config.open_files())`:
+    ///
+    /// ```no_run
+    /// // fn main() {
+    /// let config = iomsg_ucx::UcxConfig::default();
+    /// for (name, value) in config.environment() {
+    ///     if std::env::var_os(name).is_none() {
+    ///         std::env::set_var(name, value);
+    ///     }
+    /// }
+    /// iomsg_ucx::raise_open_files(config.open_files());
+    /// // ... parse arguments, build the transport ...
+    /// // }
+    /// ```
     pub fn environment(&self) -> Vec<(&'static str, String)> {
         vec![(REUSE_ADDRESS.0, REUSE_ADDRESS.1.to_string())]
     }
@@ -142,28 +157,6 @@ impl UcxConfig {
             .saturating_add(pool)
             .saturating_add((MAX_REFUSING * 256) as u64)
     }
-}
-
-/// Prepares the process for `config`, first thing in `main`, before any
-/// thread (setting a variable while another thread reads the environment
-/// is undefined behaviour): sets each variable of
-/// [`UcxConfig::environment`] the environment does not already have, and
-/// raises the soft limit on open files towards
-/// [`UcxConfig::open_files`] (up to the hard limit).
-///
-/// ```no_run
-/// // fn main() {
-/// iomsg_ucx::prepare_process(&iomsg_ucx::UcxConfig::default());
-/// // ... parse arguments, build the transport ...
-/// // }
-/// ```
-pub fn prepare_process(config: &UcxConfig) {
-    for (name, value) in config.environment() {
-        if std::env::var_os(name).is_none() {
-            std::env::set_var(name, value);
-        }
-    }
-    raise_open_files(config.open_files());
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to `want` (at most the hard limit);
