@@ -104,14 +104,19 @@ use crate::status::{Pending, Status};
 use crate::worker::{self, ErrArg, ReqArg, WaitMode, Worker};
 
 mod config;
+mod conns;
+mod counters;
 mod handshake;
 mod liveness;
 mod rx;
 mod tx;
+mod wire;
 
 pub use config::{raise_open_files, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;
+pub use wire::FULL_MARK;
+pub(crate) use wire::*;
 
 /// Transmit buffers in flight at most over all connections (a memory
 /// bound; each connection has its own, smaller caps in [`UcxConfig`]).
@@ -127,74 +132,6 @@ const POOL_LEN: usize = 256;
 
 /// The longest worker address a peer may announce.
 const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
-
-/// The tag's low byte: what a tagged message is.
-pub(crate) const KIND_BITS: u32 = 8;
-pub(crate) const KIND_MASK: u64 = 0xff;
-pub(crate) const KIND_FRAME: u64 = 0;
-pub(crate) const KIND_HEARTBEAT: u64 = 1;
-pub(crate) const KIND_BATCH: u64 = 2;
-/// A key's bits (the tag's upper 56).
-pub(crate) const KEY_MASK: u64 = (1 << (64 - KIND_BITS)) - 1;
-/// In the key exchange: "no key, the table is full"; the low 56 bits
-/// carry the table's size.
-pub const FULL_MARK: u64 = 0xff << 56;
-
-/// The tag of a message of `kind` to the connection whose receiver key is
-/// `key`.
-pub(crate) fn tag(key: u64, kind: u64) -> u64 {
-    (key & KEY_MASK) << KIND_BITS | (kind & KIND_MASK)
-}
-
-/// The receiver key and kind of a tag.
-pub(crate) fn untag(tag: u64) -> (u64, u64) {
-    (tag >> KIND_BITS, tag & KIND_MASK)
-}
-
-/// What 8 bytes of a key exchange say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KeyMessage {
-    /// The peer's key.
-    Key(u64),
-    /// The peer's table is full; its size.
-    Full(u64),
-    /// Zero, a value no key has, or a short read.
-    Bad,
-}
-
-/// Reads a key exchange message (`bytes` as received).
-pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
-    let Ok(b) = <[u8; 8]>::try_from(bytes) else {
-        return KeyMessage::Bad;
-    };
-    let v = u64::from_le_bytes(b);
-    match v >> 56 {
-        0 if v != 0 => KeyMessage::Key(v),
-        0xff => KeyMessage::Full(v & KEY_MASK),
-        _ => KeyMessage::Bad,
-    }
-}
-
-/// A fresh random key: 56 bits, non-zero, from `getrandom(2)` (or
-/// `/dev/urandom`); `None` if neither gives bytes.
-pub(crate) fn random_key() -> Option<u64> {
-    for _ in 0..8 {
-        let mut b = [0u8; 8];
-        // SAFETY: b is a live 8-byte buffer for the call.
-        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
-        if n != 8 {
-            use std::io::Read;
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut f| f.read_exact(&mut b))
-                .ok()?;
-        }
-        let k = u64::from_le_bytes(b) & KEY_MASK;
-        if k != 0 {
-            return Some(k);
-        }
-    }
-    None
-}
 
 /// A batch is sent once it would grow past this.
 const BATCH_CAP: usize = 32 * 1024;
@@ -570,87 +507,6 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// Frames that arrived for no open connection (late frames of closed
-    /// ones, guessed keys), received and dropped.
-    pub fn stray_frames(&self) -> u64 {
-        self.stray_frames
-    }
-
-    /// Connection requests refused because the table was full.
-    pub fn refused(&self) -> u64 {
-        self.refused
-    }
-
-    /// Connections closed because the transport's receive memory
-    /// ([`UcxConfig::recv_bytes`]) was full and they held the most of it
-    /// (with the message that found it full, for its receiver).
-    pub fn receive_evictions(&self) -> u64 {
-        self.rx_evicted
-    }
-
-    /// Sends in flight (frames, batches, heartbeats) and their bytes.
-    pub fn in_flight(&self) -> (usize, usize) {
-        (self.in_flight_sends, self.in_flight_bytes)
-    }
-
-    /// Open connections (any state).
-    pub fn connections(&self) -> usize {
-        self.by_key.len()
-    }
-
-    /// Request slots in use and the bytes of buffers they hold, and the
-    /// pool's buffers and bytes: what the transport holds for receives
-    /// and sends.
-    pub fn held(&self) -> (usize, usize, usize, usize) {
-        let (mut n, mut bytes) = (0, 0);
-        for s in self.slots.iter().flatten() {
-            n += 1;
-            bytes += match &s.op {
-                Op::Send { buf, .. } | Op::Recv { buf, .. } => buf.capacity(),
-                Op::AddrSend { buf, .. } | Op::AddrRecv { buf, .. } => buf.capacity(),
-                _ => 0,
-            };
-        }
-        // Pages given back (orphaned receives) are not held.
-        bytes = bytes.saturating_sub(self.orphaned().1);
-        let pooled = self.pool.iter().map(Vec::capacity).sum();
-        (n, bytes, self.pool.len(), pooled)
-    }
-
-    /// Receives of closed connections still in progress (messages cut
-    /// mid-way, which UCX 1.13.1 cannot cancel) and the bytes of their
-    /// buffers given back to the system (`MADV_DONTNEED`: the buffer stays
-    /// mapped for UCX, without memory behind it until written again).
-    pub fn orphaned(&self) -> (usize, usize) {
-        let live = self
-            .orphans
-            .iter()
-            .filter(|(slot, _)| {
-                matches!(
-                    self.slots.get(*slot).and_then(Option::as_ref),
-                    Some(Slot {
-                        op: Op::Recv { conn: None, .. },
-                        status: None,
-                        ..
-                    })
-                )
-            })
-            .fold((0, 0), |(n, b), (_, r)| (n + 1, b + r));
-        live
-    }
-
-    /// Events the UCX callbacks recorded, and those the transport took:
-    /// equal after every progress call (no event is ever lost).
-    pub fn callback_events(&self) -> (u64, u64) {
-        (self.worker.shared.recorded.get(), self.taken)
-    }
-
-    /// The peer's address of `conn`: the connecting client's (server), the
-    /// server's (client).
-    pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddr> {
-        self.conn(conn)?.peer
-    }
-
     /// The worker's event fd, in blocking mode: readable when
     /// [`arm`](Transport::arm) said `Armed` and work has come.
     ///
@@ -671,81 +527,6 @@ impl<R: Role> UcxTransport<R> {
     /// signal.
     pub fn sleep(&self, timeout: Duration) -> Result<bool, Status> {
         sleep_any(&[self.event_fd()?], timeout)
-    }
-
-    /// A new connection slot for endpoint `ep`, with a fresh key.
-    fn add_conn(
-        &mut self,
-        peer: Option<SocketAddr>,
-        ep_for: impl FnOnce(&ErrArg) -> Result<sys::ucp_ep_h, Status>,
-    ) -> Result<ConnId, Status> {
-        let mut key = 0;
-        for _ in 0..16 {
-            match random_key() {
-                Some(k) if !self.by_key.contains_key(&k) => {
-                    key = k;
-                    break;
-                }
-                Some(_) => {}
-                None => return Err(Status(sys::UCS_ERR_IO_ERROR)),
-            }
-        }
-        if key == 0 {
-            return Err(Status(sys::UCS_ERR_ALREADY_EXISTS));
-        }
-        let err_arg = Box::new(ErrArg {
-            shared: self.worker.shared_ptr(),
-            key,
-        });
-        let ep = ep_for(&err_arg)?;
-        let slot = match self.conns.iter().position(Option::is_none) {
-            Some(s) => s,
-            None => {
-                self.conns.push(None);
-                self.generations.push(0);
-                self.conns.len() - 1
-            }
-        };
-        self.generations[slot] = self.generations[slot].wrapping_add(1);
-        let id = ConnId::new(slot as u32, self.generations[slot]);
-        self.conns[slot] = Some(Conn {
-            id,
-            ep,
-            local_key: key,
-            remote_key: 0,
-            peer,
-            rx: VecDeque::new(),
-            rx_bytes: 0,
-            in_ready: false,
-            sends: 0,
-            send_bytes: 0,
-            state: State::Opening {
-                sent: false,
-                got: false,
-            },
-            err_arg,
-            data: None,
-            heard: Clock::now(),
-            said: Clock::now(),
-            batch: Vec::new(),
-        });
-        self.by_key.insert(key, slot);
-        self.exchange_keys(id);
-        Ok(id)
-    }
-
-    fn conn(&self, id: ConnId) -> Option<&Conn> {
-        self.conns
-            .get(id.slot() as usize)?
-            .as_ref()
-            .filter(|c| c.id == id)
-    }
-
-    fn conn_mut(&mut self, id: ConnId) -> Option<&mut Conn> {
-        self.conns
-            .get_mut(id.slot() as usize)?
-            .as_mut()
-            .filter(|c| c.id == id)
     }
 
     /// Starts an operation in a new slot. `call` gets the slot's buffer
@@ -909,15 +690,6 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// The connection failed: close its endpoint and tell the driver.
-    fn fail(&mut self, id: ConnId, reason: DisconnectReason) {
-        if self.conn(id).is_none() {
-            return;
-        }
-        self.release(id);
-        self.notices.push_back(Notice::Disconnected(id, reason));
-    }
-
     /// Whether a `len`-byte send on `id` must wait: its connection's caps
     /// or the transport's are reached. A connection with nothing in flight
     /// may always send one frame.
@@ -947,78 +719,6 @@ impl<R: Role> UcxTransport<R> {
                 c.in_ready = true;
                 self.ready.push_back(id);
             }
-        }
-    }
-
-    /// Closes the endpoint of `id` (force) and forgets the connection.
-    fn release(&mut self, id: ConnId) {
-        let Some(c) = self
-            .conns
-            .get_mut(id.slot() as usize)
-            .and_then(Option::take)
-        else {
-            return;
-        };
-        self.by_key.remove(&c.local_key);
-        self.rx_held = self.rx_held.saturating_sub(c.rx_bytes);
-        // Its receives: those complete are released; those still in
-        // progress are cancelled, and released when they complete.
-        for slot in c.rx {
-            let pending = match self.slots.get_mut(slot).and_then(Option::as_mut) {
-                Some(Slot {
-                    op: Op::Recv { conn, buf, .. },
-                    request,
-                    status,
-                }) => {
-                    *conn = None;
-                    status.is_none().then(|| (*request, release_pages(buf)))
-                }
-                _ => None,
-            };
-            match pending {
-                Some((req, released)) => {
-                    if !req.is_null() {
-                        // SAFETY: req is a live receive request of this
-                        // worker; cancelling completes it through its
-                        // callback (UCX 1.13.1 cannot cancel a message
-                        // already partly received: that one stays until it
-                        // completes, its pages given back).
-                        unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
-                    }
-                    self.orphans.push((slot, released));
-                }
-                None => self.drop_frame(slot),
-            }
-        }
-        if let Some((ep, err_arg)) = c.data {
-            let close = Op::Close {
-                _err_arg: err_arg,
-                flush: false,
-            };
-            let (done, slot) = self.start(close, |_, param| {
-                // SAFETY: the data endpoint is live and closed once.
-                unsafe { sys::ucp_ep_close_nbx(ep, param) }
-            });
-            if let Some(status) = done {
-                self.finish(slot, status, 0);
-            }
-        }
-        let ep = c.ep;
-        // The error handler's argument lives until the close completes.
-        let (done, slot) = self.start(
-            Op::Close {
-                _err_arg: c.err_arg,
-                flush: false,
-            },
-            |_, param| {
-                // SAFETY: ep is live and closed once; FORCE releases it
-                // without waiting for the peer; its pending sends complete
-                // with errors through their callbacks.
-                unsafe { sys::ucp_ep_close_nbx(ep, param) }
-            },
-        );
-        if let Some(status) = done {
-            self.finish(slot, status, 0);
         }
     }
 
@@ -1075,171 +775,6 @@ impl<R: Role> UcxTransport<R> {
             }
         }
         self.probe();
-    }
-
-    /// Server: endpoints for the connection requests the listener got;
-    /// past the table's size, each is refused with a reason.
-    fn accept_requests(&mut self) {
-        let reqs = self.worker.shared.conn_requests.take();
-        self.taken += reqs.len() as u64;
-        let listener = self.role.listener().unwrap_or(ptr::null_mut());
-        for req in reqs {
-            let peer = query_conn_request(req);
-            let worker = self.worker.worker;
-            let accept = |err_arg: &ErrArg| {
-                let mut params = peer_mode(err_arg);
-                params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_CONN_REQUEST);
-                params.conn_request = req;
-                let mut ep: sys::ucp_ep_h = ptr::null_mut();
-                // SAFETY: worker is live; req came from its listener and is
-                // consumed here once (on failure UCX has released it: UCX
-                // 1.13.1's ucp_ep_create_server_accept rejects and frees
-                // the request on its error paths, so it is never touched
-                // again); err_arg outlives the endpoint.
-                Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
-                Ok(ep)
-            };
-            if self.by_key.len() < self.config.max_connections {
-                if let Err(status) = self.add_conn(peer, accept) {
-                    log(&format!("accepting {}: {status}", show(peer)));
-                }
-                continue;
-            }
-            self.refused += 1;
-            if self.refusing >= MAX_REFUSING {
-                // SAFETY: the request came from this listener and was not
-                // consumed (no endpoint was made from it); rejecting
-                // releases it, once.
-                unsafe { sys::ucp_listener_reject(listener, req) };
-                continue;
-            }
-            let err_arg = Box::new(ErrArg {
-                shared: self.worker.shared_ptr(),
-                key: 0,
-            });
-            let Ok(ep) = accept(&err_arg) else { continue };
-            self.refusing += 1;
-            let msg = Box::new((FULL_MARK | self.config.max_connections as u64).to_le_bytes());
-            let (done, slot) = self.start(
-                Op::Refuse {
-                    ep,
-                    err_arg,
-                    buf: msg,
-                },
-                |buf, param| {
-                    // SAFETY: ep is live; buf (8 bytes, boxed in the slot)
-                    // stays until the request completes.
-                    unsafe { sys::ucp_stream_send_nbx(ep, buf.cast(), 8, param) }
-                },
-            );
-            if let Some(status) = done {
-                self.finish(slot, status, 8);
-            }
-        }
-    }
-}
-
-/// The client's address of a connection request.
-fn query_conn_request(req: sys::ucp_conn_request_h) -> Option<SocketAddr> {
-    // SAFETY: all-zero is a valid attribute struct to fill.
-    let mut attr: sys::ucp_conn_request_attr_t = unsafe { mem::zeroed() };
-    attr.field_mask = u64::from(sys::UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
-    // SAFETY: req is a live connection request, not yet consumed; attr is
-    // a local out-struct.
-    let status = Status(unsafe { sys::ucp_conn_request_query(req, &mut attr) });
-    status.check().ok()?;
-    SockAddr::from_storage(&attr.client_address)
-}
-
-/// Gives the whole pages inside `buf` back to the system
-/// (`MADV_DONTNEED`): they stay mapped (anything UCX writes there later
-/// lands in fresh zero pages) but hold no memory. Returns their bytes.
-fn release_pages(buf: &mut [u8]) -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let start = buf.as_mut_ptr() as usize;
-    let first = start.div_ceil(page) * page;
-    let end = (start + buf.len()) / page * page;
-    if page == 0 || end <= first {
-        return 0;
-    }
-    // SAFETY: [first, end) lies inside `buf`, which this transport owns
-    // and keeps allocated (it is only ever written by UCX from now on, and
-    // never read): zeroing its pages breaks nothing.
-    let r = unsafe { libc::madvise(first as *mut c_void, end - first, libc::MADV_DONTNEED) };
-    if r == 0 {
-        end - first
-    } else {
-        0
-    }
-}
-
-/// A line on standard error, the crate's only log.
-pub(crate) fn log(line: &str) {
-    eprintln!("iomsg-ucx: {line}");
-}
-
-/// An optional address, for a log line.
-pub(crate) fn show(addr: Option<SocketAddr>) -> String {
-    addr.map_or_else(|| "an unknown peer".into(), |a| a.to_string())
-}
-
-/// The cause of a connection closed for stream bytes after the handshake.
-pub(crate) const STREAM_DATA: Cause = Cause {
-    code: sys::UCS_ERR_INVALID_PARAM as i32,
-    name: "stream data",
-    text: "stream bytes after the key exchange",
-};
-
-/// The cause of a connection closed for a message larger than allowed.
-pub(crate) const OVERSIZED: Cause = Cause {
-    code: sys::UCS_ERR_MESSAGE_TRUNCATED as i32,
-    name: "message too large",
-    text: "a message larger than the connection's receive bound",
-};
-
-/// The cause of a connection closed for more received bytes queued than
-/// allowed.
-pub(crate) const FLOODED: Cause = Cause {
-    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
-    name: "receive queue full",
-    text: "more received bytes waiting than the connection's bound",
-};
-
-/// The cause of a connection closed because the transport's receive
-/// memory (`UcxConfig::recv_bytes`) was full and it held the most of it.
-pub(crate) const RECV_MEMORY_FULL: Cause = Cause {
-    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
-    name: "receive memory full",
-    text: "the transport's receive memory was full and this connection held the most of it",
-};
-
-/// The cause of a bad key exchange.
-pub(crate) const BAD_KEY: Cause = Cause {
-    code: sys::UCS_ERR_INVALID_PARAM as i32,
-    name: "bad key exchange",
-    text: "the peer's key was zero, malformed or short",
-};
-
-/// The cause a client reports when the server's table is full:
-/// `connection table full (N)`.
-pub(crate) fn table_full(n: u64) -> Cause {
-    use std::sync::{Mutex, OnceLock};
-    static TEXTS: OnceLock<Mutex<HashMap<u64, &'static str>>> = OnceLock::new();
-    let texts = TEXTS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut texts = texts.lock().unwrap_or_else(|e| e.into_inner());
-    // One text per table size a process meets (interned, leaked once).
-    let text = if texts.len() < 64 || texts.contains_key(&n) {
-        *texts
-            .entry(n)
-            .or_insert_with(|| Box::leak(format!("connection table full ({n})").into_boxed_str()))
-    } else {
-        "connection table full"
-    };
-    Cause {
-        code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
-        name: "table full",
-        text,
     }
 }
 
@@ -1434,49 +969,6 @@ impl Connector for UcxTransport<Dial> {
 }
 
 impl Listener for UcxTransport<Accept> {}
-
-impl<R: Role> Drop for UcxTransport<R> {
-    fn drop(&mut self) {
-        let ids: Vec<ConnId> = self.conns.iter().flatten().map(|c| c.id).collect();
-        for id in ids {
-            self.release(id);
-        }
-        // Every request completes (pending ones are cancelled) before the
-        // buffers they use are freed and the worker goes.
-        let pending: Vec<(usize, *mut c_void)> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|s| (i, s.request)))
-            .filter(|(_, r)| !r.is_null())
-            .collect();
-        for (i, req) in pending {
-            if self.orphans.iter().any(|&(s, _)| s == i) {
-                // A receive UCX cannot cancel (see `orphaned`): waiting
-                // for it is in vain; its buffer outlives the worker.
-                if let Some(s) = self.slots[i].take() {
-                    mem::forget(s);
-                }
-                continue;
-            }
-            if self.worker.wait(Pending::Request(req), 10_000) {
-                if let Some(s) = self.slots[i].as_mut() {
-                    s.request = ptr::null_mut();
-                }
-            } else if let Some(s) = self.slots[i].take() {
-                // UCX would not let it go: its buffer must outlive the
-                // worker, so it is never freed (leaked on purpose).
-                mem::forget(s);
-            }
-        }
-        if let Some(listener) = self.role.listener() {
-            // SAFETY: the listener is live and destroyed once, before the
-            // worker.
-            unsafe { sys::ucp_listener_destroy(listener) };
-        }
-        self.slots.clear();
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,142 @@
+//! What the transport puts on the wire besides frames — the tag layout,
+//! receiver keys and the key exchange — and the causes it reports when it
+//! closes a connection itself.
+
+use super::*;
+
+/// The tag's low byte: what a tagged message is.
+pub(crate) const KIND_BITS: u32 = 8;
+pub(crate) const KIND_MASK: u64 = 0xff;
+pub(crate) const KIND_FRAME: u64 = 0;
+pub(crate) const KIND_HEARTBEAT: u64 = 1;
+pub(crate) const KIND_BATCH: u64 = 2;
+/// A key's bits (the tag's upper 56).
+pub(crate) const KEY_MASK: u64 = (1 << (64 - KIND_BITS)) - 1;
+/// In the key exchange: "no key, the table is full"; the low 56 bits
+/// carry the table's size.
+pub const FULL_MARK: u64 = 0xff << 56;
+
+/// The tag of a message of `kind` to the connection whose receiver key is
+/// `key`.
+pub(crate) fn tag(key: u64, kind: u64) -> u64 {
+    (key & KEY_MASK) << KIND_BITS | (kind & KIND_MASK)
+}
+
+/// The receiver key and kind of a tag.
+pub(crate) fn untag(tag: u64) -> (u64, u64) {
+    (tag >> KIND_BITS, tag & KIND_MASK)
+}
+
+/// What 8 bytes of a key exchange say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyMessage {
+    /// The peer's key.
+    Key(u64),
+    /// The peer's table is full; its size.
+    Full(u64),
+    /// Zero, a value no key has, or a short read.
+    Bad,
+}
+
+/// Reads a key exchange message (`bytes` as received).
+pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
+    let Ok(b) = <[u8; 8]>::try_from(bytes) else {
+        return KeyMessage::Bad;
+    };
+    let v = u64::from_le_bytes(b);
+    match v >> 56 {
+        0 if v != 0 => KeyMessage::Key(v),
+        0xff => KeyMessage::Full(v & KEY_MASK),
+        _ => KeyMessage::Bad,
+    }
+}
+
+/// A fresh random key: 56 bits, non-zero, from `getrandom(2)` (or
+/// `/dev/urandom`); `None` if neither gives bytes.
+pub(crate) fn random_key() -> Option<u64> {
+    for _ in 0..8 {
+        let mut b = [0u8; 8];
+        // SAFETY: b is a live 8-byte buffer for the call.
+        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+        if n != 8 {
+            use std::io::Read;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut b))
+                .ok()?;
+        }
+        let k = u64::from_le_bytes(b) & KEY_MASK;
+        if k != 0 {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// A line on standard error, the crate's only log.
+pub(crate) fn log(line: &str) {
+    eprintln!("iomsg-ucx: {line}");
+}
+
+/// An optional address, for a log line.
+pub(crate) fn show(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "an unknown peer".into(), |a| a.to_string())
+}
+
+/// The cause of a connection closed for stream bytes after the handshake.
+pub(crate) const STREAM_DATA: Cause = Cause {
+    code: sys::UCS_ERR_INVALID_PARAM as i32,
+    name: "stream data",
+    text: "stream bytes after the key exchange",
+};
+
+/// The cause of a connection closed for a message larger than allowed.
+pub(crate) const OVERSIZED: Cause = Cause {
+    code: sys::UCS_ERR_MESSAGE_TRUNCATED as i32,
+    name: "message too large",
+    text: "a message larger than the connection's receive bound",
+};
+
+/// The cause of a connection closed for more received bytes queued than
+/// allowed.
+pub(crate) const FLOODED: Cause = Cause {
+    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+    name: "receive queue full",
+    text: "more received bytes waiting than the connection's bound",
+};
+
+/// The cause of a connection closed because the transport's receive
+/// memory (`UcxConfig::recv_bytes`) was full and it held the most of it.
+pub(crate) const RECV_MEMORY_FULL: Cause = Cause {
+    code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+    name: "receive memory full",
+    text: "the transport's receive memory was full and this connection held the most of it",
+};
+
+/// The cause of a bad key exchange.
+pub(crate) const BAD_KEY: Cause = Cause {
+    code: sys::UCS_ERR_INVALID_PARAM as i32,
+    name: "bad key exchange",
+    text: "the peer's key was zero, malformed or short",
+};
+
+/// The cause a client reports when the server's table is full:
+/// `connection table full (N)`.
+pub(crate) fn table_full(n: u64) -> Cause {
+    use std::sync::{Mutex, OnceLock};
+    static TEXTS: OnceLock<Mutex<HashMap<u64, &'static str>>> = OnceLock::new();
+    let texts = TEXTS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut texts = texts.lock().unwrap_or_else(|e| e.into_inner());
+    // One text per table size a process meets (interned, leaked once).
+    let text = if texts.len() < 64 || texts.contains_key(&n) {
+        *texts
+            .entry(n)
+            .or_insert_with(|| Box::leak(format!("connection table full ({n})").into_boxed_str()))
+    } else {
+        "connection table full"
+    };
+    Cause {
+        code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
+        name: "table full",
+        text,
+    }
+}
