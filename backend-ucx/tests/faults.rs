@@ -6,93 +6,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use iomsg_core::transport::{Connector, DisconnectReason, Event, Transport};
 use iomsg_ucx::{Liveness, UcxConfig, UcxTransport};
 
-const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
-
-/// One test at a time: busy-polling peers on two cores.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("iomsg-ucx-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child process, SIGCONTed and killed (by its pid) if the test ends
-/// first.
-struct Proc(Child);
-
-impl Proc {
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on the pid of a child this test started and has
-        // not reaped.
-        assert_eq!(unsafe { libc::kill(self.0.id() as i32, sig) }, 0);
-    }
-    fn rss_kib(&self) -> u64 {
-        fs::read_to_string(format!("/proc/{}/status", self.0.id()))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    }
-    fn alive(&mut self) -> bool {
-        matches!(self.0.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.signal_quietly(libc::SIGCONT);
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    fn signal_quietly(&self, sig: i32) -> i32 {
-        // SAFETY: as in `signal`.
-        unsafe { libc::kill(self.0.id() as i32, sig) }
-    }
-}
-
-fn peer(args: &[&str], out: &Path) -> Proc {
-    let out = fs::File::create(out).unwrap();
-    let child = Command::new(PEER)
-        .args(args)
-        .env("UCX_NET_DEVICES", "lo")
-        .env("UCX_TLS", "tcp")
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    Proc(child)
-}
+mod support;
+use support::{one_at_a_time, peer, Dir, Proc};
 
 fn server(dir: &Dir) -> (Proc, String) {
     let out = dir.file("server1.out");
@@ -193,7 +113,7 @@ fn clients_killed_while_sending_1_mib_messages_leave_the_server_serving_and_its_
     let survivor_dir = Dir::new("faults-kill-survivor");
     let survivor = client(&survivor_dir, &addr, 400_000, 64);
     let mut peak = 0;
-    let start = srv.rss_kib();
+    let start = srv.rss_kib().unwrap_or(0);
     for k in 0..3 {
         let doomed_dir = Dir::new(&format!("faults-kill-doomed{k}"));
         // Few messages: the peer fills its whole window before it connects.
@@ -217,7 +137,7 @@ fn clients_killed_while_sending_1_mib_messages_leave_the_server_serving_and_its_
         }
         // Mid-message, most likely: it sends without pause.
         std::thread::sleep(Duration::from_millis(150 + 37 * k));
-        peak = peak.max(srv.rss_kib());
+        peak = peak.max(srv.rss_kib().unwrap_or(0));
         drop(doomed); // SIGKILL, by pid
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -238,7 +158,7 @@ fn clients_killed_while_sending_1_mib_messages_leave_the_server_serving_and_its_
         assert!(Instant::now() < deadline, "connections not freed: {out}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let end = srv.rss_kib();
+    let end = srv.rss_kib().unwrap_or(0);
     eprintln!("server RSS: {start} KiB at start, peak {peak} KiB, {end} KiB after");
     assert!(
         end < start + 64 * 1024,

@@ -18,9 +18,8 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant as Wall};
 
 use std::io::Write;
@@ -35,6 +34,9 @@ use iomsg_ucx::hostile::{self, Attack, Mode};
 use iomsg_ucx::{Accept, UcxConfig, UcxTransport};
 
 /// Set in the server process's environment: where its record goes.
+mod support;
+use support::{Dir, Proc};
+
 const SERVER_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_RECORD";
 /// The server's table, as `iomsg server`'s.
 const SESSIONS: usize = 1024;
@@ -59,63 +61,12 @@ const WINDOW: usize = 128;
 /// client and the hostile peer on a machine of two cores).
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ENV: std::sync::Once = std::sync::Once::new();
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = support::one_at_a_time();
     ENV.call_once(|| {
         std::env::set_var("UCX_NET_DEVICES", "lo");
         std::env::set_var("UCX_TLS", "tcp");
     });
     guard
-}
-
-/// A temporary directory of the test's own, removed at the end.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("iomsg-hostile-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The server process, killed (by its pid) when the test ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    /// `None` while it runs; how it ended otherwise.
-    fn ended(&mut self) -> Option<String> {
-        match self.0.try_wait() {
-            Ok(Some(s)) => Some(match s.signal() {
-                Some(sig) => format!("killed by signal {sig}"),
-                None => format!("exited with {s}"),
-            }),
-            _ => None,
-        }
-    }
-
-    fn rss_kb(&self) -> Option<u64> {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    }
 }
 
 /// The server process's application: appends `session sn hash` to the
@@ -326,7 +277,7 @@ fn run(mode: Mode) -> Outcome {
         submit(&mut client, &mut submitted);
         client.poll(clock(start), &mut seen);
     }
-    let rss_before_kb = server.rss_kb().unwrap_or(0);
+    let rss_before_kb = server.rss_kib().unwrap_or(0);
     let mut rss_peak_kb = rss_before_kb;
     let attack = Attack {
         modes: vec![mode],
@@ -362,7 +313,7 @@ fn run(mode: Mode) -> Outcome {
         longest_gap = longest_gap.max(now - last_acked.1);
         if now - last_rss >= Duration::from_millis(50) {
             last_rss = now;
-            rss_peak_kb = rss_peak_kb.max(server.rss_kb().unwrap_or(0));
+            rss_peak_kb = rss_peak_kb.max(server.rss_kib().unwrap_or(0));
             if let Some(e) = server.ended() {
                 server_ended = Some(e);
                 break;

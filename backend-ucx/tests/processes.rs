@@ -12,74 +12,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
-
-/// One test at a time: each runs a server and clients that busy-poll, and
-/// on two cores several at once starve each other past their time limits.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A temporary directory of the test's own, removed at the end.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("iomsg-ucx-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A child process killed (by its pid) if the test ends first.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The transports the peers may use: tcp, plus shared memory when a test
-/// passes `--shared-memory` to both ends.
-fn transports(args: &[&str]) -> &'static str {
-    if args.contains(&"--shared-memory") {
-        "tcp,posix,sysv,cma,self"
-    } else {
-        "tcp"
-    }
-}
-
-fn peer(args: &[&str], out: &Path) -> Proc {
-    let out = fs::File::create(out).unwrap();
-    let child = Command::new(PEER)
-        .args(args)
-        // Loopback only: this machine has other interfaces.
-        .env("UCX_NET_DEVICES", "lo")
-        .env("UCX_TLS", transports(args))
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    Proc(child)
-}
+mod support;
+use support::{one_at_a_time, peer, Dir, Proc, PEER};
 
 /// Starts a server on `addr` and returns it with the address it listens on.
 fn server(dir: &Dir, addr: &str, n: u32) -> (Proc, String) {

@@ -1,0 +1,112 @@
+//! What the process tests share: one test at a time, a temporary directory
+//! of the test's own, child processes stopped by their pid, and the
+//! `iomsg-ucx-peer` binary started on the loopback device.
+
+// Each test file uses its own part of this.
+#![allow(dead_code)]
+
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The peer binary of this crate.
+pub const PEER: &str = env!("CARGO_BIN_EXE_iomsg-ucx-peer");
+
+/// One test at a time: each runs a server and clients that busy-poll, and
+/// on two cores several at once starve each other past their time limits.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A temporary directory of the test's own, removed at the end.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(name: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("iomsg-ucx-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).expect("a temporary directory");
+        Dir(p)
+    }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process, continued (if stopped) and killed by its pid if the
+/// test ends first.
+pub struct Proc(pub Child);
+
+impl Proc {
+    /// Sends `sig`; panics if it could not be sent.
+    pub fn signal(&self, sig: i32) {
+        assert_eq!(self.signal_quietly(sig), 0, "kill({sig})");
+    }
+    fn signal_quietly(&self, sig: i32) -> i32 {
+        // SAFETY: kill(2) on the pid of a child this test started and has
+        // not reaped.
+        unsafe { libc::kill(self.0.id() as i32, sig) }
+    }
+    /// Its resident memory in KiB, while it runs.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+    /// Whether it still runs.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+    /// `None` while it runs; how it ended otherwise.
+    pub fn ended(&mut self) -> Option<String> {
+        match self.0.try_wait() {
+            Ok(Some(s)) => Some(match s.signal() {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => format!("exited with {s}"),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.signal_quietly(libc::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The transports the peers may use: tcp, plus shared memory when a test
+/// passes `--shared-memory` to both ends.
+fn transports(args: &[&str]) -> &'static str {
+    if args.contains(&"--shared-memory") {
+        "tcp,posix,sysv,cma,self"
+    } else {
+        "tcp"
+    }
+}
+
+/// `iomsg-ucx-peer ARGS` on the loopback device (this machine has other
+/// interfaces), its output in `out`.
+pub fn peer(args: &[&str], out: &Path) -> Proc {
+    let out = fs::File::create(out).expect("the peer's output file");
+    let child = Command::new(PEER)
+        .args(args)
+        .env("UCX_NET_DEVICES", "lo")
+        .env("UCX_TLS", transports(args))
+        .stdout(out.try_clone().expect("a second handle"))
+        .stderr(out)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the peer binary starts");
+    Proc(child)
+}
