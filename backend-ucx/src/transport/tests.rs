@@ -93,24 +93,29 @@ fn send<R: Role>(t: &mut UcxTransport<R>, conn: ConnId, bytes: &[u8]) -> Result<
     Ok(())
 }
 
-/// A connected client and the server's id for it.
-fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial>, ConnId, ConnId) {
-    let mut c = UcxTransport::client(server.local_addr(), cfg).unwrap();
-    let cid = c.connect(now()).unwrap();
-    let (s, cs) = run(server, &mut [&mut c], Duration::from_secs(10), |s, c| {
+/// Runs both ends until the client's connection `cid` is up on both;
+/// the server's id for it.
+fn up(server: &mut UcxTransport<Accept>, c: &mut UcxTransport<Dial>, cid: ConnId) -> ConnId {
+    let (s, cs) = run(server, &mut [c], Duration::from_secs(10), |s, c| {
         s.iter().any(|e| matches!(e, Seen::Up(_))) && c.iter().any(|e| matches!(e, Seen::Up(_)))
     });
     assert!(
         cs.iter().any(|e| matches!(e, Seen::Up(i) if *i == cid)),
         "{cs:?}"
     );
-    let sid = s
-        .iter()
+    s.iter()
         .find_map(|e| match e {
             Seen::Up(i) => Some(*i),
             _ => None,
         })
-        .unwrap();
+        .expect("the server saw the connection come up")
+}
+
+/// A connected client and the server's id for it.
+fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial>, ConnId, ConnId) {
+    let mut c = UcxTransport::client(server.local_addr(), cfg).unwrap();
+    let cid = c.connect(now()).unwrap();
+    let sid = up(server, &mut c, cid);
     let srv = server.local_addr();
     assert_eq!(c.peer_addr(cid), Some(srv));
     let from = server
@@ -637,25 +642,7 @@ fn a_client_whose_server_went_mid_message_connects_again_and_is_served() {
     );
     // Again: the new connection's frames are not held behind the old one.
     let again = c.connect(now()).unwrap();
-    let (s, cs) = run(
-        &mut server,
-        &mut [&mut c],
-        Duration::from_secs(10),
-        |s, c| {
-            s.iter().any(|e| matches!(e, Seen::Up(_))) && c.iter().any(|e| matches!(e, Seen::Up(_)))
-        },
-    );
-    assert!(
-        cs.iter().any(|e| matches!(e, Seen::Up(i) if *i == again)),
-        "{cs:?}"
-    );
-    let on_server = s
-        .iter()
-        .find_map(|e| match e {
-            Seen::Up(i) => Some(*i),
-            _ => None,
-        })
-        .unwrap();
+    let on_server = up(&mut server, &mut c, again);
     send(&mut server, on_server, b"welcome").unwrap();
     let (_, cs) = run(
         &mut server,
