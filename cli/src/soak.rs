@@ -742,34 +742,24 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
                     });
                     world.clients.push(fresh);
                 }
-                Fault::ClientPause => {
-                    let Some(c) = world.client(k) else { continue };
-                    let (pid, name) = (c.pid, c.name.clone());
+                Fault::ClientPause | Fault::ServerPause => {
+                    let target = if p.fault == Fault::ClientPause {
+                        world.client(k).map(|c| (c.pid, c.name.clone(), k))
+                    } else {
+                        world.server().map(|s| (s.pid, s.name.clone(), 0))
+                    };
+                    let Some((pid, name, client)) = target else {
+                        continue;
+                    };
                     signal(pid, nix::sys::signal::Signal::SIGSTOP);
                     runner.note(format_args!(
-                        "client-pause {name} for {:.3}s",
+                        "{} {name} for {:.3}s",
+                        p.fault.name(),
                         p.hold.as_secs_f64()
                     ));
                     active.push(Active {
                         fault: p.fault,
-                        client: k,
-                        pid,
-                        from_us: at,
-                        until,
-                        hostile: None,
-                    });
-                }
-                Fault::ServerPause => {
-                    let Some(s) = world.server() else { continue };
-                    let (pid, name) = (s.pid, s.name.clone());
-                    signal(pid, nix::sys::signal::Signal::SIGSTOP);
-                    runner.note(format_args!(
-                        "server-pause {name} for {:.3}s",
-                        p.hold.as_secs_f64()
-                    ));
-                    active.push(Active {
-                        fault: p.fault,
-                        client: 0,
+                        client,
                         pid,
                         from_us: at,
                         until,
