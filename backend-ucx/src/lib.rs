@@ -24,7 +24,7 @@ mod worker;
 
 pub use status::Status;
 pub use transport::{
-    raise_open_files, sleep_any, Accept, Dial, Liveness, UcxConfig, UcxError, UcxTransport,
-    ASYNC_MAX_EVENTS, FULL_MARK, REUSE_ADDRESS,
+    raise_open_files, sleep_any, Accept, Api, Dial, Liveness, UcxConfig, UcxError, UcxTransport,
+    AM_MARK, ASYNC_MAX_EVENTS, FULL_MARK, REUSE_ADDRESS,
 };
 pub use worker::WaitMode;

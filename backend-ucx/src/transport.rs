@@ -82,6 +82,7 @@
 //! Its buffer stays allocated (UCX holds its address) but its pages are
 //! given back to the system ([`UcxTransport::orphaned`]).
 
+use core::cell::Cell;
 use core::ffi::c_void;
 use core::mem;
 use core::ptr;
@@ -101,7 +102,7 @@ use ucx1_sys as sys;
 
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
-use crate::worker::{self, ErrArg, ReqArg, WaitMode, Worker};
+use crate::worker::{self, AmData, ErrArg, ReqArg, WaitMode, Worker, AM_ID};
 
 mod config;
 mod conns;
@@ -112,11 +113,11 @@ mod rx;
 mod tx;
 mod wire;
 
-pub use config::{raise_open_files, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
+pub use config::{raise_open_files, Api, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;
-pub use wire::FULL_MARK;
 pub(crate) use wire::*;
+pub use wire::{AM_MARK, FULL_MARK};
 
 /// Transmit buffers in flight at most over all connections (a memory
 /// bound; each connection has its own, smaller caps in [`UcxConfig`]).
@@ -213,6 +214,9 @@ enum Op {
         batch: bool,
         /// Where the next frame of a batch starts.
         offset: usize,
+        /// An active message kept where UCX received it (`buf` is then
+        /// empty): its bytes, until `ucp_am_data_release`.
+        held: Option<(*mut c_void, usize)>,
     },
     /// The receive kept posted on an Up connection's stream.
     StreamDrain {
@@ -258,6 +262,43 @@ struct Slot {
     op: Op,
     request: *mut c_void,
     status: Option<Status>,
+}
+
+/// What a held active message is counted as against the receive bounds
+/// at least: UCX keeps it in a receive descriptor of about its segment
+/// size (8 KiB by default), whatever the message's length.
+pub(crate) const HELD_MIN: usize = 8 * 1024 + 256;
+
+impl Op {
+    /// A receive's bytes: what was received into its buffer, or the held
+    /// active message's.
+    fn received(&self) -> &[u8] {
+        match self {
+            Op::Recv {
+                held: Some((data, len)),
+                ..
+            } if !data.is_null() && *len > 0 => {
+                // SAFETY: UCX keeps a held message's `len` bytes at `data`
+                // readable until `ucp_am_data_release`, which only
+                // `drop_frame` calls, after taking this op out of its slot.
+                unsafe { core::slice::from_raw_parts(data.cast::<u8>(), *len) }
+            }
+            Op::Recv { buf, .. } => buf,
+            _ => &[],
+        }
+    }
+
+    /// What a receive counts against the receive bounds.
+    fn charge(&self) -> usize {
+        match self {
+            Op::Recv {
+                held: Some((_, len)),
+                ..
+            } => (*len).max(HELD_MIN),
+            Op::Recv { buf, .. } => buf.len(),
+            _ => 0,
+        }
+    }
 }
 
 /// Which end a transport is.
@@ -463,8 +504,13 @@ fn new_worker(config: &UcxConfig) -> Result<Worker, UcxError> {
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    Worker::new(config.mode, &settings, config.async_max_events())
-        .map_err(err("creating the UCX context and worker"))
+    Worker::new(
+        config.mode,
+        &settings,
+        config.async_max_events(),
+        config.api == Api::Am,
+    )
+    .map_err(err("creating the UCX context and worker"))
 }
 
 fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {
@@ -537,6 +583,21 @@ impl<R: Role> UcxTransport<R> {
         op: Op,
         call: impl FnOnce(*mut c_void, *const sys::ucp_request_param_t) -> sys::ucs_status_ptr_t,
     ) -> (Option<Status>, usize) {
+        self.start_with(op, [0; 8], |buf, param, _| call(buf, param))
+    }
+
+    /// [`start`](Self::start), with an active-message header kept beside
+    /// the request until it completes: `call` gets its address too.
+    fn start_with(
+        &mut self,
+        op: Op,
+        header: [u8; 8],
+        call: impl FnOnce(
+            *mut c_void,
+            *const sys::ucp_request_param_t,
+            *const c_void,
+        ) -> sys::ucs_status_ptr_t,
+    ) -> (Option<Status>, usize) {
         let slot = self.free_slots.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1
@@ -547,8 +608,11 @@ impl<R: Role> UcxTransport<R> {
             self.args.push(Box::new(ReqArg {
                 shared: self.worker.shared_ptr(),
                 slot: self.args.len(),
+                header: Cell::new([0; 8]),
             }));
         }
+        self.args[slot].header.set(header);
+        let header: *const c_void = self.args[slot].header.as_ptr().cast_const().cast();
         let arg: *const ReqArg = &*self.args[slot];
         let mut op = op;
         let (buf, flags): (*mut c_void, u32) = match &mut op {
@@ -573,14 +637,17 @@ impl<R: Role> UcxTransport<R> {
         param.flags = flags;
         param.user_data = arg.cast_mut().cast();
         match &op {
+            Op::Recv { .. } if self.config.api == Api::Am => {
+                param.cb.recv_am = Some(worker::on_recv_length)
+            }
             Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
             Op::KeyRecv { .. }
             | Op::AddrLenRecv { .. }
             | Op::AddrRecv { .. }
-            | Op::StreamDrain { .. } => param.cb.recv_stream = Some(worker::on_stream_recv),
+            | Op::StreamDrain { .. } => param.cb.recv_stream = Some(worker::on_recv_length),
             _ => param.cb.send = Some(worker::on_send),
         }
-        let ptr = call(buf, &param);
+        let ptr = call(buf, &param, header);
         let (request, now) = match Pending::from_ptr(ptr) {
             Pending::Request(r) => (r, None),
             Pending::Done => (ptr::null_mut(), Some(Status::OK)),
@@ -774,7 +841,10 @@ impl<R: Role> UcxTransport<R> {
                 );
             }
         }
-        self.probe();
+        match self.config.api {
+            Api::Tag => self.probe(),
+            Api::Am => self.arrived(),
+        }
     }
 }
 

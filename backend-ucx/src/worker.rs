@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     /// Requests that completed: their slot and status (and, for stream
     /// receives, the bytes received).
     pub(crate) done: Cell<Vec<(usize, Status, usize)>>,
+    /// Active messages that arrived, in order.
+    pub(crate) arrivals: Cell<Vec<Arrival>>,
     /// Events recorded by the callbacks, in all (a debug figure: every one
     /// of them is taken by the transport).
     pub(crate) recorded: Cell<u64>,
@@ -105,6 +107,94 @@ pub(crate) unsafe extern "C" fn on_ep_error(
 pub(crate) struct ReqArg {
     pub(crate) shared: *const SharedCell,
     pub(crate) slot: usize,
+    /// An active-message send's header: UCX 1.13.1 may read it until the
+    /// send completes, so it lives here, beside the request.
+    pub(crate) header: Cell<[u8; 8]>,
+}
+
+/// The active-message id frames travel on.
+pub(crate) const AM_ID: u32 = 0;
+
+/// An active message, as its callback saw it.
+pub(crate) struct Arrival {
+    /// Its 8-byte header (little-endian), or `None` when it had another
+    /// length (nobody's: a stray).
+    pub(crate) header: Option<u64>,
+    /// Its bytes.
+    pub(crate) data: AmData,
+}
+
+/// Where an active message's bytes are.
+pub(crate) enum AmData {
+    /// UCX's own buffer, kept for the transport (the callback returned
+    /// `UCS_INPROGRESS`): readable until `ucp_am_data_release`.
+    Held { data: *mut c_void, len: usize },
+    /// A rendezvous: nothing arrived yet; `ucp_am_recv_data_nbx` fetches
+    /// it, or `ucp_am_data_release` declines it.
+    Rndv { desc: *mut c_void, len: usize },
+    /// Copied in the callback (UCX could not let the transport keep it).
+    Copied(Vec<u8>),
+}
+
+impl AmData {
+    /// The message's length.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            AmData::Held { len, .. } | AmData::Rndv { len, .. } => *len,
+            AmData::Copied(v) => v.len(),
+        }
+    }
+}
+
+/// `ucp_am_recv_callback_t`: a frame, batch or heartbeat arrived.
+pub(crate) unsafe extern "C" fn on_am(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t {
+    let header = (header_length == 8 && !header.is_null()).then(|| {
+        let mut b = [0u8; 8];
+        // SAFETY: UCX passes `header_length` (8) readable bytes at
+        // `header`, valid during the callback; copied out here.
+        unsafe { ptr::copy_nonoverlapping(header.cast::<u8>(), b.as_mut_ptr(), 8) };
+        u64::from_le_bytes(b)
+    });
+    let attr = if param.is_null() {
+        0
+    } else {
+        // SAFETY: UCX passes a valid parameter struct for the callback's
+        // duration (null checked just above).
+        unsafe { (*param).recv_attr }
+    };
+    let rndv = attr & u64::from(sys::UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    let held = attr & u64::from(sys::UCP_AM_RECV_ATTR_FLAG_DATA) != 0;
+    let (data, status) = if rndv {
+        (
+            AmData::Rndv {
+                desc: data,
+                len: length,
+            },
+            sys::UCS_INPROGRESS,
+        )
+    } else if held {
+        (AmData::Held { data, len: length }, sys::UCS_INPROGRESS)
+    } else {
+        let bytes = if data.is_null() || length == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: UCX passes `length` readable bytes at `data`, valid
+            // during the callback; copied out here.
+            unsafe { core::slice::from_raw_parts(data.cast::<u8>(), length) }.to_vec()
+        };
+        (AmData::Copied(bytes), sys::UCS_OK)
+    };
+    // SAFETY: the handler was registered with this worker's SharedCell as
+    // `arg`, and the worker outlives its handler.
+    unsafe { with_shared(arg, |s| push(&s.arrivals, Arrival { header, data })) };
+    status
 }
 
 /// `ucp_send_nbx_callback_t`.
@@ -129,8 +219,8 @@ pub(crate) unsafe extern "C" fn on_tag_recv(
     unsafe { done(user_data, status, 0) };
 }
 
-/// `ucp_stream_recv_nbx_callback_t`.
-pub(crate) unsafe extern "C" fn on_stream_recv(
+/// `ucp_stream_recv_nbx_callback_t` and `ucp_am_recv_data_nbx_callback_t`.
+pub(crate) unsafe extern "C" fn on_recv_length(
     _request: *mut c_void,
     status: sys::ucs_status_t,
     length: usize,
@@ -189,6 +279,7 @@ impl Worker {
         mode: WaitMode,
         settings: &[(&str, &str)],
         async_events: usize,
+        am: bool,
     ) -> Result<Worker, Status> {
         raise_async_events(async_events);
         let mut config: *mut sys::ucp_config_t = ptr::null_mut();
@@ -208,7 +299,14 @@ impl Worker {
             let status = Status(unsafe { sys::ucp_config_modify(config, n.as_ptr(), v.as_ptr()) });
             modified = modified.and(status.check());
         }
-        let mut features = u64::from(sys::UCP_FEATURE_TAG) | u64::from(sys::UCP_FEATURE_STREAM);
+        // One frame API only: a peer's messages on the other would wait in
+        // UCX unread (tag's unexpected queue) or be dropped by UCX.
+        let mut features = u64::from(sys::UCP_FEATURE_STREAM)
+            | u64::from(if am {
+                sys::UCP_FEATURE_AM
+            } else {
+                sys::UCP_FEATURE_TAG
+            });
         if mode == WaitMode::Blocking {
             features |= u64::from(sys::UCP_FEATURE_WAKEUP);
         }
@@ -238,12 +336,29 @@ impl Worker {
             unsafe { sys::ucp_cleanup(context) };
             return Err(e);
         }
-        Ok(Worker {
+        let made = Worker {
             context,
             worker,
             shared: Box::new(Shared::default()),
             mode,
-        })
+        };
+        if am {
+            // SAFETY: all-zero is a valid "no fields" handler params value.
+            let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
+            hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
+            hp.id = AM_ID;
+            hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG | sys::UCP_AM_FLAG_PERSISTENT_DATA;
+            hp.cb = Some(on_am);
+            hp.arg = made.shared_ptr() as *mut c_void;
+            // SAFETY: the worker is live; the handler's arg is its boxed
+            // shared state, which lives as long as the worker (dropped
+            // after `ucp_worker_destroy`).
+            Status(unsafe { sys::ucp_worker_set_am_recv_handler(made.worker, &hp) }).check()?;
+        }
+        Ok(made)
     }
 
     /// The shared state's address, for UCX's `arg` and `user_data`.

@@ -11,7 +11,7 @@ impl Peer {
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024)
+        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024, false)
             .map_err(|s| format!("creating a UCX context and worker: {s}"))?;
         Ok(Peer {
             worker,

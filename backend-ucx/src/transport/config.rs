@@ -24,9 +24,54 @@ impl Default for Liveness {
     }
 }
 
+/// Which UCX API carries the frames. Both ends must use the same one: the
+/// key exchange says which each end uses, and a connection whose ends
+/// differ fails with `ConnectFailed` naming both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    /// Active messages (`ucp_am_send_nbx`): a small frame is handed to the
+    /// driver from UCX's own receive buffer, without a copy into the
+    /// transport's.
+    Am,
+    /// Tag matching (`ucp_tag_send_nbx`, probed and received into the
+    /// transport's buffers).
+    #[default]
+    Tag,
+}
+
+impl Api {
+    /// Its name on a command line: `am` or `tag`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Am => "am",
+            Api::Tag => "tag",
+        }
+    }
+}
+
+impl core::fmt::Display for Api {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl core::str::FromStr for Api {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Api, String> {
+        match s {
+            "am" => Ok(Api::Am),
+            "tag" => Ok(Api::Tag),
+            _ => Err(format!("unknown UCX API '{s}': expected am or tag")),
+        }
+    }
+}
+
 /// What a UCX transport is built with.
 #[derive(Clone, Debug)]
 pub struct UcxConfig {
+    /// Which UCX API carries the frames (both ends must agree).
+    pub api: Api,
     /// How the worker waits.
     pub mode: WaitMode,
     /// The largest frame carried (header and payload).
@@ -193,6 +238,7 @@ impl Default for UcxConfig {
     /// of about 4.1 GiB at 1,024 connections: [`UcxConfig::memory_bound`]).
     fn default() -> UcxConfig {
         UcxConfig {
+            api: Api::default(),
             mode: WaitMode::BusyPoll,
             max_frame: MAX_FRAME_LEN,
             settings: vec![

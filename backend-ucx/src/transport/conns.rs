@@ -298,6 +298,11 @@ impl<R: Role> Drop for UcxTransport<R> {
             // worker.
             unsafe { sys::ucp_listener_destroy(listener) };
         }
+        // Active messages that arrived while closing go back to UCX
+        // before its worker goes.
+        for a in self.worker.shared.arrivals.take() {
+            self.release_am(a.data);
+        }
         self.slots.clear();
     }
 }

@@ -8,7 +8,7 @@ impl<R: Role> UcxTransport<R> {
     pub(super) fn exchange_keys(&mut self, id: ConnId) {
         let Some(c) = self.conn(id) else { return };
         let (ep, key) = (c.ep, c.local_key);
-        let send = Box::new(key.to_le_bytes());
+        let send = Box::new(key_bytes(key, self.config.api));
         let recv = Box::new([0u8; 8]);
         let sent = self.start(
             Op::KeySend {
@@ -199,6 +199,7 @@ impl<R: Role> UcxTransport<R> {
     ) {
         let client = self.role.listener().is_none();
         let shm = self.config.shared_memory;
+        let api = self.config.api;
         let Some(c) = self.conn_mut(id) else { return };
         let State::Opening { mut sent, mut got } = c.state else {
             return;
@@ -211,9 +212,18 @@ impl<R: Role> UcxTransport<R> {
             sent = true;
         } else {
             match theirs {
-                KeyMessage::Key(k) => {
+                KeyMessage::Key(k, theirs) if theirs == api => {
                     got = true;
                     c.remote_key = k;
+                }
+                KeyMessage::Key(_, theirs) => {
+                    log(&format!(
+                        "{} uses the {} API, this end {}: closed",
+                        show(peer),
+                        theirs.name(),
+                        api.name()
+                    ));
+                    return self.fail(id, DisconnectReason::ConnectFailed(API_MISMATCH));
                 }
                 KeyMessage::Full(n) => {
                     return self.fail(id, DisconnectReason::ConnectFailed(table_full(n)));

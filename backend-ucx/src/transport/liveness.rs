@@ -39,29 +39,8 @@ impl<R: Role> UcxTransport<R> {
         if self.send_blocked(id, 0) {
             return;
         }
-        let now = self.now;
-        let Some(c) = self.conn_mut(id) else { return };
-        c.said = now;
-        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_HEARTBEAT));
         let buf = self.buffer(0);
-        self.sending(id, 0);
-        let op = Op::Send {
-            buf,
-            conn: id,
-            len: 0,
-        };
-        let (done, slot) = self.start(op, |buf, param| {
-            // SAFETY: ep is live (the connection is open); an empty
-            // message reads nothing from buf, which stays in its slot
-            // until the completion anyway.
-            unsafe { sys::ucp_tag_send_nbx(ep, buf, 0, tag, param) }
-        });
-        if let Some(status) = done {
-            self.finish(slot, status, 0);
-            if !status.is_ok() {
-                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
-            }
-        }
+        self.send_message(id, buf, KIND_HEARTBEAT);
     }
 
     /// How soon [`poll`](Transport::poll) must run again to send

@@ -4,7 +4,101 @@
 
 use super::*;
 
+/// What [`UcxTransport::admit`] decided about a message.
+struct Admission {
+    /// The connection it is kept for.
+    keep: Option<ConnId>,
+    /// A batch of frames.
+    batch: bool,
+    /// Nobody's: counted as a stray once disposed of.
+    stray: bool,
+    /// The connection to close for it, its peer, the cause and what came.
+    close: Option<(ConnId, Option<SocketAddr>, Cause, String)>,
+}
+
 impl<R: Role> UcxTransport<R> {
+    /// Decides what a message of `kind` and `len` bytes to the connection
+    /// whose key is `key` becomes, counting `charge` bytes against the
+    /// receive bounds when kept: the connection it is kept for, or `None`
+    /// (discarded: a heartbeat, a stray, a fault). A fault closes the
+    /// connection (after the caller disposed of the message, see
+    /// [`Admission::close`]). Anything from a connection shows it alive.
+    fn admit(&mut self, key: u64, kind: u64, len: usize, charge: usize) -> Admission {
+        let now = self.now;
+        let conn = self
+            .by_key
+            .get(&key)
+            .and_then(|&c| self.conns[c].as_mut())
+            .map(|c| {
+                c.heard = now;
+                (c.id, c.peer, c.rx_bytes)
+            });
+        let limit = match kind {
+            KIND_FRAME => Some(self.config.max_frame),
+            KIND_BATCH => Some(BATCH_CAP),
+            KIND_HEARTBEAT => Some(0),
+            _ => None,
+        };
+        let mut fault = None;
+        let keep = match (conn, limit) {
+            (Some(_), Some(limit)) if len > limit => {
+                fault = Some(OVERSIZED);
+                None
+            }
+            (Some((id, _, queued)), Some(_)) if kind != KIND_HEARTBEAT => {
+                if queued.saturating_add(charge) > self.config.conn_recv_bytes {
+                    fault = Some(FLOODED);
+                    None
+                } else {
+                    Some(id)
+                }
+            }
+            _ => None,
+        };
+        let keep = match keep {
+            Some(id) => self.make_room(id, charge).then_some(id),
+            None => None,
+        };
+        if keep.is_none() && fault.is_none() && conn.is_some() && kind != KIND_HEARTBEAT {
+            fault = Some(RECV_MEMORY_FULL);
+        }
+        Admission {
+            keep,
+            batch: kind == KIND_BATCH,
+            stray: conn.is_none() || limit.is_none(),
+            close: fault.zip(conn).map(|(cause, (id, peer, _))| {
+                let what = format!("a {len}-byte message of kind {kind}");
+                (id, peer, cause, what)
+            }),
+        }
+    }
+
+    /// Closes the connection an [`Admission`] found at fault.
+    fn close_faulty(&mut self, close: Option<(ConnId, Option<SocketAddr>, Cause, String)>) {
+        if let Some((id, peer, cause, what)) = close {
+            log(&format!(
+                "closing the connection of {}: {}: {what}",
+                show(peer),
+                cause.text
+            ));
+            self.fail(id, DisconnectReason::Other(cause));
+        }
+    }
+
+    /// Queues a receive's slot on its connection.
+    fn queue_rx(&mut self, id: ConnId, slot: usize) {
+        let charge = self
+            .slots
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map_or(0, |s| s.op.charge());
+        if let Some(c) = self.conn_mut(id) {
+            c.rx.push_back(slot);
+            c.rx_bytes += charge;
+            self.rx_held += charge;
+        }
+    }
+
     /// Starts receiving every tagged message UCX has matched-ready.
     pub(super) fn probe(&mut self) {
         // Bounded: each round takes one message out of UCX.
@@ -19,49 +113,8 @@ impl<R: Role> UcxTransport<R> {
             }
             let (key, kind) = untag(info.sender_tag);
             let len = info.length;
-            let now = self.now;
-            let conn = self
-                .by_key
-                .get(&key)
-                .and_then(|&c| self.conns[c].as_mut())
-                .map(|c| {
-                    // Anything from the peer shows it alive.
-                    c.heard = now;
-                    (c.id, c.peer, c.rx_bytes)
-                });
-            let limit = match kind {
-                KIND_FRAME => Some(self.config.max_frame),
-                KIND_BATCH => Some(BATCH_CAP),
-                KIND_HEARTBEAT => Some(0),
-                _ => None,
-            };
-            // What to receive it as: the connection's (a frame or batch),
-            // or nothing (discarded: a heartbeat, a stray, a fault).
-            let mut fault = None;
-            let keep = match (conn, limit) {
-                (Some(_), Some(limit)) if len > limit => {
-                    fault = Some(OVERSIZED);
-                    None
-                }
-                (Some((id, _, queued)), Some(_)) if kind != KIND_HEARTBEAT => {
-                    if queued.saturating_add(len) > self.config.conn_recv_bytes {
-                        fault = Some(FLOODED);
-                        None
-                    } else {
-                        Some(id)
-                    }
-                }
-                _ => None,
-            };
-            let keep = match keep {
-                Some(id) => self.make_room(id, len).then_some(id),
-                None => None,
-            };
-            if keep.is_none() && fault.is_none() && conn.is_some() && kind != KIND_HEARTBEAT {
-                fault = Some(RECV_MEMORY_FULL);
-            }
-            let stray = conn.is_none() || limit.is_none();
-            let buf = if keep.is_some() {
+            let admitted = self.admit(key, kind, len, len);
+            let buf = if admitted.keep.is_some() {
                 self.buffer(len)
             } else {
                 Vec::new()
@@ -70,10 +123,11 @@ impl<R: Role> UcxTransport<R> {
             let worker = self.worker.worker;
             let op = Op::Recv {
                 buf,
-                conn: keep,
-                stray,
-                batch: kind == KIND_BATCH,
+                conn: admitted.keep,
+                stray: admitted.stray,
+                batch: admitted.batch,
                 offset: 0,
+                held: None,
             };
             let (done, slot) = self.start(op, |buf, param| {
                 // SAFETY: msg came from the probe above and is consumed
@@ -82,24 +136,97 @@ impl<R: Role> UcxTransport<R> {
                 // UCX, never written past `size`).
                 unsafe { sys::ucp_tag_msg_recv_nbx(worker, buf, size, msg, param) }
             });
-            if let Some(id) = keep {
-                if let Some(c) = self.conn_mut(id) {
-                    c.rx.push_back(slot);
-                    c.rx_bytes += size;
-                    self.rx_held += size;
-                }
+            if let Some(id) = admitted.keep {
+                self.queue_rx(id, slot);
             }
             if let Some(status) = done {
                 self.finish(slot, status, size);
             }
-            if let (Some(cause), Some((id, peer, _))) = (fault, conn) {
-                log(&format!(
-                    "closing the connection of {}: {}: a {len}-byte message of kind {kind}",
-                    show(peer),
-                    cause.text
-                ));
-                self.fail(id, DisconnectReason::Other(cause));
+            self.close_faulty(admitted.close);
+        }
+    }
+
+    /// Takes the active messages that arrived: each kept where UCX holds
+    /// it (or, a rendezvous, fetched into a buffer of its size), queued on
+    /// its connection, or released at once (a heartbeat, a stray, a
+    /// fault).
+    pub(super) fn arrived(&mut self) {
+        let arrivals = self.worker.shared.arrivals.take();
+        self.taken += arrivals.len() as u64;
+        for a in arrivals {
+            let (key, kind) = a.header.map_or((0, u64::MAX), untag);
+            let len = a.data.len();
+            let charge = match a.data {
+                AmData::Held { .. } => len.max(HELD_MIN),
+                _ => len,
+            };
+            let admitted = self.admit(key, kind, len, charge);
+            let Some(id) = admitted.keep else {
+                if admitted.stray {
+                    self.stray_frames += 1;
+                }
+                self.release_am(a.data);
+                self.close_faulty(admitted.close);
+                continue;
+            };
+            let recv = |buf: Vec<u8>, held| Op::Recv {
+                buf,
+                conn: Some(id),
+                stray: false,
+                batch: admitted.batch,
+                offset: 0,
+                held,
+            };
+            let slot = match a.data {
+                AmData::Held { data, len } => self.complete(recv(Vec::new(), Some((data, len)))),
+                AmData::Copied(bytes) => self.complete(recv(bytes, None)),
+                AmData::Rndv { desc, len } => {
+                    let worker = self.worker.worker;
+                    let buf = self.buffer(len);
+                    let (done, slot) = self.start(recv(buf, None), |buf, param| {
+                        // SAFETY: desc is a rendezvous descriptor UCX
+                        // handed to the callback, consumed here once (UCX
+                        // owns it from this call on, failed or not); buf
+                        // holds `len` bytes and stays in its slot until
+                        // the receive completes.
+                        unsafe { sys::ucp_am_recv_data_nbx(worker, desc, buf, len, param) }
+                    });
+                    self.queue_rx(id, slot);
+                    if let Some(status) = done {
+                        self.finish(slot, status, len);
+                    }
+                    continue;
+                }
+            };
+            self.queue_rx(id, slot);
+            self.finish(slot, Status::OK, len);
+        }
+    }
+
+    /// A receive that is complete already, in a new slot.
+    fn complete(&mut self, op: Op) -> usize {
+        let slot = self.free_slots.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        self.slots[slot] = Some(Slot {
+            op,
+            request: ptr::null_mut(),
+            status: None,
+        });
+        slot
+    }
+
+    /// Gives an active message that is not kept back to UCX.
+    pub(super) fn release_am(&mut self, data: AmData) {
+        match data {
+            AmData::Held { data, .. } | AmData::Rndv { desc: data, .. } => {
+                // SAFETY: `data` is a held message or a rendezvous
+                // descriptor UCX handed to the callback, not yet released
+                // or received; released once, here.
+                unsafe { sys::ucp_am_data_release(self.worker.worker, data) };
             }
+            AmData::Copied(bytes) => self.recycle(bytes),
         }
     }
 
@@ -177,19 +304,14 @@ impl<R: Role> UcxTransport<R> {
                 continue;
             }
             let Some(Slot {
-                op:
-                    Op::Recv {
-                        batch,
-                        offset,
-                        ref buf,
-                        ..
-                    },
+                op: ref op @ Op::Recv { batch, offset, .. },
                 ..
             }) = self.slots[slot]
             else {
                 self.pop_rx(id, slot);
                 continue;
             };
+            let buf = op.received();
             let len = buf.len();
             let frame = if !batch {
                 Some(0..len)
@@ -218,13 +340,11 @@ impl<R: Role> UcxTransport<R> {
 
     /// Takes `slot` (first) out of the queue of `id` and releases it.
     fn pop_rx(&mut self, id: ConnId, slot: usize) {
-        let size = match self.slots.get(slot).and_then(Option::as_ref) {
-            Some(Slot {
-                op: Op::Recv { buf, .. },
-                ..
-            }) => buf.len(),
-            _ => 0,
-        };
+        let size = self
+            .slots
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map_or(0, |s| s.op.charge());
         if let Some(c) = self.conn_mut(id) {
             if let Some(at) = c.rx.iter().position(|&s| s == slot) {
                 c.rx.remove(at);
@@ -239,20 +359,24 @@ impl<R: Role> UcxTransport<R> {
     /// released once nothing of it is left, and the connection's turn
     /// passes.
     pub(super) fn frame_taken(&mut self, slot: usize, end: usize) {
+        let len = self
+            .slots
+            .get(slot)
+            .and_then(Option::as_ref)
+            .map_or(0, |s| s.op.received().len());
         let (done, conn) = match self.slots.get_mut(slot).and_then(Option::as_mut) {
             Some(Slot {
                 op:
                     Op::Recv {
                         batch,
                         offset,
-                        buf,
                         conn,
                         ..
                     },
                 ..
             }) => {
                 *offset = end;
-                (!*batch || end >= buf.len(), *conn)
+                (!*batch || end >= len, *conn)
             }
             _ => (true, None),
         };
@@ -287,7 +411,9 @@ impl<R: Role> UcxTransport<R> {
             return;
         }
         if let Some(Slot {
-            op: Op::Recv { buf, stray, .. },
+            op: Op::Recv {
+                buf, stray, held, ..
+            },
             ..
         }) = self.slots.get_mut(slot).and_then(Option::take)
         {
@@ -296,7 +422,10 @@ impl<R: Role> UcxTransport<R> {
             }
             self.orphans.retain(|&(s, _)| s != slot);
             self.free_slots.push(slot);
-            self.recycle(buf);
+            match held {
+                Some((data, len)) => self.release_am(AmData::Held { data, len }),
+                None => self.recycle(buf),
+            }
         }
     }
 }
@@ -312,11 +441,8 @@ pub struct UcxRx<'a, R: Role> {
 impl<R: Role> RxToken for UcxRx<'_, R> {
     fn consume<T>(self, read: impl FnOnce(&[u8]) -> T) -> T {
         let bytes: &[u8] = match self.transport.slots.get(self.slot).and_then(Option::as_ref) {
-            Some(Slot {
-                op: Op::Recv { buf, .. },
-                ..
-            }) => buf.get(self.frame.clone()).unwrap_or(&[]),
-            _ => &[],
+            Some(s) => s.op.received().get(self.frame.clone()).unwrap_or(&[]),
+            None => &[],
         };
         read(bytes)
     }

@@ -25,6 +25,28 @@ fn config() -> UcxConfig {
     }
 }
 
+fn config_for(api: Api) -> UcxConfig {
+    UcxConfig { api, ..config() }
+}
+
+/// `both!(test)`: `test(api)` as a test on each API, `test_tag` and
+/// `test_am`.
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn tag() {
+                super::$name(Api::Tag);
+            }
+            #[test]
+            fn am() {
+                super::$name(Api::Am);
+            }
+        }
+    };
+}
+
 fn localhost() -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)
 }
@@ -125,16 +147,24 @@ fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial
     (c, cid, sid)
 }
 
-/// Sends `bytes` with `tag` on the endpoint of `id`, raw, and waits (up
-/// to 10 s of progress) until it went.
+/// Sends `bytes` with `tag` (as the tag, or as an active message's
+/// header) on the endpoint of `id`, raw.
 fn raw_tag(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8]) {
     let ep = t.conn(id).unwrap().frame_ep();
     let buf = bytes.to_vec();
     let len = buf.len();
+    let am = t.config.api == Api::Am;
     t.sending(id, len);
-    let (done, slot) = t.start(Op::Send { buf, conn: id, len }, |buf, param| {
-        // SAFETY: ep is live; buf stays in its slot until completion.
-        unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+    let op = Op::Send { buf, conn: id, len };
+    let (done, slot) = t.start_with(op, tag.to_le_bytes(), |buf, param, header| {
+        if am {
+            // SAFETY: ep is live; buf and header stay beside the request
+            // until completion.
+            unsafe { sys::ucp_am_send_nbx(ep, AM_ID, header, 8, buf, len, param) }
+        } else {
+            // SAFETY: ep is live; buf stays in its slot until completion.
+            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+        }
     });
     if let Some(status) = done {
         t.finish(slot, status, 0);
@@ -203,7 +233,17 @@ fn keys_are_random_56_bit_and_the_exchange_reads_full_and_bad_messages() {
     let b = random_key().unwrap();
     assert!(a != b && a != 0 && a <= KEY_MASK && b <= KEY_MASK);
     assert_eq!(untag(tag(a, KIND_BATCH)), (a, KIND_BATCH));
-    assert_eq!(key_message(&a.to_le_bytes()), KeyMessage::Key(a));
+    assert_eq!(key_message(&a.to_le_bytes()), KeyMessage::Key(a, Api::Tag));
+    assert_eq!(
+        key_message(&key_bytes(a, Api::Tag)),
+        KeyMessage::Key(a, Api::Tag)
+    );
+    assert_eq!(
+        key_message(&key_bytes(a, Api::Am)),
+        KeyMessage::Key(a, Api::Am)
+    );
+    // An active-message end's mark with no key is no key.
+    assert_eq!(key_message(&AM_MARK.to_le_bytes()), KeyMessage::Bad);
     assert_eq!(
         key_message(&(FULL_MARK | 1024).to_le_bytes()),
         KeyMessage::Full(1024)
@@ -218,11 +258,83 @@ fn keys_are_random_56_bit_and_the_exchange_reads_full_and_bad_messages() {
 }
 
 #[test]
-fn frames_on_guessed_keys_are_strays_and_disturb_no_other_connection() {
+fn frames_of_every_size_cross_both_ways_on_either_api() {
     let _one = one();
-    let mut server = UcxTransport::server(localhost(), config()).unwrap();
-    let (mut good, gid, _) = pair(&mut server, config());
-    let (mut bad, bid, _) = pair(&mut server, config());
+    for api in [Api::Am, Api::Tag] {
+        let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+        let (mut c, cid, sid) = pair(&mut server, config_for(api));
+        let sizes = [0usize, 1, 63, 64, 4096, COALESCE_MAX_FRAME, 40_000, 1 << 20];
+        let frame = |i: usize, n: usize| -> Vec<u8> { (0..n).map(|j| (i * 7 + j) as u8).collect() };
+        // Several per poll (batched), then each alone.
+        for (i, &n) in sizes.iter().enumerate() {
+            send(&mut c, cid, &frame(i, n)).unwrap();
+            send(&mut server, sid, &frame(i + 100, n)).unwrap();
+        }
+        let want = sizes.len();
+        let (s, cs) = run(
+            &mut server,
+            &mut [&mut c],
+            Duration::from_secs(10),
+            |s, c| {
+                s.iter().filter(|e| matches!(e, Seen::Frame(..))).count() == want
+                    && c.iter().filter(|e| matches!(e, Seen::Frame(..))).count() == want
+            },
+        );
+        let got = |seen: &[Seen]| -> Vec<Vec<u8>> {
+            seen.iter()
+                .filter_map(|e| match e {
+                    Seen::Frame(_, b) => Some(b.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let server_got = got(&s);
+        let client_got = got(&cs);
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_eq!(
+                server_got.get(i),
+                Some(&frame(i, n)),
+                "{api}: frame {i} of {n} bytes"
+            );
+            assert_eq!(
+                client_got.get(i),
+                Some(&frame(i + 100, n)),
+                "{api}: reply {i}"
+            );
+        }
+        let (_, held, _, _) = server.held();
+        assert_eq!(held, 0, "{api}: every frame taken, nothing held");
+    }
+}
+
+#[test]
+fn ends_on_different_apis_fail_to_connect_saying_so() {
+    let _one = one();
+    for (server_api, client_api) in [(Api::Am, Api::Tag), (Api::Tag, Api::Am)] {
+        let mut server = UcxTransport::server(localhost(), config_for(server_api)).unwrap();
+        let mut c = UcxTransport::client(server.local_addr(), config_for(client_api)).unwrap();
+        let cid = c.connect(now()).unwrap();
+        let (_, cs) = run(
+            &mut server,
+            &mut [&mut c],
+            Duration::from_secs(10),
+            |_, c| c.iter().any(|e| matches!(e, Seen::Gone(..))),
+        );
+        assert!(
+            cs.iter().any(|e| matches!(e,
+                Seen::Gone(id, DisconnectReason::ConnectFailed(cause)) if *id == cid && *cause == API_MISMATCH)),
+            "client {client_api} to server {server_api}: {cs:?}"
+        );
+        assert!(!cs.iter().any(|e| matches!(e, Seen::Up(_))), "{cs:?}");
+    }
+}
+
+both!(frames_on_guessed_keys_are_strays_and_disturb_no_other_connection);
+fn frames_on_guessed_keys_are_strays_and_disturb_no_other_connection(api: Api) {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config_for(api));
+    let (mut bad, bid, _) = pair(&mut server, config_for(api));
     // Sequential keys, and random ones: none names a connection.
     for k in 0..200u64 {
         raw_tag(&mut bad, bid, tag(k, KIND_FRAME), &[1; 100]);
@@ -245,12 +357,12 @@ fn frames_on_guessed_keys_are_strays_and_disturb_no_other_connection() {
     assert_eq!(server.connections(), 2, "no connection was closed");
 }
 
-#[test]
-fn oversized_messages_are_refused_without_memory_and_close_only_their_sender() {
+both!(oversized_messages_are_refused_without_memory_and_close_only_their_sender);
+fn oversized_messages_are_refused_without_memory_and_close_only_their_sender(api: Api) {
     let _one = one();
-    let mut server = UcxTransport::server(localhost(), config()).unwrap();
-    let (mut good, gid, _) = pair(&mut server, config());
-    let (mut bad, bid, bad_on_s) = pair(&mut server, config());
+    let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config_for(api));
+    let (mut bad, bid, bad_on_s) = pair(&mut server, config_for(api));
     let before = rss_kib();
     let big = vec![9u8; 64 << 20];
     // Wrong key: strays, received into nothing.
@@ -309,12 +421,12 @@ fn oversized_messages_are_refused_without_memory_and_close_only_their_sender() {
     assert!(grew < 200 * 1024, "RSS grew {grew} KiB");
 }
 
-#[test]
-fn stream_bytes_after_the_key_exchange_close_their_sender_only() {
+both!(stream_bytes_after_the_key_exchange_close_their_sender_only);
+fn stream_bytes_after_the_key_exchange_close_their_sender_only(api: Api) {
     let _one = one();
-    let mut server = UcxTransport::server(localhost(), config()).unwrap();
-    let (mut good, gid, _) = pair(&mut server, config());
-    let (mut bad, bid, _) = pair(&mut server, config());
+    let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config_for(api));
+    let (mut bad, bid, _) = pair(&mut server, config_for(api));
     raw_stream(&mut bad, bid, vec![0x55; 64 << 20]);
     let (s, _) = run(
         &mut server,
@@ -337,17 +449,17 @@ fn stream_bytes_after_the_key_exchange_close_their_sender_only() {
     assert!(n > 100, "the good client got {n} echoes");
 }
 
-#[test]
-fn senders_stalled_or_dead_mid_message_hold_back_only_their_own_connections() {
+both!(senders_stalled_or_dead_mid_message_hold_back_only_their_own_connections);
+fn senders_stalled_or_dead_mid_message_hold_back_only_their_own_connections(api: Api) {
     let _one = one();
-    let mut server = UcxTransport::server(localhost(), config()).unwrap();
-    let (mut good, gid, _) = pair(&mut server, config());
+    let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+    let (mut good, gid, _) = pair(&mut server, config_for(api));
     // More stalled senders than any fixed list of held connections: each
     // sends a 1 MiB frame and is not progressed again, so it goes out in
     // part only.
     let mut stalled = Vec::new();
     for _ in 0..20 {
-        let (mut c, cid, on_server) = pair(&mut server, config());
+        let (mut c, cid, on_server) = pair(&mut server, config_for(api));
         send(&mut c, cid, &vec![3u8; 1 << 20]).unwrap();
         let _ = poll(&mut c);
         stalled.push((c, on_server));
@@ -432,12 +544,12 @@ fn stalled_senders_past_the_receive_memory_give_way_and_the_others_flow() {
     drop(stalled);
 }
 
-#[test]
-fn a_peer_that_does_not_read_blocks_only_its_own_sends() {
+both!(a_peer_that_does_not_read_blocks_only_its_own_sends);
+fn a_peer_that_does_not_read_blocks_only_its_own_sends(api: Api) {
     let _one = one();
     let cfg = UcxConfig {
         liveness: None,
-        ..config()
+        ..config_for(api)
     };
     let mut server = UcxTransport::server(localhost(), cfg.clone()).unwrap();
     let (mut good, gid, g_on_s) = pair(&mut server, cfg.clone());

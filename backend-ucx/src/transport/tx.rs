@@ -3,6 +3,42 @@
 use super::*;
 
 impl<R: Role> UcxTransport<R> {
+    /// Sends `buf` to the peer of `id` as one message of `kind`, on the
+    /// configured API: tagged with the peer's key and the kind, or an
+    /// active message whose 8-byte header is that value. The buffer stays
+    /// in its slot until the send completes.
+    pub(super) fn send_message(&mut self, id: ConnId, buf: Vec<u8>, kind: u64) {
+        let now = self.now;
+        let Some(c) = self.conn_mut(id) else {
+            self.recycle(buf);
+            return;
+        };
+        c.said = now;
+        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, kind));
+        let len = buf.len();
+        self.sending(id, len);
+        let op = Op::Send { buf, conn: id, len };
+        let am = self.config.api == Api::Am;
+        let (done, slot) = self.start_with(op, tag.to_le_bytes(), |buf, param, header| {
+            if am {
+                // SAFETY: ep is live (the connection is open); buf holds
+                // `len` bytes and the 8-byte header lives beside the
+                // request; both stay until the send's callback (or the
+                // immediate completion, handled right below).
+                unsafe { sys::ucp_am_send_nbx(ep, AM_ID, header, 8, buf, len, param) }
+            } else {
+                // SAFETY: as above (the tag travels by value).
+                unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
+            }
+        });
+        if let Some(status) = done {
+            self.finish(slot, status, 0);
+            if !status.is_ok() {
+                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
+            }
+        }
+    }
+
     /// Sends the frames batched for `id`, as one message.
     pub(super) fn flush_batch(&mut self, id: ConnId) {
         let fresh = self.buffer(0);
@@ -15,22 +51,7 @@ impl<R: Role> UcxTransport<R> {
             return;
         }
         let buf = mem::replace(&mut c.batch, fresh);
-        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_BATCH));
-        let len = buf.len();
-        self.sending(id, len);
-        let op = Op::Send { buf, conn: id, len };
-        let (done, slot) = self.start(op, |buf, param| {
-            // SAFETY: ep is live (the connection is open); buf holds `len`
-            // bytes and stays in its slot until the send's callback (or
-            // immediate completion, handled right below).
-            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
-        });
-        if let Some(status) = done {
-            self.finish(slot, status, 0);
-            if !status.is_ok() {
-                self.fail(id, DisconnectReason::PeerFailed(status.cause()));
-            }
-        }
+        self.send_message(id, buf, KIND_BATCH);
     }
 
     /// Sends every connection's batch.
@@ -77,36 +98,8 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             return r;
         }
         let r = emit(&mut self.buf);
-        let t = self.transport;
         let buf = mem::take(&mut self.buf);
-        let Some(c) = t.conn(self.conn) else {
-            t.recycle(buf);
-            return r;
-        };
-        let (ep, tag) = (c.frame_ep(), tag(c.remote_key, KIND_FRAME));
-        let len = buf.len();
-        let now = t.now;
-        if let Some(c) = t.conn_mut(self.conn) {
-            c.said = now;
-        }
-        t.sending(self.conn, len);
-        let op = Op::Send {
-            buf,
-            conn: self.conn,
-            len,
-        };
-        let (done, slot) = t.start(op, |buf, param| {
-            // SAFETY: ep is live (the connection is open); buf holds `len`
-            // bytes and stays in its slot until the send's callback (or
-            // immediate completion, handled right below).
-            unsafe { sys::ucp_tag_send_nbx(ep, buf, len, tag, param) }
-        });
-        if let Some(status) = done {
-            t.finish(slot, status, 0);
-            if !status.is_ok() {
-                t.fail(self.conn, DisconnectReason::PeerFailed(status.cause()));
-            }
-        }
+        self.transport.send_message(self.conn, buf, KIND_FRAME);
         r
     }
 }

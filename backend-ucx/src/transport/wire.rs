@@ -27,11 +27,25 @@ pub(crate) fn untag(tag: u64) -> (u64, u64) {
     (tag >> KIND_BITS, tag & KIND_MASK)
 }
 
+/// In the key exchange, the top byte of a key sent by an end that uses
+/// active messages ([`Api::Am`]); an end that uses tag matching sends its
+/// key with a zero top byte.
+pub const AM_MARK: u64 = 0x01 << 56;
+
+/// The 8 bytes an end using `api` sends in the key exchange for `key`.
+pub(crate) fn key_bytes(key: u64, api: Api) -> [u8; 8] {
+    let mark = match api {
+        Api::Am => AM_MARK,
+        Api::Tag => 0,
+    };
+    ((key & KEY_MASK) | mark).to_le_bytes()
+}
+
 /// What 8 bytes of a key exchange say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KeyMessage {
-    /// The peer's key.
-    Key(u64),
+    /// The peer's key, and the API it uses.
+    Key(u64, Api),
     /// The peer's table is full; its size.
     Full(u64),
     /// Zero, a value no key has, or a short read.
@@ -45,7 +59,8 @@ pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
     };
     let v = u64::from_le_bytes(b);
     match v >> 56 {
-        0 if v != 0 => KeyMessage::Key(v),
+        0 if v != 0 => KeyMessage::Key(v, Api::Tag),
+        0x01 if v & KEY_MASK != 0 => KeyMessage::Key(v & KEY_MASK, Api::Am),
         0xff => KeyMessage::Full(v & KEY_MASK),
         _ => KeyMessage::Bad,
     }
@@ -110,6 +125,14 @@ pub(crate) const RECV_MEMORY_FULL: Cause = Cause {
     code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
     name: "receive memory full",
     text: "the transport's receive memory was full and this connection held the most of it",
+};
+
+/// The cause of a connection whose ends use different APIs.
+pub(crate) const API_MISMATCH: Cause = Cause {
+    code: sys::UCS_ERR_UNSUPPORTED as i32,
+    name: "API mismatch",
+    text: "the peer uses the other UCX API (active messages against tag matching): \
+           both ends must use the same (--api)",
 };
 
 /// The cause of a bad key exchange.
