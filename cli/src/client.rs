@@ -69,6 +69,8 @@ pub struct ClientJob {
     pub recreate_context: bool,
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
+    /// The UCX API that carries the frames.
+    pub api: iomsg_ucx::Api,
     /// Write a JSON report here at the end.
     pub report: Option<PathBuf>,
     /// Where to keep the audit files, and their name.
@@ -230,7 +232,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
-    let ucx = common::ucx_config(job.blocking, job.shared_memory);
+    let ucx = common::ucx_config(job.blocking, job.shared_memory, job.api);
     let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     // Room for a full window of the largest messages, within 256 MiB, and

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Wall, SystemTime, UNIX_EPOCH};
 
 use iomsg_core::Instant;
-use iomsg_ucx::{UcxConfig, WaitMode};
+use iomsg_ucx::{Api, UcxConfig, WaitMode};
 
 /// A flag that SIGINT or SIGTERM raises: the loops stop, flush what they
 /// hold and report, instead of dying mid-write.
@@ -55,8 +55,9 @@ pub fn clock(start: Wall) -> Instant {
 }
 
 /// The UCX transport's settings from the command line.
-pub fn ucx_config(blocking: bool, shared_memory: bool) -> UcxConfig {
+pub fn ucx_config(blocking: bool, shared_memory: bool, api: Api) -> UcxConfig {
     UcxConfig {
+        api,
         mode: if blocking {
             WaitMode::Blocking
         } else {

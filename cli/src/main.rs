@@ -86,7 +86,7 @@ fn server_help() -> String {
         std::mem::size_of::<server::Core>() / 1024,
         soak::server_memory_bound() as f64 / f64::from(1 << 20),
         soak::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
-        iomsg_cli::common::ucx_config(false, false).memory_bound() as f64 / f64::from(1 << 20),
+        iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound() as f64 / f64::from(1 << 20),
     )
 }
 
@@ -132,6 +132,11 @@ struct Common {
     /// are on one host and UCX_TLS allows it; both ends must say so.
     #[arg(long)]
     shared_memory: bool,
+    /// The UCX API that carries the frames: `am` (active messages, like
+    /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
+    /// a connection between ends that differ fails saying so.
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
+    api: iomsg_ucx::Api,
     /// Keep audit files (what was handed over or submitted, and events)
     /// in this directory.
     #[arg(long, value_name = "DIR")]
@@ -249,6 +254,10 @@ struct SoakArgs {
     /// shared memory on one host).
     #[arg(long, default_value = "tcp")]
     tls: String,
+    /// The UCX API of the server and the clients: `am` (active messages)
+    /// or `tag` (tag matching).
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
+    api: iomsg_ucx::Api,
     /// Mean time between server kills (SIGKILL), jittered ±30 % by the
     /// seed.
     #[arg(long, value_name = "TIME", default_value = "5s", value_parser = duration)]
@@ -356,6 +365,7 @@ fn run_server(a: ServerArgs) -> ExitCode {
         report_interval: a.common.report_interval,
         blocking: a.common.blocking,
         shared_memory: a.common.shared_memory,
+        api: a.common.api,
         audit: audit(&a.common, "server"),
     };
     match server::run(&job) {
@@ -414,6 +424,7 @@ fn run_client(a: ClientArgs) -> ExitCode {
         replay: a.replay,
         recreate_context: a.recreate_context,
         shared_memory: a.common.shared_memory,
+        api: a.common.api,
         report: a.report,
         audit: audit(&a.common, "client"),
         drain: a.drain,
@@ -512,6 +523,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     let job = soak::SoakJob {
         clients: a.clients,
         tls: a.tls,
+        api: a.api,
         kill_every: a.kill_every,
         kills: a.kills,
         duration: a.duration,
@@ -624,7 +636,7 @@ fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
     // its port again at once, and the open-files limit admits a full
     // connection table.
-    let ucx = iomsg_cli::common::ucx_config(false, false);
+    let ucx = iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default());
     for (name, value) in ucx.environment() {
         if std::env::var_os(name).is_none() {
             std::env::set_var(name, value);

@@ -43,6 +43,8 @@ pub struct ServerJob {
     pub blocking: bool,
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
+    /// The UCX API that carries the frames.
+    pub api: iomsg_ucx::Api,
     /// Where to keep the audit files, and their name.
     pub audit: Option<(PathBuf, String)>,
 }
@@ -170,7 +172,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     };
     let transport = UcxTransport::server(
         job.listen,
-        common::ucx_config(job.blocking, job.shared_memory),
+        common::ucx_config(job.blocking, job.shared_memory, job.api),
     )
     .map_err(|e| format!("cannot listen on {}: {e}", job.listen))?;
     let local = transport.local_addr();

@@ -49,6 +49,8 @@ pub struct SoakJob {
     pub clients: usize,
     /// `UCX_TLS` for every process.
     pub tls: String,
+    /// The UCX API of the server and the clients.
+    pub api: iomsg_ucx::Api,
     /// Mean time between kills (each jittered ±30 % by the seed).
     pub kill_every: Duration,
     /// Kills to do (with no `duration`).
@@ -143,7 +145,7 @@ pub const SERVER_BASE_RSS: u64 = 64 << 20;
 pub fn server_memory_bound() -> u64 {
     SERVER_BASE_RSS
         + std::mem::size_of::<crate::server::Core>() as u64
-        + crate::common::ucx_config(false, false).memory_bound()
+        + crate::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound()
 }
 
 fn signal(pid: u32, sig: nix::sys::signal::Signal) {
@@ -320,6 +322,7 @@ impl Runner<'_> {
             if self.shared_memory() {
                 c.arg("--shared-memory");
             }
+            c.args(["--api", self.job.api.name()]);
             let from_us = epoch_us();
             let mut child = c
                 .spawn()
@@ -427,6 +430,7 @@ impl Runner<'_> {
         if self.shared_memory() {
             c.arg("--shared-memory");
         }
+        c.args(["--api", self.job.api.name()]);
         let from_us = epoch_us();
         let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
         Ok(ClientProc {

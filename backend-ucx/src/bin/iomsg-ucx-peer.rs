@@ -3,11 +3,14 @@
 //! one).
 //!
 //! ```text
-//! iomsg-ucx-peer server ADDR [--shared-memory] [--no-heartbeats] --record FILE|none
-//! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
+//! iomsg-ucx-peer server ADDR [--api am|tag] [--shared-memory] [--no-heartbeats] --record FILE|none
+//! iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] [--api am|tag]
 //!     [--recreate-context] [--stream] [--shared-memory] [--no-heartbeats] --record FILE|none
-//! iomsg-ucx-peer raw ADDR
+//! iomsg-ucx-peer raw ADDR [--api am|tag]
 //! ```
+//!
+//! `--api` picks the UCX API that carries the frames (`UcxConfig::api`,
+//! the library's default when absent); both ends must use the same.
 //!
 //! `raw` is a broken peer: it sends one malformed frame per connection
 //! (see `malformed_frames`) and waits for the server to close each; the
@@ -40,13 +43,13 @@ use iomsg_core::session::{
 use iomsg_core::transport::{Client, ClientHandler, Connector, Event, Server, Transport, TxToken};
 use iomsg_core::wire::{Body, IoMsg};
 use iomsg_core::{workload, Instant};
-use iomsg_ucx::{Liveness, UcxConfig, UcxTransport};
+use iomsg_ucx::{Api, Liveness, UcxConfig, UcxTransport};
 
 const USAGE: &str =
-    "usage: iomsg-ucx-peer server ADDR [--shared-memory] [--no-heartbeats] --record FILE|none
-       iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off]
+    "usage: iomsg-ucx-peer server ADDR [--api am|tag] [--shared-memory] [--no-heartbeats] --record FILE|none
+       iomsg-ucx-peer client ADDR --count N [--size BYTES] [--replay on|off] [--api am|tag]
            [--recreate-context] [--stream] [--shared-memory] [--no-heartbeats] --record FILE|none
-       iomsg-ucx-peer raw ADDR";
+       iomsg-ucx-peer raw ADDR [--api am|tag]";
 
 fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher, RandomState};
@@ -202,11 +205,13 @@ fn raw(addr: SocketAddr, ucx: UcxConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// The UCX settings of both ends: `--shared-memory` exchanges worker
-/// addresses so that frames may travel over shared memory;
-/// `--no-heartbeats` turns the transport's liveness checks off.
-fn ucx_config(args: &[String]) -> UcxConfig {
+/// The UCX settings of both ends: `--api` picks the API;
+/// `--shared-memory` exchanges worker addresses so that frames may travel
+/// over shared memory; `--no-heartbeats` turns the transport's liveness
+/// checks off.
+fn ucx_config(args: &[String], api: Api) -> UcxConfig {
     UcxConfig {
+        api,
         shared_memory: args.iter().any(|a| a == "--shared-memory"),
         liveness: match args.iter().any(|a| a == "--no-heartbeats") {
             true => None,
@@ -430,15 +435,23 @@ fn main() -> ExitCode {
         eprintln!("iomsg-ucx-peer: bad address {addr:?}\n{USAGE}");
         return ExitCode::from(2);
     };
+    let api = match flag("--api").map(|a| a.parse::<Api>()) {
+        None => Api::default(),
+        Some(Ok(api)) => api,
+        Some(Err(e)) => {
+            eprintln!("iomsg-ucx-peer: --api: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     if mode == "raw" {
-        return finish(raw(addr, ucx_config(&args)));
+        return finish(raw(addr, ucx_config(&args, api)));
     }
     let Some(record) = flag("--record") else {
         eprintln!("iomsg-ucx-peer: --record FILE is required\n{USAGE}");
         return ExitCode::from(2);
     };
     let result = match mode.as_str() {
-        "server" => server(addr, &record, ucx_config(&args)),
+        "server" => server(addr, &record, ucx_config(&args, api)),
         "client" => {
             let count = flag("--count").and_then(|c| c.parse().ok());
             let size = flag("--size").map_or(Some(64), |s| s.parse().ok());
@@ -458,7 +471,7 @@ fn main() -> ExitCode {
                 recreate: args.iter().any(|a| a == "--recreate-context"),
                 stream: args.iter().any(|a| a == "--stream"),
             };
-            client(addr, &job, &record, ucx_config(&args))
+            client(addr, &job, &record, ucx_config(&args, api))
         }
         _ => {
             eprintln!("{USAGE}");

@@ -263,6 +263,7 @@ pub(super) fn verdict_and_report(
             version: version.number(),
             library_path: version.library_path.map(|p| p.display().to_string()),
             tls: job.tls.clone(),
+            api: job.api.name().to_string(),
             transports,
         },
         config: SoakConfig {

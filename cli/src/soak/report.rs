@@ -55,6 +55,8 @@ pub struct UcxInfo {
     pub library_path: Option<String>,
     /// `UCX_TLS` given to every process.
     pub tls: String,
+    /// The UCX API that carried the frames: `am` or `tag`.
+    pub api: String,
     /// The transports UCX offers on this machine (`name/device`).
     pub transports: Vec<String>,
 }
@@ -466,10 +468,11 @@ pub fn table(r: &SoakReport) -> String {
     );
     let _ = writeln!(
         s,
-        "  UCX {} ({}), UCX_TLS={}",
+        "  UCX {} ({}), UCX_TLS={}, API {}",
         r.ucx.version,
         r.ucx.library_path.as_deref().unwrap_or("path unknown"),
-        r.ucx.tls
+        r.ucx.tls,
+        r.ucx.api
     );
     for l in a.lost.iter().take(20) {
         let _ = writeln!(
