@@ -207,13 +207,25 @@ fn stream_every_size(name: &str, extra: &[&str]) {
 #[test]
 fn a_client_streams_its_own_bytes_of_every_size_and_each_arrives_once() {
     let _one = one_at_a_time();
-    stream_every_size("sizes", &[]);
+    stream_every_size("sizes", &["--api", "tag"]);
 }
 
 #[test]
 fn over_shared_memory_every_size_arrives_once_with_its_bytes() {
     let _one = one_at_a_time();
-    stream_every_size("shm-sizes", &["--shared-memory"]);
+    stream_every_size("shm-sizes", &["--api", "tag", "--shared-memory"]);
+}
+
+#[test]
+fn with_active_messages_every_size_arrives_once_with_its_bytes() {
+    let _one = one_at_a_time();
+    stream_every_size("am-sizes", &["--api", "am"]);
+}
+
+#[test]
+fn with_active_messages_over_shared_memory_every_size_arrives_once_with_its_bytes() {
+    let _one = one_at_a_time();
+    stream_every_size("am-shm-sizes", &["--api", "am", "--shared-memory"]);
 }
 
 /// A server killed (SIGKILL, by pid) once it recorded `kill_at` messages
@@ -228,10 +240,11 @@ fn kill_and_restart(
     extra: &[&str],
 ) -> (Audit, BTreeMap<String, u64>) {
     let dir = Dir::new(name);
+    // Everything but the client's own flags goes to the servers too.
     let server_extra: Vec<&str> = extra
         .iter()
         .copied()
-        .filter(|a| *a == "--shared-memory")
+        .filter(|a| *a != "--recreate-context")
         .collect();
     let (first, addr) = server_with(&dir, "127.0.0.1:0", 1, &server_extra);
     let client = run_client_with(&dir, &addr, count, 256, replay, extra);
@@ -266,8 +279,33 @@ fn assert_replayed_all(a: &Audit, s: &BTreeMap<String, u64>, count: u64) {
 #[test]
 fn a_server_killed_mid_stream_and_restarted_loses_nothing_with_replay() {
     let _one = one_at_a_time();
-    let (a, s) = kill_and_restart("kill-replay", 200_000, 20_000, true, &[]);
+    let extra = ["--api", "tag"];
+    let (a, s) = kill_and_restart("kill-replay", 200_000, 20_000, true, &extra);
     assert_replayed_all(&a, &s, 200_000);
+}
+
+#[test]
+fn with_active_messages_a_server_killed_mid_stream_loses_nothing_with_replay() {
+    let _one = one_at_a_time();
+    let extra = ["--api", "am"];
+    let (a, s) = kill_and_restart("am-kill-replay", 200_000, 20_000, true, &extra);
+    assert_replayed_all(&a, &s, 200_000);
+}
+
+#[test]
+fn with_active_messages_over_shared_memory_a_server_killed_mid_stream_loses_nothing() {
+    let _one = one_at_a_time();
+    let extra = ["--api", "am", "--shared-memory"];
+    let (a, s) = kill_and_restart("am-shm", 1_000_000, 100_000, true, &extra);
+    assert_replayed_all(&a, &s, 1_000_000);
+}
+
+#[test]
+fn with_active_messages_and_without_replay_the_lost_sns_are_those_given_up() {
+    let _one = one_at_a_time();
+    let extra = ["--api", "am"];
+    let (a, s) = kill_and_restart("am-kill-noreplay", 200_000, 20_000, false, &extra);
+    assert_lost_only_given_up(&a, &s);
 }
 
 #[test]
@@ -282,7 +320,7 @@ fn a_client_that_rebuilds_its_ucx_context_on_every_reconnect_keeps_its_session()
 #[test]
 fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
     let _one = one_at_a_time();
-    let extra = ["--shared-memory"];
+    let extra = ["--api", "tag", "--shared-memory"];
     let (a, s) = kill_and_restart("shm", 1_000_000, 100_000, true, &extra);
     assert_replayed_all(&a, &s, 1_000_000);
 }
@@ -290,7 +328,13 @@ fn over_shared_memory_a_server_killed_mid_stream_loses_nothing_with_replay() {
 #[test]
 fn without_replay_the_lost_sns_are_exactly_those_given_up_at_the_kill() {
     let _one = one_at_a_time();
-    let (a, s) = kill_and_restart("kill-noreplay", 200_000, 20_000, false, &[]);
+    let (a, s) = kill_and_restart("kill-noreplay", 200_000, 20_000, false, &["--api", "tag"]);
+    assert_lost_only_given_up(&a, &s);
+}
+
+/// Without replay: nothing sent twice, and what was lost is exactly what
+/// the client gave up.
+fn assert_lost_only_given_up(a: &Audit, s: &BTreeMap<String, u64>) {
     assert!(a.mismatched.is_empty());
     assert_eq!(a.duplicates, 0, "nothing is sent twice without replay");
     let lost: BTreeSet<u64> = a.lost.iter().copied().collect();

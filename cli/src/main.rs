@@ -86,7 +86,9 @@ fn server_help() -> String {
         std::mem::size_of::<server::Core>() / 1024,
         soak::server_memory_bound() as f64 / f64::from(1 << 20),
         soak::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
-        iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound() as f64 / f64::from(1 << 20),
+        iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound()
+            as f64
+            / f64::from(1 << 20),
     )
 }
 
