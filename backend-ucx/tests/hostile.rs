@@ -31,13 +31,15 @@ use iomsg_core::session::{
 use iomsg_core::transport::{Client, Server};
 use iomsg_core::{workload, Instant};
 use iomsg_ucx::hostile::{self, Attack, Mode};
-use iomsg_ucx::{Accept, UcxConfig, UcxTransport};
+use iomsg_ucx::{Accept, Api, UcxConfig, UcxTransport};
 
 /// Set in the server process's environment: where its record goes.
 mod support;
 use support::{Dir, Proc};
 
 const SERVER_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_RECORD";
+/// The server process's UCX API (`am` or `tag`).
+const API_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_API";
 /// The server's table, as `iomsg server`'s.
 const SESSIONS: usize = 1024;
 const CONNS: usize = 1024;
@@ -103,6 +105,7 @@ fn server_process() {
     let Some(record) = std::env::var_os(SERVER_ENV) else {
         return;
     };
+    let api: Api = std::env::var(API_ENV).unwrap().parse().unwrap();
     // The session table is large: a thread with room for it.
     let serve = move || {
         let record = fs::OpenOptions::new()
@@ -110,7 +113,11 @@ fn server_process() {
             .append(true)
             .open(record)
             .unwrap();
-        let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), UcxConfig::default()).unwrap();
+        let config = UcxConfig {
+            api,
+            ..UcxConfig::default()
+        };
+        let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config).unwrap();
         println!("listening on {}", t.local_addr());
         type Core = ServerCore<SESSIONS, CONNS, WORDS>;
         let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
@@ -128,7 +135,7 @@ fn server_process() {
         .join();
 }
 
-fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
+fn start_server(dir: &Dir, api: Api) -> (Proc, SocketAddr) {
     let out = dir.file("server.out");
     let record = dir.file("server.rec");
     let log = fs::File::create(&out).unwrap();
@@ -141,6 +148,7 @@ fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
             "1",
         ])
         .env(SERVER_ENV, &record)
+        .env(API_ENV, api.name())
         .env("UCX_NET_DEVICES", "lo")
         .env("UCX_TLS", "tcp")
         .stdout(log.try_clone().unwrap())
@@ -238,17 +246,21 @@ struct Outcome {
 }
 
 /// Runs `mode` against a fresh server while the good client streams.
-fn run(mode: Mode) -> Outcome {
+fn run(mode: Mode, api: Api) -> Outcome {
     let _one = one_at_a_time();
-    let dir = Dir::new(mode.name());
-    let (mut server, addr) = start_server(&dir);
+    let dir = Dir::new(&format!("{}-{api}", mode.name()));
+    let (mut server, addr) = start_server(&dir, api);
     let session = (u64::from(std::process::id()) << 20) | (mode as u64 + 1);
     let mut config = ClientConfig::new(session, session ^ 0xfeed);
     config.reply_timeout = Duration::from_secs(1);
     config.max_retries = 1000;
     let storage = vec![0u8; WINDOW * SIZE + SIZE];
     let session_state = ClientSession::<WINDOW, _>::new(config, Instant::ZERO, storage);
-    let transport = UcxTransport::client(addr, UcxConfig::default()).unwrap();
+    let ucx = UcxConfig {
+        api,
+        ..UcxConfig::default()
+    };
+    let transport = UcxTransport::client(addr, ucx.clone()).unwrap();
     let mut client = Client::new(transport, session_state).unwrap();
     let start = Wall::now();
     client.start(clock(start));
@@ -288,6 +300,7 @@ fn run(mode: Mode) -> Outcome {
             ATTACK
         },
         conns: 1100,
+        api,
         ..Attack::new(addr)
     };
     let hostile = std::thread::spawn(move || hostile::run(&attack).map(|r| r.to_string()));
@@ -364,7 +377,7 @@ fn run(mode: Mode) -> Outcome {
     }
     // Still serving: a new client's messages are acknowledged.
     let fresh = if server_ended.is_none() {
-        fresh_client(addr, session + 1_000_000)
+        fresh_client(addr, session + 1_000_000, ucx)
     } else {
         Err("no server".into())
     };
@@ -390,11 +403,11 @@ fn run(mode: Mode) -> Outcome {
 }
 
 /// A new client's 20 messages, acknowledged within 5 s.
-fn fresh_client(addr: SocketAddr, session: u64) -> Result<Duration, String> {
+fn fresh_client(addr: SocketAddr, session: u64, ucx: UcxConfig) -> Result<Duration, String> {
     let config = ClientConfig::new(session, session ^ 0xbeef);
     let storage = vec![0u8; 32 * SIZE + SIZE];
     let state = ClientSession::<32, _>::new(config, Instant::ZERO, storage);
-    let transport = UcxTransport::client(addr, UcxConfig::default()).map_err(|e| e.to_string())?;
+    let transport = UcxTransport::client(addr, ucx).map_err(|e| e.to_string())?;
     let mut client = Client::new(transport, state).map_err(|e| e.to_string())?;
     let start = Wall::now();
     client.start(clock(start));
@@ -416,14 +429,14 @@ fn fresh_client(addr: SocketAddr, session: u64) -> Result<Duration, String> {
 }
 
 /// Every verdict at once, so that a failure names all its symptoms.
-fn check(mode: Mode) {
-    let o = run(mode);
+fn check(mode: Mode, api: Api) {
+    let o = run(mode, api);
     let report = match &o.attack {
         Ok(r) => r.clone(),
         Err(e) => format!("hostile run failed: {e}"),
     };
     eprintln!(
-        "{mode}: server {}, submitted {}, all acked {}, lost {}, longest ack gap {:?}, \
+        "{mode} ({api}): server {}, submitted {}, all acked {}, lost {}, longest ack gap {:?}, \
          disconnects {}, RSS {} -> {} kB, new client {:?}\n{report}",
         o.server_ended.as_deref().unwrap_or("alive"),
         o.submitted.len(),
@@ -477,7 +490,12 @@ fn check(mode: Mode) {
         ));
     }
     let growth = o.rss_peak_kb.saturating_sub(o.rss_before_kb);
-    if growth > MAX_RSS_GROWTH_KB {
+    // UCX 1.13.1 assembles a multi-fragment active message whole before
+    // the transport sees it: an oversized one costs the server its size
+    // until it is complete and refused (the README's stated limit of the
+    // active-message API). Everything else holds for it.
+    let bounded = !(api == Api::Am && mode == Mode::Oversized);
+    if bounded && growth > MAX_RSS_GROWTH_KB {
         wrong.push(format!(
             "the server's RSS grew by {growth} kB (bound {MAX_RSS_GROWTH_KB} kB): {} -> {} kB",
             o.rss_before_kb, o.rss_peak_kb
@@ -485,68 +503,39 @@ fn check(mode: Mode) {
     }
     assert!(
         wrong.is_empty(),
-        "{mode}:\n  {}\nserver log:\n{}\n{report}",
+        "{mode} ({api}):\n  {}\nserver log:\n{}\n{report}",
         wrong.join("\n  "),
         o.server_log
     );
 }
 
-#[test]
-fn a_server_survives_random_tags() {
-    check(Mode::RandomTags);
+/// `survives!(name, mode)`: the attack of `mode` against a server on
+/// each API, as the tests `name::tag` and `name::am`.
+macro_rules! survives {
+    ($name:ident, $mode:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn tag() {
+                check($mode, Api::Tag);
+            }
+            #[test]
+            fn am() {
+                check($mode, Api::Am);
+            }
+        }
+    };
 }
 
-#[test]
-fn a_server_survives_frames_on_wrong_keys() {
-    check(Mode::WrongKeys);
-}
-
-#[test]
-fn a_server_survives_guessed_keys_and_the_victim_is_not_blamed() {
-    check(Mode::GuessKeys);
-}
-
-#[test]
-fn a_server_survives_truncated_and_lying_frames() {
-    check(Mode::Truncated);
-}
-
-#[test]
-fn a_server_survives_oversized_messages_in_bounded_memory() {
-    check(Mode::Oversized);
-}
-
-#[test]
-fn a_server_survives_a_peer_stalled_mid_message() {
-    check(Mode::StallMidMessage);
-}
-
-#[test]
-fn a_server_survives_a_peer_dying_mid_message() {
-    check(Mode::DieMidMessage);
-}
-
-#[test]
-fn a_server_survives_stream_garbage_in_bounded_memory() {
-    check(Mode::StreamGarbage);
-}
-
-#[test]
-fn a_server_survives_bad_key_exchanges() {
-    check(Mode::BadKeyExchange);
-}
-
-#[test]
-fn a_server_survives_connect_and_close() {
-    check(Mode::ConnectClose);
-}
-
-#[test]
-fn a_server_survives_silent_connections() {
-    check(Mode::SilentConnect);
-}
-
-#[test]
-fn a_server_survives_a_flood_past_its_table() {
-    check(Mode::Flood);
-}
+survives!(a_server_survives_random_tags, Mode::RandomTags);
+survives!(a_server_survives_frames_on_wrong_keys, Mode::WrongKeys);
+survives!(a_server_survives_guessed_keys_and_the_victim_is_not_blamed, Mode::GuessKeys);
+survives!(a_server_survives_truncated_and_lying_frames, Mode::Truncated);
+survives!(a_server_survives_oversized_messages_in_bounded_memory, Mode::Oversized);
+survives!(a_server_survives_a_peer_stalled_mid_message, Mode::StallMidMessage);
+survives!(a_server_survives_a_peer_dying_mid_message, Mode::DieMidMessage);
+survives!(a_server_survives_stream_garbage_in_bounded_memory, Mode::StreamGarbage);
+survives!(a_server_survives_bad_key_exchanges, Mode::BadKeyExchange);
+survives!(a_server_survives_connect_and_close, Mode::ConnectClose);
+survives!(a_server_survives_silent_connections, Mode::SilentConnect);
+survives!(a_server_survives_a_flood_past_its_table, Mode::Flood);

@@ -376,7 +376,7 @@ impl Attacker {
             s.peer.teardown(Duration::from_millis(300), &mut self.tally);
         }
         let at = self.big();
-        let Ok(mut peer) = Peer::new() else {
+        let Ok(mut peer) = Peer::new(self.api) else {
             return;
         };
         // A few connections of this worker, each left halfway through a
@@ -488,10 +488,10 @@ impl Attacker {
             }
             let key = self.key();
             let what: Vec<u8> = match self.rng.below(4) {
-                0 => key_message(0).to_vec(),
+                0 => key_message(0, self.api).to_vec(),
                 1 => vec![1, 2, 3],
                 2 => {
-                    let mut m = key_message(key).to_vec();
+                    let mut m = key_message(key, self.api).to_vec();
                     m.extend_from_slice(&[0xee; 24]);
                     m
                 }
@@ -591,7 +591,7 @@ impl Attacker {
         let workers = n.div_ceil(FLOOD_PER_WORKER);
         let mut peers = Vec::new();
         for _ in 0..workers {
-            match Peer::new() {
+            match Peer::new(self.api) {
                 Ok(p) => peers.push(p),
                 Err(_) => break,
             }

@@ -37,7 +37,8 @@ use ucx1_sys as sys;
 
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
-use crate::worker::{self, ErrArg, WaitMode, Worker};
+use crate::transport::Api;
+use crate::worker::{self, AmData, ErrArg, WaitMode, Worker, AM_ID};
 
 mod attacker;
 mod peer;
@@ -82,9 +83,13 @@ fn tag_kind(tag: u64) -> u64 {
     tag & KIND_MASK
 }
 
-/// Our key as the stream carries it.
-fn key_message(key: u64) -> [u8; KEY_EXCHANGE_LEN] {
-    key.to_le_bytes()
+/// Our key as the stream carries it, from an end that uses `api`.
+fn key_message(key: u64, api: Api) -> [u8; KEY_EXCHANGE_LEN] {
+    let mark = match api {
+        Api::Am => crate::transport::AM_MARK,
+        Api::Tag => 0,
+    };
+    (key | mark).to_le_bytes()
 }
 
 /// What the server's side of the key exchange said.
@@ -107,10 +112,13 @@ fn key_answer(bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
     if v & FULL_MARK == FULL_MARK {
         return KeyAnswer::TableFull;
     }
-    if v == 0 || v & !KEY_MASK != 0 {
+    // The top byte says the server's API (zero: tag, AM_MARK: active
+    // messages); the key is below it.
+    let mark = v & !KEY_MASK;
+    if v & KEY_MASK == 0 || (mark != 0 && mark != crate::transport::AM_MARK) {
         return KeyAnswer::Refused;
     }
-    KeyAnswer::Key(v)
+    KeyAnswer::Key(v & KEY_MASK)
 }
 
 /// A batch message: each frame after its length (`u32`, little-endian).
@@ -349,6 +357,9 @@ pub struct Attack {
     /// Connections `Flood` opens at once; `SilentConnect` holds up to a
     /// sixteenth of it (at least 4).
     pub conns: usize,
+    /// The UCX API the server uses: the attack speaks it (its key
+    /// exchange says so, its messages are tagged or active messages).
+    pub api: Api,
 }
 
 impl Attack {
@@ -360,6 +371,7 @@ impl Attack {
             seed: 1,
             duration: Duration::from_secs(10),
             conns: 1100,
+            api: Api::default(),
         }
     }
 }
@@ -558,6 +570,7 @@ struct Req {
 /// and only then the buffers of requests UCX never gave back are freed.
 struct Peer {
     worker: Worker,
+    api: Api,
     eps: Vec<Option<Ep>>,
     reqs: Vec<Req>,
     /// Our keys: their endpoint slot.
@@ -614,6 +627,7 @@ struct Attacker {
     /// Declared before `big`: every worker goes before the buffer their
     /// requests may point into.
     main: Option<Peer>,
+    api: Api,
     stalled: Vec<Stalled>,
     big: Vec<u8>,
     server: SockAddr,
@@ -650,7 +664,8 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
         return Err(format!("--conns must be 1 to {MAX_CONNS}"));
     }
     let mut a = Attacker {
-        main: Some(Peer::new()?),
+        main: Some(Peer::new(attack.api)?),
+        api: attack.api,
         stalled: Vec::new(),
         big: Vec::new(),
         server: SockAddr::from(attack.server),
@@ -766,11 +781,17 @@ mod tests {
 
     #[test]
     fn the_key_answer_reads_a_key_or_a_refusal() {
-        assert_eq!(key_answer(&key_message(7), 8), KeyAnswer::Key(7));
-        assert_eq!(key_answer(&key_message(0), 8), KeyAnswer::Refused);
-        assert_eq!(key_answer(&key_message(7), 3), KeyAnswer::Refused);
+        for api in [Api::Am, Api::Tag] {
+            assert_eq!(key_answer(&key_message(7, api), 8), KeyAnswer::Key(7));
+            assert_eq!(key_answer(&key_message(0, api), 8), KeyAnswer::Refused);
+            assert_eq!(key_answer(&key_message(7, api), 3), KeyAnswer::Refused);
+        }
         assert_eq!(
-            key_answer(&key_message(FULL_MARK | 1024), 8),
+            key_answer(&((1u64 << 60) | 7).to_le_bytes(), 8),
+            KeyAnswer::Refused
+        );
+        assert_eq!(
+            key_answer(&(FULL_MARK | 1024).to_le_bytes(), 8),
             KeyAnswer::TableFull
         );
     }

@@ -5,16 +5,17 @@
 use super::*;
 
 impl Peer {
-    pub(super) fn new() -> Result<Peer, String> {
+    pub(super) fn new(api: Api) -> Result<Peer, String> {
         let settings = crate::UcxConfig::default().settings;
         let settings: Vec<(&str, &str)> = settings
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024, false)
+        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024, api == Api::Am)
             .map_err(|s| format!("creating a UCX context and worker: {s}"))?;
         Ok(Peer {
             worker,
+            api,
             eps: Vec::new(),
             reqs: Vec::new(),
             by_key: BTreeMap::new(),
@@ -88,7 +89,7 @@ impl Peer {
         });
         self.by_key.insert(our_key, slot);
         if exchange {
-            self.stream_send_own(slot, key_message(our_key).to_vec(), t);
+            self.stream_send_own(slot, key_message(our_key, self.api).to_vec(), t);
         }
         self.key_recv(slot, t);
         Some(slot)
@@ -185,16 +186,35 @@ impl Peer {
         self.track(ptr, slot, mode, What::Send, ReqBuf::Shared, t);
     }
 
-    /// Sends a tagged message of `bytes` on the endpoint of `slot`.
+    /// Sends a message of `bytes` on the endpoint of `slot`: tagged
+    /// `tag`, or an active message whose header is `tag`.
     pub(super) fn send_own(&mut self, slot: usize, tag: u64, bytes: Vec<u8>, t: &mut Tally) {
         let Some(ep) = self.ep(slot) else { return };
         let (h, mode) = (ep.h, ep.mode);
         let len = bytes.len();
         let p = params(0);
-        // SAFETY: the endpoint is live; the bytes move into the request
-        // kept below until it completed or the worker is gone (a Vec's
-        // heap buffer does not move with it).
-        let ptr = unsafe { sys::ucp_tag_send_nbx(h, bytes.as_ptr().cast(), len, tag, &p) };
+        let ptr = match self.api {
+            // SAFETY: the endpoint is live; the bytes move into the
+            // request kept below until it completed or the worker is gone
+            // (a Vec's heap buffer does not move with it).
+            Api::Tag => unsafe { sys::ucp_tag_send_nbx(h, bytes.as_ptr().cast(), len, tag, &p) },
+            Api::Am => {
+                // The header first, then the bytes, in one buffer kept
+                // with the request (UCX may read the header until then).
+                let mut own = tag.to_le_bytes().to_vec();
+                own.extend_from_slice(&bytes);
+                let at = own.as_ptr();
+                // SAFETY: as above; `own` holds the 8-byte header and then
+                // `len` bytes, and moves into the request kept below.
+                let ptr = unsafe {
+                    sys::ucp_am_send_nbx(h, AM_ID, at.cast(), 8, at.add(8).cast(), len, &p)
+                };
+                t[mode.index()].messages += 1;
+                t[mode.index()].bytes += len as u64;
+                self.track(ptr, slot, mode, What::Send, ReqBuf::Own(own), t);
+                return;
+            }
+        };
         t[mode.index()].messages += 1;
         t[mode.index()].bytes += len as u64;
         self.track(ptr, slot, mode, What::Send, ReqBuf::Own(bytes), t);
@@ -215,12 +235,26 @@ impl Peer {
         };
         let (h, mode) = (ep.h, ep.mode);
         let p = params(0);
-        // SAFETY: the endpoint is live; `at` points to `len` bytes of the
-        // run's shared buffer, which outlives every worker.
-        let ptr = unsafe { sys::ucp_tag_send_nbx(h, at.cast(), len, tag, &p) };
+        let (ptr, buf) = match self.api {
+            // SAFETY: the endpoint is live; `at` points to `len` bytes of
+            // the run's shared buffer, which outlives every worker.
+            Api::Tag => (
+                unsafe { sys::ucp_tag_send_nbx(h, at.cast(), len, tag, &p) },
+                ReqBuf::Shared,
+            ),
+            Api::Am => {
+                let header = tag.to_le_bytes().to_vec();
+                // SAFETY: as above; the header moves into the request
+                // kept below (UCX may read it until it completes).
+                let ptr = unsafe {
+                    sys::ucp_am_send_nbx(h, AM_ID, header.as_ptr().cast(), 8, at.cast(), len, &p)
+                };
+                (ptr, ReqBuf::Own(header))
+            }
+        };
         t[mode.index()].messages += 1;
         t[mode.index()].bytes += len as u64;
-        self.track(ptr, slot, mode, What::Send, ReqBuf::Shared, t)
+        self.track(ptr, slot, mode, What::Send, buf, t)
     }
 
     /// Keeps a request, or counts its immediate result. Returns whether
@@ -359,6 +393,9 @@ impl Peer {
 
     /// Receives what the server sent us (its answers, heartbeats).
     pub(super) fn probe(&mut self, t: &mut Tally) {
+        if self.api == Api::Am {
+            return self.arrived(t);
+        }
         for _ in 0..256 {
             // SAFETY: all-zero is a valid info value to fill.
             let mut info: sys::ucp_tag_recv_info_t = unsafe { mem::zeroed() };
@@ -401,6 +438,35 @@ impl Peer {
                 }),
                 Pending::Done => self.answered(info.sender_tag, &buf, t),
                 Pending::Failed(_) => {}
+            }
+        }
+    }
+
+    /// Counts the active messages the server sent and gives them back to
+    /// UCX (a rendezvous is declined, never fetched).
+    fn arrived(&mut self, t: &mut Tally) {
+        for a in self.worker.shared.arrivals.take() {
+            let tag = a.header.unwrap_or(u64::MAX);
+            match a.data {
+                AmData::Held { data, len } => {
+                    let bytes = if data.is_null() || len == 0 {
+                        &[][..]
+                    } else {
+                        // SAFETY: UCX keeps a held message's `len` bytes
+                        // at `data` until it is released, just below.
+                        unsafe { core::slice::from_raw_parts(data.cast::<u8>(), len) }
+                    };
+                    self.answered(tag, bytes, t);
+                    // SAFETY: a held message of this worker, released once.
+                    unsafe { sys::ucp_am_data_release(self.worker.worker, data) };
+                }
+                AmData::Rndv { desc, .. } => {
+                    self.answered(tag, &[], t);
+                    // SAFETY: a rendezvous descriptor of this worker, not
+                    // received; released once.
+                    unsafe { sys::ucp_am_data_release(self.worker.worker, desc) };
+                }
+                AmData::Copied(bytes) => self.answered(tag, &bytes, t),
             }
         }
     }
@@ -516,6 +582,10 @@ impl Peer {
             }
             let until = Instant::now() + limit / 2;
             self.wait_for(until, t, |p| p.reqs.is_empty());
+        }
+        // Active messages that came meanwhile go back to UCX.
+        if self.api == Api::Am {
+            self.arrived(t);
         }
         // What is left is released by UCX when it completes (at the
         // latest while the worker is destroyed); its memory stays until
