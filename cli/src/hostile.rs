@@ -27,6 +27,8 @@ pub struct HostileJob {
     pub duration: Duration,
     /// Connections a flood opens at once.
     pub conns: usize,
+    /// The UCX API the server uses.
+    pub api: iomsg_ucx::Api,
 }
 
 /// `--modes`: `all` or names separated by commas.
@@ -68,6 +70,7 @@ pub fn run(job: &HostileJob) -> Result<Report, String> {
         seed: job.seed,
         duration: job.duration,
         conns: job.conns,
+        api: job.api,
     })
 }
 

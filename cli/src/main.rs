@@ -69,6 +69,9 @@ struct HostileArgs {
     /// sixteenth of it, at least 4).
     #[arg(long, default_value_t = 1100)]
     conns: usize,
+    /// The UCX API the server uses (`am` or `tag`): the attack speaks it.
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
+    api: iomsg_ucx::Api,
 }
 
 fn server_help() -> String {
@@ -599,6 +602,7 @@ fn run_hostile(a: HostileArgs) -> ExitCode {
         seed: a.seed,
         duration: a.duration,
         conns: a.conns,
+        api: a.api,
     };
     match hostile::run(&job) {
         Ok(report) => {
