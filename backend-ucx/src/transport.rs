@@ -90,7 +90,6 @@ use core::time::Duration;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::time::Instant as Clock;
 
 use iomsg_core::transport::{
     Capabilities, Cause, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
@@ -104,6 +103,7 @@ use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
 use crate::worker::{self, AmData, ErrArg, ReqArg, WaitMode, Worker, AM_ID};
 
+mod clock;
 mod config;
 mod conns;
 mod counters;
@@ -113,6 +113,7 @@ mod rx;
 mod tx;
 mod wire;
 
+use clock::Clock;
 pub use config::{raise_open_files, Api, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;

@@ -529,12 +529,30 @@ macro_rules! survives {
 
 survives!(a_server_survives_random_tags, Mode::RandomTags);
 survives!(a_server_survives_frames_on_wrong_keys, Mode::WrongKeys);
-survives!(a_server_survives_guessed_keys_and_the_victim_is_not_blamed, Mode::GuessKeys);
-survives!(a_server_survives_truncated_and_lying_frames, Mode::Truncated);
-survives!(a_server_survives_oversized_messages_in_bounded_memory, Mode::Oversized);
-survives!(a_server_survives_a_peer_stalled_mid_message, Mode::StallMidMessage);
-survives!(a_server_survives_a_peer_dying_mid_message, Mode::DieMidMessage);
-survives!(a_server_survives_stream_garbage_in_bounded_memory, Mode::StreamGarbage);
+survives!(
+    a_server_survives_guessed_keys_and_the_victim_is_not_blamed,
+    Mode::GuessKeys
+);
+survives!(
+    a_server_survives_truncated_and_lying_frames,
+    Mode::Truncated
+);
+survives!(
+    a_server_survives_oversized_messages_in_bounded_memory,
+    Mode::Oversized
+);
+survives!(
+    a_server_survives_a_peer_stalled_mid_message,
+    Mode::StallMidMessage
+);
+survives!(
+    a_server_survives_a_peer_dying_mid_message,
+    Mode::DieMidMessage
+);
+survives!(
+    a_server_survives_stream_garbage_in_bounded_memory,
+    Mode::StreamGarbage
+);
 survives!(a_server_survives_bad_key_exchanges, Mode::BadKeyExchange);
 survives!(a_server_survives_connect_and_close, Mode::ConnectClose);
 survives!(a_server_survives_silent_connections, Mode::SilentConnect);
