@@ -187,6 +187,10 @@ struct Conn {
     said: Clock,
     /// Frames waiting to go out together: each a `u32` length and bytes.
     batch: Vec<u8>,
+    /// Its frame endpoint's rendezvous lanes are this host's memory only
+    /// ([`handshake::lanes_copy_safely`]): large active messages may go by
+    /// rendezvous.
+    zero_copy: bool,
 }
 
 impl Conn {
@@ -202,6 +206,8 @@ enum Op {
         buf: Vec<u8>,
         conn: ConnId,
         len: usize,
+        /// An active message sent by rendezvous (`UCP_AM_SEND_FLAG_RNDV`).
+        rndv: bool,
     },
     Recv {
         buf: Vec<u8>,
@@ -374,6 +380,8 @@ pub struct UcxTransport<R: Role> {
     rx_held: usize,
     /// Connections closed because the transport's receive memory was full.
     rx_evicted: u64,
+    /// Active messages received by rendezvous.
+    rndv_received: u64,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
@@ -546,6 +554,7 @@ impl<R: Role> UcxTransport<R> {
             orphans: Vec::new(),
             rx_held: 0,
             rx_evicted: 0,
+            rndv_received: 0,
             batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
@@ -617,7 +626,11 @@ impl<R: Role> UcxTransport<R> {
         let arg: *const ReqArg = &*self.args[slot];
         let mut op = op;
         let (buf, flags): (*mut c_void, u32) = match &mut op {
-            Op::Send { buf, .. } | Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
+            Op::Send { buf, rndv, .. } => (
+                buf.as_mut_ptr().cast(),
+                if *rndv { sys::UCP_AM_SEND_FLAG_RNDV } else { 0 },
+            ),
+            Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::KeySend { buf, .. } | Op::Refuse { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::StreamDrain { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::AddrSend { buf, .. } => (buf.as_mut_ptr().cast(), 0),
@@ -686,7 +699,7 @@ impl<R: Role> UcxTransport<R> {
         };
         self.free_slots.push(slot);
         match s.op {
-            Op::Send { buf, conn, len } => {
+            Op::Send { buf, conn, len, .. } => {
                 self.in_flight_sends = self.in_flight_sends.saturating_sub(1);
                 self.in_flight_bytes = self.in_flight_bytes.saturating_sub(len);
                 if let Some(c) = self.conn_mut(conn) {

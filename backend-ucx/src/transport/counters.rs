@@ -11,6 +11,12 @@ impl<R: Role> UcxTransport<R> {
         self.stray_frames
     }
 
+    /// Active messages received by rendezvous (large frames over shared
+    /// memory, [`UcxConfig::zero_copy_from`]).
+    pub fn rendezvous_received(&self) -> u64 {
+        self.rndv_received
+    }
+
     /// Connection requests refused because the table was full.
     pub fn refused(&self) -> u64 {
         self.refused
@@ -41,6 +47,10 @@ impl<R: Role> UcxTransport<R> {
         for s in self.slots.iter().flatten() {
             n += 1;
             bytes += match &s.op {
+                Op::Recv {
+                    held: Some((_, len)),
+                    ..
+                } => *len,
                 Op::Send { buf, .. } | Op::Recv { buf, .. } => buf.capacity(),
                 Op::AddrSend { buf, .. } | Op::AddrRecv { buf, .. } => buf.capacity(),
                 _ => 0,

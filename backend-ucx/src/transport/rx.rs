@@ -181,6 +181,7 @@ impl<R: Role> UcxTransport<R> {
                 AmData::Held { data, len } => self.complete(recv(Vec::new(), Some((data, len)))),
                 AmData::Copied(bytes) => self.complete(recv(bytes, None)),
                 AmData::Rndv { desc, len } => {
+                    self.rndv_received += 1;
                     let worker = self.worker.worker;
                     let buf = self.buffer(len);
                     let (done, slot) = self.start(recv(buf, None), |buf, param| {

@@ -155,7 +155,12 @@ fn raw_tag(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8]) {
     let len = buf.len();
     let am = t.config.api == Api::Am;
     t.sending(id, len);
-    let op = Op::Send { buf, conn: id, len };
+    let op = Op::Send {
+        buf,
+        conn: id,
+        len,
+        rndv: false,
+    };
     let (done, slot) = t.start_with(op, tag.to_le_bytes(), |buf, param, header| {
         if am {
             // SAFETY: ep is live; buf and header stay beside the request
@@ -304,6 +309,74 @@ fn frames_of_every_size_cross_both_ways_on_either_api() {
         }
         let (_, held, _, _) = server.held();
         assert_eq!(held, 0, "{api}: every frame taken, nothing held");
+    }
+}
+
+#[test]
+fn large_active_messages_over_shared_memory_go_by_rendezvous_and_arrive_whole() {
+    let _one = one();
+    let shm = |api| UcxConfig {
+        api,
+        shared_memory: true,
+        settings: {
+            let mut s = UcxConfig::default().settings;
+            s.push(("TLS".into(), "tcp,posix,sysv,cma,self".into()));
+            s
+        },
+        ..UcxConfig::default()
+    };
+    // Worker-address endpoints over tcp only: their rendezvous would be
+    // tcp's, so frames stay copied.
+    let tcp_only = UcxConfig {
+        shared_memory: true,
+        ..config_for(Api::Am)
+    };
+    let cases = [
+        (Api::Am, shm(Api::Am), true),
+        (Api::Am, config_for(Api::Am), false),
+        (Api::Am, tcp_only, false),
+        (Api::Tag, shm(Api::Tag), true),
+    ];
+    for (api, cfg, shared) in cases {
+        let mut server = UcxTransport::server(localhost(), cfg.clone()).unwrap();
+        let (mut c, cid, _) = pair(&mut server, cfg);
+        let safe = c.conn(cid).is_some_and(|c| c.zero_copy);
+        assert_eq!(safe, shared, "{api} shm {shared}: the lanes say {}", {
+            let ep = c.conn(cid).unwrap().frame_ep();
+            handshake::ep_info(ep)
+        });
+        let sizes = [64 * 1024, 100_000, 1 << 20];
+        let frame = |n: usize| -> Vec<u8> { (0..n).map(|j| (j % 251) as u8).collect() };
+        for &n in &sizes {
+            send(&mut c, cid, &frame(n)).unwrap();
+        }
+        let (s, _) = run(
+            &mut server,
+            &mut [&mut c],
+            Duration::from_secs(10),
+            |s, _| s.iter().filter(|e| matches!(e, Seen::Frame(..))).count() == sizes.len(),
+        );
+        let got: Vec<&Vec<u8>> = s
+            .iter()
+            .filter_map(|e| match e {
+                Seen::Frame(_, b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got.len(), sizes.len(), "{api} shm {shared}: {s:?}");
+        for (b, &n) in got.iter().zip(&sizes) {
+            assert!(
+                **b == frame(n),
+                "{api} shm {shared}: a {n}-byte frame changed"
+            );
+        }
+        let by_rndv = server.rendezvous_received();
+        let want = if api == Api::Am && shared {
+            sizes.len() as u64
+        } else {
+            0
+        };
+        assert_eq!(by_rndv, want, "{api} shm {shared}: frames by rendezvous");
     }
 }
 

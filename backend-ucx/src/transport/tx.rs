@@ -9,6 +9,8 @@ impl<R: Role> UcxTransport<R> {
     /// in its slot until the send completes.
     pub(super) fn send_message(&mut self, id: ConnId, buf: Vec<u8>, kind: u64) {
         let now = self.now;
+        let am = self.config.api == Api::Am;
+        let from = self.config.zero_copy_from;
         let Some(c) = self.conn_mut(id) else {
             self.recycle(buf);
             return;
@@ -16,9 +18,14 @@ impl<R: Role> UcxTransport<R> {
         c.said = now;
         let (ep, tag) = (c.frame_ep(), tag(c.remote_key, kind));
         let len = buf.len();
+        let rndv = am && c.zero_copy && kind == KIND_FRAME && from.is_some_and(|f| len >= f);
         self.sending(id, len);
-        let op = Op::Send { buf, conn: id, len };
-        let am = self.config.api == Api::Am;
+        let op = Op::Send {
+            buf,
+            conn: id,
+            len,
+            rndv,
+        };
         let (done, slot) = self.start_with(op, tag.to_le_bytes(), |buf, param, header| {
             if am {
                 // SAFETY: ep is live (the connection is open); buf holds
