@@ -131,6 +131,9 @@ pub(crate) const MAX_REFUSING: usize = 256;
 /// The largest buffer the pool keeps, and how many it keeps.
 const POOL_BUF_CAP: usize = 64 * 1024;
 const POOL_LEN: usize = 256;
+/// Buffers larger than that (up to `max_frame`) the pool keeps too, so
+/// that a stream of large frames allocates nothing per frame either.
+const POOL_LARGE_LEN: usize = 8;
 
 /// The longest worker address a peer may announce.
 const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
@@ -364,6 +367,8 @@ pub struct UcxTransport<R: Role> {
     ready: VecDeque<ConnId>,
     notices: VecDeque<Notice>,
     pool: Vec<Vec<u8>>,
+    /// The pool's buffers larger than `POOL_BUF_CAP`.
+    pool_large: Vec<Vec<u8>>,
     /// Frames dropped because their key named no open connection.
     stray_frames: u64,
     /// Connections refused (table full), and those still closing.
@@ -382,6 +387,10 @@ pub struct UcxTransport<R: Role> {
     rx_evicted: u64,
     /// Active messages received by rendezvous.
     rndv_received: u64,
+    /// The callbacks' queues of completions and arrivals, swapped with
+    /// theirs when taken (kept empty, with their capacity).
+    spare_done: Vec<(usize, Status, usize)>,
+    spare_arrivals: Vec<worker::Arrival>,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
     /// The time as of the last progress call. Liveness runs on its own
@@ -547,6 +556,7 @@ impl<R: Role> UcxTransport<R> {
             ready: VecDeque::new(),
             notices: VecDeque::new(),
             pool: Vec::new(),
+            pool_large: Vec::new(),
             stray_frames: 0,
             refused: 0,
             refusing: 0,
@@ -555,6 +565,8 @@ impl<R: Role> UcxTransport<R> {
             rx_held: 0,
             rx_evicted: 0,
             rndv_received: 0,
+            spare_done: Vec::new(),
+            spare_arrivals: Vec::new(),
             batched: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
@@ -805,14 +817,25 @@ impl<R: Role> UcxTransport<R> {
 
     /// Keeps `buf` for reuse unless the pool is full or `buf` is large.
     fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.pool.len() < POOL_LEN && buf.capacity() <= POOL_BUF_CAP {
-            buf.clear();
-            self.pool.push(buf);
+        buf.clear();
+        if buf.capacity() <= POOL_BUF_CAP {
+            if self.pool.len() < POOL_LEN {
+                self.pool.push(buf);
+            }
+        } else if self.pool_large.len() < POOL_LARGE_LEN
+            && buf.capacity() <= self.config.max_frame.max(BATCH_CAP)
+        {
+            self.pool_large.push(buf);
         }
     }
 
     fn buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
+        let pool = if len > POOL_BUF_CAP {
+            &mut self.pool_large
+        } else {
+            &mut self.pool
+        };
+        let mut b = pool.pop().unwrap_or_default();
         b.clear();
         b.resize(len, 0);
         b
@@ -827,14 +850,19 @@ impl<R: Role> UcxTransport<R> {
         // once (their callbacks push to the emptied queues).
         for _ in 0..64 {
             let failed = self.worker.shared.failed.take();
-            let done = self.worker.shared.done.take();
+            // The callbacks go on in the spare queue: no allocation per
+            // round once both have grown.
+            let spare = mem::take(&mut self.spare_done);
+            let mut done = self.worker.shared.done.replace(spare);
             if failed.is_empty() && done.is_empty() {
+                self.spare_done = self.worker.shared.done.replace(done);
                 break;
             }
             self.taken += (failed.len() + done.len()) as u64;
-            for (slot, status, length) in done {
+            for (slot, status, length) in done.drain(..) {
                 self.finish(slot, status, length);
             }
+            self.spare_done = done;
             for (key, status) in failed {
                 let Some(id) = self
                     .by_key

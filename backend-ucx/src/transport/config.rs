@@ -190,7 +190,8 @@ impl UcxConfig {
     /// - per connection, one batch being emitted (`BATCH_CAP`, 32 KiB);
     /// - sends in flight: `send_bytes` over all connections, plus one
     ///   frame (`max_frame`) or batch past it;
-    /// - the buffer pool: 256 buffers of at most 64 KiB;
+    /// - the buffer pool: 256 buffers of at most 64 KiB, and 8 of at most
+    ///   `max_frame`;
     /// - refused connections still closing: 256, a few bytes each.
     ///
     /// UCX's own buffers (its unexpected-message queue, socket buffers)
@@ -203,7 +204,8 @@ impl UcxConfig {
         let recv = (self.recv_bytes as u64).min(conns.saturating_mul(self.conn_recv_bytes as u64));
         let batches = conns.saturating_mul(BATCH_CAP as u64);
         let sends = (self.send_bytes as u64).saturating_add(self.max_frame.max(BATCH_CAP) as u64);
-        let pool = (POOL_LEN * POOL_BUF_CAP) as u64;
+        let pool = (POOL_LEN * POOL_BUF_CAP) as u64
+            + (POOL_LARGE_LEN as u64).saturating_mul(self.max_frame.max(BATCH_CAP) as u64);
         recv.saturating_add(batches)
             .saturating_add(sends)
             .saturating_add(pool)

@@ -58,8 +58,9 @@ impl<R: Role> UcxTransport<R> {
         }
         // Pages given back (orphaned receives) are not held.
         bytes = bytes.saturating_sub(self.orphaned().1);
-        let pooled = self.pool.iter().map(Vec::capacity).sum();
-        (n, bytes, self.pool.len(), pooled)
+        let pools = self.pool.iter().chain(&self.pool_large);
+        let pooled = pools.clone().map(Vec::capacity).sum();
+        (n, bytes, pools.count(), pooled)
     }
 
     /// Receives of closed connections still in progress (messages cut

@@ -151,9 +151,10 @@ impl<R: Role> UcxTransport<R> {
     /// its connection, or released at once (a heartbeat, a stray, a
     /// fault).
     pub(super) fn arrived(&mut self) {
-        let arrivals = self.worker.shared.arrivals.take();
+        let spare = mem::take(&mut self.spare_arrivals);
+        let mut arrivals = self.worker.shared.arrivals.replace(spare);
         self.taken += arrivals.len() as u64;
-        for a in arrivals {
+        for a in arrivals.drain(..) {
             let (key, kind) = a.header.map_or((0, u64::MAX), untag);
             let len = a.data.len();
             let charge = match a.data {
@@ -202,6 +203,7 @@ impl<R: Role> UcxTransport<R> {
             self.queue_rx(id, slot);
             self.finish(slot, Status::OK, len);
         }
+        self.spare_arrivals = arrivals;
     }
 
     /// A receive that is complete already, in a new slot.
