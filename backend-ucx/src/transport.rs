@@ -190,10 +190,6 @@ struct Conn {
     said: Clock,
     /// Frames waiting to go out together: each a `u32` length and bytes.
     batch: Vec<u8>,
-    /// Its frame endpoint's rendezvous lanes are this host's memory only
-    /// ([`handshake::lanes_copy_safely`]): large active messages may go by
-    /// rendezvous.
-    zero_copy: bool,
 }
 
 impl Conn {
@@ -209,8 +205,8 @@ enum Op {
         buf: Vec<u8>,
         conn: ConnId,
         len: usize,
-        /// An active message sent by rendezvous (`UCP_AM_SEND_FLAG_RNDV`).
-        rndv: bool,
+        /// An active message's send flags (`UCP_AM_SEND_FLAG_*`).
+        am_flags: u32,
     },
     Recv {
         buf: Vec<u8>,
@@ -385,8 +381,8 @@ pub struct UcxTransport<R: Role> {
     rx_held: usize,
     /// Connections closed because the transport's receive memory was full.
     rx_evicted: u64,
-    /// Active messages received by rendezvous.
-    rndv_received: u64,
+    /// Rendezvous active messages declined (their connections closed).
+    rndv_refused: u64,
     /// The callbacks' queues of completions and arrivals, swapped with
     /// theirs when taken (kept empty, with their capacity).
     spare_done: Vec<(usize, Status, usize)>,
@@ -564,7 +560,7 @@ impl<R: Role> UcxTransport<R> {
             orphans: Vec::new(),
             rx_held: 0,
             rx_evicted: 0,
-            rndv_received: 0,
+            rndv_refused: 0,
             spare_done: Vec::new(),
             spare_arrivals: Vec::new(),
             batched: Vec::new(),
@@ -638,10 +634,7 @@ impl<R: Role> UcxTransport<R> {
         let arg: *const ReqArg = &*self.args[slot];
         let mut op = op;
         let (buf, flags): (*mut c_void, u32) = match &mut op {
-            Op::Send { buf, rndv, .. } => (
-                buf.as_mut_ptr().cast(),
-                if *rndv { sys::UCP_AM_SEND_FLAG_RNDV } else { 0 },
-            ),
+            Op::Send { buf, am_flags, .. } => (buf.as_mut_ptr().cast(), *am_flags),
             Op::Recv { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::KeySend { buf, .. } | Op::Refuse { buf, .. } => (buf.as_mut_ptr().cast(), 0),
             Op::StreamDrain { buf, .. } => (buf.as_mut_ptr().cast(), 0),
@@ -663,9 +656,6 @@ impl<R: Role> UcxTransport<R> {
         param.flags = flags;
         param.user_data = arg.cast_mut().cast();
         match &op {
-            Op::Recv { .. } if self.config.api == Api::Am => {
-                param.cb.recv_am = Some(worker::on_recv_length)
-            }
             Op::Recv { .. } => param.cb.recv = Some(worker::on_tag_recv),
             Op::KeyRecv { .. }
             | Op::AddrLenRecv { .. }

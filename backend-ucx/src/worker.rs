@@ -129,8 +129,8 @@ pub(crate) enum AmData {
     /// UCX's own buffer, kept for the transport (the callback returned
     /// `UCS_INPROGRESS`): readable until `ucp_am_data_release`.
     Held { data: *mut c_void, len: usize },
-    /// A rendezvous: nothing arrived yet; `ucp_am_recv_data_nbx` fetches
-    /// it, or `ucp_am_data_release` declines it.
+    /// A rendezvous: nothing arrived yet; `ucp_am_data_release` declines
+    /// it (the transport never fetches one).
     Rndv { desc: *mut c_void, len: usize },
     /// Copied in the callback (UCX could not let the transport keep it).
     Copied(Vec<u8>),
@@ -219,7 +219,7 @@ pub(crate) unsafe extern "C" fn on_tag_recv(
     unsafe { done(user_data, status, 0) };
 }
 
-/// `ucp_stream_recv_nbx_callback_t` and `ucp_am_recv_data_nbx_callback_t`.
+/// `ucp_stream_recv_nbx_callback_t`.
 pub(crate) unsafe extern "C" fn on_recv_length(
     _request: *mut c_void,
     status: sys::ucs_status_t,

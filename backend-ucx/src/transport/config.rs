@@ -90,13 +90,6 @@ pub struct UcxConfig {
     /// peer gone without a reset may go unnoticed for minutes). Both ends
     /// must agree: an end with it on closes a peer that sends none.
     pub liveness: Option<Liveness>,
-    /// On the active-message API over shared memory: frames of at least
-    /// this many bytes go by rendezvous, moved once from the sender's
-    /// buffer into the receiver's (`cma`), where the connection's frame
-    /// endpoint moves rendezvous bytes only through this host's memory
-    /// (never over tcp, whose zero-copy paths UCX 1.13.1 aborts on when a
-    /// peer dies); `None`: every frame by copy, in fragments.
-    pub zero_copy_from: Option<usize>,
     /// Send the small frames a driver emits between two polls in one UCX
     /// message per connection (see the module's tag layout). Every
     /// receiver takes batches, whatever its own setting.
@@ -260,7 +253,6 @@ impl Default for UcxConfig {
                 ("RNDV_THRESH".into(), "inf".into()),
             ],
             shared_memory: false,
-            zero_copy_from: Some(64 * 1024),
             liveness: Some(Liveness::default()),
             coalesce: true,
             max_connections: 1024,

@@ -61,7 +61,6 @@ impl<R: Role> UcxTransport<R> {
             heard: Clock::now(),
             said: Clock::now(),
             batch: Vec::new(),
-            zero_copy: false,
         });
         self.by_key.insert(key, slot);
         self.exchange_keys(id);

@@ -11,10 +11,11 @@ impl<R: Role> UcxTransport<R> {
         self.stray_frames
     }
 
-    /// Active messages received by rendezvous (large frames over shared
-    /// memory, [`UcxConfig::zero_copy_from`]).
-    pub fn rendezvous_received(&self) -> u64 {
-        self.rndv_received
+    /// Rendezvous active messages declined, each closing its sender's
+    /// connection (this transport sends every message eagerly; see the
+    /// module's "Active messages").
+    pub fn rendezvous_refused(&self) -> u64 {
+        self.rndv_refused
     }
 
     /// Connection requests refused because the table was full.

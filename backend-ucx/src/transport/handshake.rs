@@ -132,7 +132,6 @@ impl<R: Role> UcxTransport<R> {
             return self.fail(id, DisconnectReason::ConnectFailed(made.cause()));
         }
         c.data = Some((ep, err_arg));
-        c.zero_copy = lanes_copy_safely(ep);
         self.addr_step(id, Status::OK, false);
     }
 
@@ -257,63 +256,4 @@ impl<R: Role> UcxTransport<R> {
             State::Opening { .. } => {}
         }
     }
-}
-
-/// Whether UCX's rendezvous lanes of `ep` move bytes only through this
-/// host's memory (`cma`, `knem`, `xpmem`, or the shared-memory transports),
-/// never through a network transport: then a large active message may go
-/// by rendezvous, one copy from the sender's buffer (`cma`:
-/// `process_vm_readv`), without UCX 1.13.1's tcp zero-copy paths, which
-/// abort the process when a peer dies mid-transfer. Read from
-/// `ucp_ep_print_info`, UCX 1.13.1's only report of an endpoint's lanes
-/// (`lane[N]: R:TL/DEV.P ... rma_bw#K`); anything unexpected says no.
-pub(super) fn lanes_copy_safely(ep: sys::ucp_ep_h) -> bool {
-    let text = ep_info(ep);
-    let mut any = false;
-    for line in text.lines().filter(|l| l.contains("rma_bw#")) {
-        let Some(tl) = line
-            .split_whitespace()
-            .find_map(|w| {
-                w.split_once(':')
-                    .map(|(_, r)| r)
-                    .filter(|r| r.contains('/'))
-            })
-            .and_then(|r| r.split('/').next())
-        else {
-            return false;
-        };
-        if !["cma", "knem", "xpmem", "posix", "sysv"].contains(&tl) {
-            return false;
-        }
-        any = true;
-    }
-    any
-}
-
-/// What `ucp_ep_print_info` says about `ep`.
-pub(super) fn ep_info(ep: sys::ucp_ep_h) -> String {
-    let mut buf: *mut libc::c_char = ptr::null_mut();
-    let mut len: libc::size_t = 0;
-    // SAFETY: buf and len are live out-pointers; the stream writes its
-    // buffer's address and length there at fclose.
-    let file = unsafe { libc::open_memstream(&mut buf, &mut len) };
-    if file.is_null() {
-        return String::new();
-    }
-    // SAFETY: ep is a live endpoint; file is an open stream (libc's FILE
-    // is the same C type as the bindings').
-    unsafe { sys::ucp_ep_print_info(ep, file.cast()) };
-    // SAFETY: file was opened above and is closed once; afterwards buf
-    // holds `len` bytes (NUL-terminated) owned by us.
-    unsafe { libc::fclose(file) };
-    if buf.is_null() {
-        return String::new();
-    }
-    // SAFETY: buf holds `len` initialised bytes until it is freed, just
-    // after they are copied out.
-    let text = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
-    let text = String::from_utf8_lossy(text).into_owned();
-    // SAFETY: buf came from open_memstream (malloc) and is freed once.
-    unsafe { libc::free(buf.cast()) };
-    text
 }

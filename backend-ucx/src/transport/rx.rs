@@ -147,9 +147,11 @@ impl<R: Role> UcxTransport<R> {
     }
 
     /// Takes the active messages that arrived: each kept where UCX holds
-    /// it (or, a rendezvous, fetched into a buffer of its size), queued on
-    /// its connection, or released at once (a heartbeat, a stray, a
-    /// fault).
+    /// it and queued on its connection, or released at once (a heartbeat,
+    /// a stray, a fault). A rendezvous is declined, never fetched, and
+    /// closes its sender's connection: fetching reads the sender's memory,
+    /// and UCX 1.13.1 aborts the process when the sender dies meanwhile
+    /// (this transport sends every message eagerly).
     pub(super) fn arrived(&mut self) {
         let spare = mem::take(&mut self.spare_arrivals);
         let mut arrivals = self.worker.shared.arrivals.replace(spare);
@@ -157,6 +159,23 @@ impl<R: Role> UcxTransport<R> {
         for a in arrivals.drain(..) {
             let (key, kind) = a.header.map_or((0, u64::MAX), untag);
             let len = a.data.len();
+            if let AmData::Rndv { .. } = a.data {
+                self.rndv_refused += 1;
+                let conn = self
+                    .by_key
+                    .get(&key)
+                    .and_then(|&c| self.conns[c].as_ref())
+                    .map(|c| (c.id, c.peer));
+                self.release_am(a.data);
+                match conn {
+                    Some((id, peer)) => {
+                        let what = format!("a {len}-byte rendezvous message");
+                        self.close_faulty(Some((id, peer, RENDEZVOUS, what)));
+                    }
+                    None => self.stray_frames += 1,
+                }
+                continue;
+            }
             let charge = match a.data {
                 AmData::Held { .. } => len.max(HELD_MIN),
                 _ => len,
@@ -181,24 +200,8 @@ impl<R: Role> UcxTransport<R> {
             let slot = match a.data {
                 AmData::Held { data, len } => self.complete(recv(Vec::new(), Some((data, len)))),
                 AmData::Copied(bytes) => self.complete(recv(bytes, None)),
-                AmData::Rndv { desc, len } => {
-                    self.rndv_received += 1;
-                    let worker = self.worker.worker;
-                    let buf = self.buffer(len);
-                    let (done, slot) = self.start(recv(buf, None), |buf, param| {
-                        // SAFETY: desc is a rendezvous descriptor UCX
-                        // handed to the callback, consumed here once (UCX
-                        // owns it from this call on, failed or not); buf
-                        // holds `len` bytes and stays in its slot until
-                        // the receive completes.
-                        unsafe { sys::ucp_am_recv_data_nbx(worker, desc, buf, len, param) }
-                    });
-                    self.queue_rx(id, slot);
-                    if let Some(status) = done {
-                        self.finish(slot, status, len);
-                    }
-                    continue;
-                }
+                // Declined above.
+                AmData::Rndv { .. } => continue,
             };
             self.queue_rx(id, slot);
             self.finish(slot, Status::OK, len);

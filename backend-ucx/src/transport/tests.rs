@@ -150,6 +150,11 @@ fn pair(server: &mut UcxTransport<Accept>, cfg: UcxConfig) -> (UcxTransport<Dial
 /// Sends `bytes` with `tag` (as the tag, or as an active message's
 /// header) on the endpoint of `id`, raw.
 fn raw_tag(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8]) {
+    raw_send(t, id, tag, bytes, 0);
+}
+
+/// [`raw_tag`], with an active message's send flags.
+fn raw_send(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8], am_flags: u32) {
     let ep = t.conn(id).unwrap().frame_ep();
     let buf = bytes.to_vec();
     let len = buf.len();
@@ -159,7 +164,7 @@ fn raw_tag(t: &mut UcxTransport<Dial>, id: ConnId, tag: u64, bytes: &[u8]) {
         buf,
         conn: id,
         len,
-        rndv: false,
+        am_flags,
     };
     let (done, slot) = t.start_with(op, tag.to_le_bytes(), |buf, param, header| {
         if am {
@@ -313,46 +318,38 @@ fn frames_of_every_size_cross_both_ways_on_either_api() {
 }
 
 #[test]
-fn large_active_messages_over_shared_memory_go_by_rendezvous_and_arrive_whole() {
+fn active_messages_go_eagerly_even_when_rendezvous_is_asked_and_one_received_closes_its_sender() {
     let _one = one();
-    let shm = |api| UcxConfig {
-        api,
-        shared_memory: true,
-        settings: {
-            let mut s = UcxConfig::default().settings;
-            s.push(("TLS".into(), "tcp,posix,sysv,cma,self".into()));
-            s
-        },
-        ..UcxConfig::default()
+    // Rendezvous from 1 KiB on, in the configuration of both ends: the
+    // transport's own messages still go eagerly.
+    let cfg = |shared_memory: bool| {
+        let mut settings = UcxConfig::default().settings;
+        settings.retain(|(n, _)| n != "RNDV_THRESH" && n != "ZCOPY_THRESH");
+        settings.push(("RNDV_THRESH".into(), "1k".into()));
+        let tls = if shared_memory {
+            "tcp,posix,sysv,cma,self"
+        } else {
+            "tcp,self"
+        };
+        settings.push(("TLS".into(), tls.into()));
+        UcxConfig {
+            api: Api::Am,
+            shared_memory,
+            settings,
+            ..UcxConfig::default()
+        }
     };
-    // Worker-address endpoints over tcp only: their rendezvous would be
-    // tcp's, so frames stay copied.
-    let tcp_only = UcxConfig {
-        shared_memory: true,
-        ..config_for(Api::Am)
-    };
-    let cases = [
-        (Api::Am, shm(Api::Am), true),
-        (Api::Am, config_for(Api::Am), false),
-        (Api::Am, tcp_only, false),
-        (Api::Tag, shm(Api::Tag), true),
-    ];
-    for (api, cfg, shared) in cases {
-        let mut server = UcxTransport::server(localhost(), cfg.clone()).unwrap();
-        let (mut c, cid, _) = pair(&mut server, cfg);
-        let safe = c.conn(cid).is_some_and(|c| c.zero_copy);
-        assert_eq!(safe, shared, "{api} shm {shared}: the lanes say {}", {
-            let ep = c.conn(cid).unwrap().frame_ep();
-            handshake::ep_info(ep)
-        });
+    for shared in [true, false] {
+        let mut server = UcxTransport::server(localhost(), cfg(shared)).unwrap();
+        let (mut good, gid, _) = pair(&mut server, cfg(shared));
         let sizes = [64 * 1024, 100_000, 1 << 20];
         let frame = |n: usize| -> Vec<u8> { (0..n).map(|j| (j % 251) as u8).collect() };
         for &n in &sizes {
-            send(&mut c, cid, &frame(n)).unwrap();
+            send(&mut good, gid, &frame(n)).unwrap();
         }
         let (s, _) = run(
             &mut server,
-            &mut [&mut c],
+            &mut [&mut good],
             Duration::from_secs(10),
             |s, _| s.iter().filter(|e| matches!(e, Seen::Frame(..))).count() == sizes.len(),
         );
@@ -363,20 +360,41 @@ fn large_active_messages_over_shared_memory_go_by_rendezvous_and_arrive_whole() 
                 _ => None,
             })
             .collect();
-        assert_eq!(got.len(), sizes.len(), "{api} shm {shared}: {s:?}");
+        assert_eq!(got.len(), sizes.len(), "shm {shared}: {s:?}");
         for (b, &n) in got.iter().zip(&sizes) {
-            assert!(
-                **b == frame(n),
-                "{api} shm {shared}: a {n}-byte frame changed"
-            );
+            assert!(**b == frame(n), "shm {shared}: a {n}-byte frame changed");
         }
-        let by_rndv = server.rendezvous_received();
-        let want = if api == Api::Am && shared {
-            sizes.len() as u64
-        } else {
-            0
-        };
-        assert_eq!(by_rndv, want, "{api} shm {shared}: frames by rendezvous");
+        assert_eq!(server.rendezvous_refused(), 0, "shm {shared}");
+        // A peer that sends a rendezvous is closed; the good one goes on.
+        let (mut bad, bid, bad_on_s) = pair(&mut server, cfg(shared));
+        let key = bad.conn(bid).unwrap().remote_key;
+        raw_send(
+            &mut bad,
+            bid,
+            tag(key, KIND_FRAME),
+            &frame(200_000),
+            sys::UCP_AM_SEND_FLAG_RNDV,
+        );
+        let (s, _) = run(
+            &mut server,
+            &mut [&mut bad, &mut good],
+            Duration::from_secs(10),
+            |s, _| s.iter().any(|e| matches!(e, Seen::Gone(..))),
+        );
+        assert!(
+            s.iter().any(|e| matches!(e,
+                Seen::Gone(id, DisconnectReason::Other(c)) if *id == bad_on_s && *c == RENDEZVOUS)),
+            "shm {shared}: {s:?}"
+        );
+        assert_eq!(server.rendezvous_refused(), 1, "shm {shared}");
+        let n = echoes(
+            &mut server,
+            &mut [&mut bad],
+            &mut good,
+            gid,
+            Duration::from_secs(1),
+        );
+        assert!(n > 100, "shm {shared}: the good client got {n} echoes");
     }
 }
 
@@ -939,6 +957,7 @@ fn the_memory_bound_adds_up_the_configured_caps() {
         + (64u64 << 20)
         + MAX_FRAME_LEN as u64
         + 256 * 64 * 1024
+        + 8 * MAX_FRAME_LEN as u64
         + 256 * 256;
     assert_eq!(c.memory_bound(), expected);
     eprintln!("default memory bound: {} bytes", c.memory_bound());

@@ -10,7 +10,6 @@ impl<R: Role> UcxTransport<R> {
     pub(super) fn send_message(&mut self, id: ConnId, buf: Vec<u8>, kind: u64) {
         let now = self.now;
         let am = self.config.api == Api::Am;
-        let from = self.config.zero_copy_from;
         let Some(c) = self.conn_mut(id) else {
             self.recycle(buf);
             return;
@@ -18,13 +17,17 @@ impl<R: Role> UcxTransport<R> {
         c.said = now;
         let (ep, tag) = (c.frame_ep(), tag(c.remote_key, kind));
         let len = buf.len();
-        let rndv = am && c.zero_copy && kind == KIND_FRAME && from.is_some_and(|f| len >= f);
         self.sending(id, len);
+        // Eager always, whatever the environment's thresholds: a
+        // rendezvous makes the receiver read the sender's memory (`cma`
+        // over shared memory, a tcp PUT over tcp), and UCX 1.13.1 aborts
+        // the process when that peer dies mid-transfer (`cma_ep.c:81`;
+        // `tcp_ep.c:939`). Receivers refuse rendezvous (`arrived`).
         let op = Op::Send {
             buf,
             conn: id,
             len,
-            rndv,
+            am_flags: if am { sys::UCP_AM_SEND_FLAG_EAGER } else { 0 },
         };
         let (done, slot) = self.start_with(op, tag.to_le_bytes(), |buf, param, header| {
             if am {

@@ -135,6 +135,14 @@ pub(crate) const API_MISMATCH: Cause = Cause {
            both ends must use the same (--api)",
 };
 
+/// The cause of a connection closed for a rendezvous active message.
+pub(crate) const RENDEZVOUS: Cause = Cause {
+    code: sys::UCS_ERR_UNSUPPORTED as i32,
+    name: "rendezvous refused",
+    text: "a rendezvous message (every message must be sent eagerly: fetching one aborts \
+           UCX 1.13.1 when its sender dies meanwhile)",
+};
+
 /// The cause of a bad key exchange.
 pub(crate) const BAD_KEY: Cause = Cause {
     code: sys::UCS_ERR_INVALID_PARAM as i32,
