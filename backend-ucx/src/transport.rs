@@ -994,6 +994,13 @@ impl<R: Role> Transport for UcxTransport<R> {
         if !self.notices.is_empty() || !self.ready.is_empty() || self.in_flight_sends > 0 {
             return Readiness::Pending;
         }
+        // Active messages a callback recorded since the last drive.
+        let arrivals = self.worker.shared.arrivals.take();
+        let arrived = !arrivals.is_empty();
+        self.worker.shared.arrivals.set(arrivals);
+        if arrived {
+            return Readiness::Pending;
+        }
         match self.worker.arm() {
             Ok(true) => Readiness::Armed,
             _ => Readiness::Pending,

@@ -125,8 +125,18 @@ fn a_frame_the_fault_wrapper_drops_in_front_of_ucx_is_reported_at_once_as_a_live
 
 #[test]
 fn in_blocking_mode_a_quiet_pair_sleeps_on_the_event_fds_and_still_delivers_everything() {
+    blocking_pair(iomsg_ucx::Api::Tag);
+}
+
+#[test]
+fn with_active_messages_in_blocking_mode_a_quiet_pair_sleeps_and_still_delivers_everything() {
+    blocking_pair(iomsg_ucx::Api::Am);
+}
+
+fn blocking_pair(api: iomsg_ucx::Api) {
     let _one = loopback_only();
     let blocking = UcxConfig {
+        api,
         mode: iomsg_ucx::WaitMode::Blocking,
         ..UcxConfig::default()
     };
