@@ -15,8 +15,16 @@ mod support;
 use support::{one_at_a_time, peer, Dir, Proc};
 
 fn server(dir: &Dir) -> (Proc, String) {
+    server_on(dir, "tag")
+}
+
+/// A server on UCX API `api` (`am` or `tag`).
+fn server_on(dir: &Dir, api: &str) -> (Proc, String) {
     let out = dir.file("server1.out");
-    let p = peer(&["server", "127.0.0.1:0", "--record", "none"], &out);
+    let p = peer(
+        &["server", "127.0.0.1:0", "--record", "none", "--api", api],
+        &out,
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let text = fs::read_to_string(&out).unwrap_or_default();
@@ -29,11 +37,17 @@ fn server(dir: &Dir) -> (Proc, String) {
 }
 
 fn client(dir: &Dir, addr: &str, count: u64, size: usize) -> Proc {
+    client_on(dir, addr, count, size, "tag")
+}
+
+fn client_on(dir: &Dir, addr: &str, count: u64, size: usize, api: &str) -> Proc {
     let record = dir.file("client.rec");
     peer(
         &[
             "client",
             addr,
+            "--api",
+            api,
             "--count",
             &count.to_string(),
             "--size",
@@ -107,17 +121,26 @@ fn a_server_stopped_past_a_clients_connect_timeout_lives_on_after_sigcont() {
 
 #[test]
 fn clients_killed_while_sending_1_mib_messages_leave_the_server_serving_and_its_memory_back() {
+    clients_killed_mid_message("tag");
+}
+
+#[test]
+fn with_active_messages_clients_killed_mid_message_leave_the_server_serving_and_its_memory() {
+    clients_killed_mid_message("am");
+}
+
+fn clients_killed_mid_message(api: &str) {
     let _one = one_at_a_time();
-    let dir = Dir::new("faults-kill");
-    let (mut srv, addr) = server(&dir);
-    let survivor_dir = Dir::new("faults-kill-survivor");
-    let survivor = client(&survivor_dir, &addr, 400_000, 64);
+    let dir = Dir::new(&format!("faults-kill-{api}"));
+    let (mut srv, addr) = server_on(&dir, api);
+    let survivor_dir = Dir::new(&format!("faults-kill-survivor-{api}"));
+    let survivor = client_on(&survivor_dir, &addr, 400_000, 64, api);
     let mut peak = 0;
     let start = srv.rss_kib().unwrap_or(0);
     for k in 0..3 {
-        let doomed_dir = Dir::new(&format!("faults-kill-doomed{k}"));
+        let doomed_dir = Dir::new(&format!("faults-kill-doomed{k}-{api}"));
         // Few messages: the peer fills its whole window before it connects.
-        let doomed = client(&doomed_dir, &addr, 40, 1 << 20);
+        let doomed = client_on(&doomed_dir, &addr, 40, 1 << 20, api);
         // Connected (the server counts two), then streaming for a while.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
