@@ -138,8 +138,16 @@ const POOL_LARGE_LEN: usize = 8;
 /// The longest worker address a peer may announce.
 const MAX_WORKER_ADDRESS: u64 = 64 * 1024;
 
-/// A batch is sent once it would grow past this.
+/// A batch is sent once it would grow past this (on the tag API; the most
+/// any receiver takes).
 const BATCH_CAP: usize = 32 * 1024;
+
+/// On the active-message API, a batch is sent once it would grow past
+/// this: UCX then sends it as one fragment (its segments are 8 KiB over
+/// tcp and shared memory, less its headers), which the receiver's callback
+/// gets in UCX's own receive buffer. A larger one is assembled by UCX from
+/// fragments into a buffer it allocates, a copy more.
+const AM_BATCH_CAP: usize = 8 * 1024 - 128;
 
 /// Frames up to this size are coalesced into batches; larger ones go alone
 /// (sent from the buffer they were emitted into).

@@ -64,6 +64,14 @@ impl<R: Role> UcxTransport<R> {
         self.send_message(id, buf, KIND_BATCH);
     }
 
+    /// How large a batch grows at most before it is sent.
+    pub(super) fn batch_cap(&self) -> usize {
+        match self.config.api {
+            Api::Am => AM_BATCH_CAP,
+            Api::Tag => BATCH_CAP,
+        }
+    }
+
     /// Sends every connection's batch.
     pub(super) fn flush_batches(&mut self) {
         while let Some(id) = self.batched.pop() {
@@ -88,7 +96,7 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             let now = t.now;
             let full = t
                 .conn(self.conn)
-                .is_some_and(|c| c.batch.len() + 4 + len > BATCH_CAP);
+                .is_some_and(|c| c.batch.len() + 4 + len > t.batch_cap());
             if full {
                 t.flush_batch(self.conn);
             }
