@@ -198,6 +198,10 @@ struct Conn {
     said: Clock,
     /// Frames waiting to go out together: each a `u32` length and bytes.
     batch: Vec<u8>,
+    /// The bytes of `batch` in use: it keeps its length from earlier
+    /// batches (initialised bytes that the next frames overwrite), so that
+    /// a frame is emitted into it without zeroing its room first.
+    batch_len: usize,
 }
 
 impl Conn {
@@ -813,9 +817,11 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// Keeps `buf` for reuse unless the pool is full or `buf` is large.
-    fn recycle(&mut self, mut buf: Vec<u8>) {
-        buf.clear();
+    /// Keeps `buf` for reuse, its length too: its bytes are initialised,
+    /// so a later [`buffer`](Self::buffer) of at most that length needs no
+    /// zeroing (whatever it is used for overwrites them: an emitted frame,
+    /// a received message).
+    fn recycle(&mut self, buf: Vec<u8>) {
         if buf.capacity() <= POOL_BUF_CAP {
             if self.pool.len() < POOL_LEN {
                 self.pool.push(buf);
@@ -834,8 +840,11 @@ impl<R: Role> UcxTransport<R> {
             &mut self.pool
         };
         let mut b = pool.pop().unwrap_or_default();
-        b.clear();
-        b.resize(len, 0);
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
         b
     }
 

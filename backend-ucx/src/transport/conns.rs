@@ -61,6 +61,7 @@ impl<R: Role> UcxTransport<R> {
             heard: Clock::now(),
             said: Clock::now(),
             batch: Vec::new(),
+            batch_len: 0,
         });
         self.by_key.insert(key, slot);
         self.exchange_keys(id);

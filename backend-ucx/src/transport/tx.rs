@@ -51,16 +51,14 @@ impl<R: Role> UcxTransport<R> {
 
     /// Sends the frames batched for `id`, as one message.
     pub(super) fn flush_batch(&mut self, id: ConnId) {
-        let fresh = self.buffer(0);
-        let Some(c) = self.conn_mut(id) else {
-            self.recycle(fresh);
-            return;
-        };
-        if c.batch.is_empty() {
-            self.recycle(fresh);
+        if self.conn(id).is_none_or(|c| c.batch_len == 0) {
             return;
         }
-        let buf = mem::replace(&mut c.batch, fresh);
+        // A pooled buffer as it is: its bytes get overwritten.
+        let fresh = self.pool.pop().unwrap_or_default();
+        let Some(c) = self.conn_mut(id) else { return };
+        let mut buf = mem::replace(&mut c.batch, fresh);
+        buf.truncate(mem::take(&mut c.batch_len));
         self.send_message(id, buf, KIND_BATCH);
     }
 
@@ -96,7 +94,7 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             let now = t.now;
             let full = t
                 .conn(self.conn)
-                .is_some_and(|c| c.batch.len() + 4 + len > t.batch_cap());
+                .is_some_and(|c| c.batch_len + 4 + len > t.batch_cap());
             if full {
                 t.flush_batch(self.conn);
             }
@@ -104,12 +102,17 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
                 let mut scratch = vec![0u8; len];
                 return emit(&mut scratch);
             };
-            let first = c.batch.is_empty();
-            let start = c.batch.len() + 4;
-            c.batch.extend_from_slice(&(len as u32).to_le_bytes());
-            c.batch.resize(start + len, 0);
+            let first = c.batch_len == 0;
+            let start = c.batch_len + 4;
+            let end = start + len;
+            // Zeroed only where the buffer never was this long.
+            if c.batch.len() < end {
+                c.batch.resize(end, 0);
+            }
+            c.batch[start - 4..start].copy_from_slice(&(len as u32).to_le_bytes());
+            c.batch_len = end;
             c.said = now;
-            let r = emit(&mut c.batch[start..]);
+            let r = emit(&mut c.batch[start..end]);
             if first {
                 t.batched.push(self.conn);
             }
