@@ -3,9 +3,9 @@
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{transmute, IntoBytes};
 
+use super::crc32c::{Crc32c, HEADER_COVERED};
 use super::header::{
-    crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
-    READ_BODY_LEN,
+    Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE, READ_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -26,59 +26,75 @@ impl IoMsg<'_> {
     /// - [`WireError::BadFlags`] if `stream` is set on an op other than `Write`,
     /// - [`WireError::BufferTooSmall`] if `buf` is shorter than `buffer_len()`.
     ///
-    /// Never panics and never allocates.
+    /// Never panics and never allocates. The CRCs are this build's own
+    /// ([`Crc32c::BUILTIN`]); [`emit_with`](Self::emit_with) takes them
+    /// from a provider.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        self.emit_inner(buf, self.body.payload_len(), |payload, body| match *body {
-            Body::Hello {
-                base_sn,
-                next_sn,
-                token,
-                window,
-                replay,
-            } => payload.copy_from_slice(
-                HelloBody {
-                    base_sn: U64::new(base_sn),
-                    next_sn: U64::new(next_sn),
-                    token: U64::new(token),
-                    window: U32::new(window),
-                    replay: u8::from(replay),
-                    padding: [0; 3],
+        self.emit_with(buf, &Crc32c::BUILTIN)
+    }
+
+    /// [`emit`](Self::emit) with the CRCs computed by `crc`.
+    ///
+    /// # Errors
+    ///
+    /// As [`emit`](Self::emit).
+    pub fn emit_with(&self, buf: &mut [u8], crc: &Crc32c) -> Result<usize, WireError> {
+        self.emit_inner(
+            buf,
+            self.body.payload_len(),
+            crc,
+            |payload, body| match *body {
+                Body::Hello {
+                    base_sn,
+                    next_sn,
+                    token,
+                    window,
+                    replay,
+                } => payload.copy_from_slice(
+                    HelloBody {
+                        base_sn: U64::new(base_sn),
+                        next_sn: U64::new(next_sn),
+                        token: U64::new(token),
+                        window: U32::new(window),
+                        replay: u8::from(replay),
+                        padding: [0; 3],
+                    }
+                    .as_bytes(),
+                ),
+                Body::Welcome {
+                    instance,
+                    resume_from,
+                    incarnation,
+                    window,
+                    known,
+                } => payload.copy_from_slice(
+                    WelcomeBody {
+                        instance: U64::new(instance),
+                        resume_from: U64::new(resume_from),
+                        incarnation: U64::new(incarnation),
+                        window: U32::new(window),
+                        known: u8::from(known),
+                        padding: [0; 3],
+                    }
+                    .as_bytes(),
+                ),
+                Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
+                Body::Read { len, request } => {
+                    let (head, rest) = payload.split_at_mut(READ_BODY_LEN);
+                    head.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes());
+                    rest.copy_from_slice(request);
                 }
-                .as_bytes(),
-            ),
-            Body::Welcome {
-                instance,
-                resume_from,
-                incarnation,
-                window,
-                known,
-            } => payload.copy_from_slice(
-                WelcomeBody {
-                    instance: U64::new(instance),
-                    resume_from: U64::new(resume_from),
-                    incarnation: U64::new(incarnation),
-                    window: U32::new(window),
-                    known: u8::from(known),
-                    padding: [0; 3],
-                }
-                .as_bytes(),
-            ),
-            Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
-            Body::Read { len, request } => {
-                let (head, rest) = payload.split_at_mut(READ_BODY_LEN);
-                head.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes());
-                rest.copy_from_slice(request);
-            }
-            Body::Reject { reason, detail } => payload.copy_from_slice(
-                RejectBody {
-                    reason: U16::new(reason.as_u16()),
-                    padding: [0; 6],
-                    detail: U64::new(detail),
-                }
-                .as_bytes(),
-            ),
-            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
-        })
+                Body::Reject { reason, detail } => payload.copy_from_slice(
+                    RejectBody {
+                        reason: U16::new(reason.as_u16()),
+                        padding: [0; 6],
+                        detail: U64::new(detail),
+                    }
+                    .as_bytes(),
+                ),
+                Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
+            },
+        )
     }
 
     /// Writes a `Write` or `ReadComp` frame whose `len` payload bytes
@@ -96,19 +112,37 @@ impl IoMsg<'_> {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<usize, WireError> {
+        self.emit_payload_with(buf, len, &Crc32c::BUILTIN, fill)
+    }
+
+    /// [`emit_with_payload`](Self::emit_with_payload) with the CRCs
+    /// computed by `crc`.
+    ///
+    /// # Errors
+    ///
+    /// As [`emit_with_payload`](Self::emit_with_payload).
+    pub fn emit_payload_with(
+        &self,
+        buf: &mut [u8],
+        len: usize,
+        crc: &Crc32c,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, WireError> {
         let op = self.body.op();
         if !matches!(op, Op::Write | Op::ReadComp) {
             return Err(WireError::BadFlags { op, flags: 0 });
         }
-        self.emit_inner(buf, len, |payload, _| fill(payload))
+        self.emit_inner(buf, len, crc, |payload, _| fill(payload))
     }
 
     /// Checks the frame, lets `fill` write the `payload_len` payload bytes
     /// and seals the header over them.
+    #[inline(always)]
     fn emit_inner(
         &self,
         buf: &mut [u8],
         payload_len: usize,
+        crc: &Crc32c,
         fill: impl FnOnce(&mut [u8], &Body<'_>),
     ) -> Result<usize, WireError> {
         let op = self.body.op();
@@ -128,15 +162,10 @@ impl IoMsg<'_> {
                 return Err(too_long(u64::from(len)));
             }
         }
-        let mut flags = 0;
-        if self.validate {
-            flags |= FLAG_VALIDATE;
-        }
-        if self.stream {
-            flags |= FLAG_STREAM;
-            if op != Op::Write {
-                return Err(WireError::BadFlags { op, flags });
-            }
+        let flags =
+            (u16::from(self.validate) * FLAG_VALIDATE) | (u16::from(self.stream) * FLAG_STREAM);
+        if self.stream && op != Op::Write {
+            return Err(WireError::BadFlags { op, flags });
         }
         let need = HEADER_LEN + payload_len;
         let have = buf.len();
@@ -146,7 +175,14 @@ impl IoMsg<'_> {
         // `payload` is exactly `payload_len` bytes long.
         fill(payload, &self.body);
 
-        let mut header = Header {
+        let payload_crc = if self.validate {
+            crc.checksum(payload)
+        } else {
+            0
+        };
+        // Written in place, then sealed: the CRC reads the bytes just
+        // stored instead of a second copy of the header.
+        *head = transmute!(Header {
             magic: MAGIC,
             version: VERSION,
             op: op as u8,
@@ -156,12 +192,16 @@ impl IoMsg<'_> {
             data_len: U32::new(data_len),
             sn: U64::new(self.sn),
             ack: U64::new(self.ack),
-            payload_crc: U32::new(if self.validate { crc32c(payload) } else { 0 }),
+            payload_crc: U32::new(payload_crc),
             header_crc: U32::ZERO,
-        };
-        let unsealed: [u8; HEADER_LEN] = transmute!(header);
-        header.header_crc = U32::new(Header::compute_crc(&unsealed));
-        *head = transmute!(header);
+        });
+        let (covered, seal) = head.split_at_mut(HEADER_COVERED);
+        if let (Some(covered), Some(seal)) = (
+            covered.first_chunk::<HEADER_COVERED>(),
+            seal.first_chunk_mut::<4>(),
+        ) {
+            *seal = crc.header(covered).to_le_bytes();
+        }
         Ok(need)
     }
 }

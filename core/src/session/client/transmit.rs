@@ -108,7 +108,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             Frame::Data { sn } => return self.write_data(now, sn, out),
             Frame::Reask { sn } => return self.write_reask(sn, out),
         }
-        let written = msg.emit(out);
+        let written = msg.emit_with(out, &self.config.crc);
         debug_assert_eq!(written, Ok(t.len));
         written.unwrap_or(0)
     }
@@ -184,7 +184,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             stream: entry.op == RequestOp::StreamWrite,
             body,
         };
-        let written = msg.emit(out);
+        let written = msg.emit_with(out, &self.config.crc);
         debug_assert!(written.is_ok(), "{written:?}");
         written.unwrap_or(0)
     }

@@ -475,7 +475,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             // alone pays for it. The client sends the frame again.
             return self.slow_consumer(conn, sink);
         }
-        let msg = match wire::parse(frame) {
+        let msg = match wire::parse_with(frame, &self.config.crc) {
             Ok(msg) => msg,
             Err(e) => {
                 self.stats.last_wire_error = Some(e);
