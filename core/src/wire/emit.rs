@@ -39,8 +39,22 @@ impl IoMsg<'_> {
     ///
     /// As [`emit`](Self::emit).
     pub fn emit_with(&self, buf: &mut [u8], crc: &Crc32c) -> Result<usize, WireError> {
+        // The frequent bodies first, each with its length and filling known
+        // here instead of matched again in `emit_inner`.
+        match self.body {
+            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {
+                return self.emit_inner(buf, self.body.op(), 0, crc, |_, _| {});
+            }
+            Body::Write { data } | Body::ReadComp { data } => {
+                return self.emit_inner(buf, self.body.op(), data.len(), crc, |payload, _| {
+                    payload.copy_from_slice(data)
+                });
+            }
+            _ => {}
+        }
         self.emit_inner(
             buf,
+            self.body.op(),
             self.body.payload_len(),
             crc,
             |payload, body| match *body {
@@ -132,20 +146,20 @@ impl IoMsg<'_> {
         if !matches!(op, Op::Write | Op::ReadComp) {
             return Err(WireError::BadFlags { op, flags: 0 });
         }
-        self.emit_inner(buf, len, crc, |payload, _| fill(payload))
+        self.emit_inner(buf, op, len, crc, |payload, _| fill(payload))
     }
 
-    /// Checks the frame, lets `fill` write the `payload_len` payload bytes
-    /// and seals the header over them.
+    /// Checks the frame of `op` (the body's), lets `fill` write the
+    /// `payload_len` payload bytes and seals the header over them.
     #[inline(always)]
     fn emit_inner(
         &self,
         buf: &mut [u8],
+        op: Op,
         payload_len: usize,
         crc: &Crc32c,
         fill: impl FnOnce(&mut [u8], &Body<'_>),
     ) -> Result<usize, WireError> {
-        let op = self.body.op();
         let too_long = |len: u64| WireError::TooLong {
             len,
             max: MAX_DATA_LEN,

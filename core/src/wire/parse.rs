@@ -114,6 +114,9 @@ pub fn parse_with<'a>(buf: &'a [u8], crc: &Crc32c) -> Result<IoMsg<'a>, WireErro
             have: buf.len(),
         });
     };
+    // The CRC first: the header's fields are read after the call, instead
+    // of being kept across it.
+    let header_crc = crc.header(covered(head));
     let header: &Header = transmute_ref!(head);
     let first = head
         .first_chunk::<8>()
@@ -126,7 +129,7 @@ pub fn parse_with<'a>(buf: &'a [u8], crc: &Crc32c) -> Result<IoMsg<'a>, WireErro
     // Every header check of `check_header` and the length rules of `parse`,
     // without branches between them.
     let fine = (first & 0xFF_FFFF_FFFF == PREFIX)
-        & (header.header_crc.get() == crc.header(covered(head)))
+        & (header.header_crc.get() == header_crc)
         & (op_byte.wrapping_sub(1) < Op::ALL.len() as u8)
         & (flags & !KNOWN_FLAGS == 0)
         & ((flags & FLAG_STREAM == 0) | (op_byte == Op::Write as u8))
