@@ -12,7 +12,7 @@ fn full_protocol(c: &mut Criterion) {
     for size in [64usize, 256, 4096, 65536] {
         let batch = if size >= 65536 { 100 } else { 1000 };
         g.throughput(Throughput::Elements(batch));
-        let mut pair = Pair::new(size);
+        let mut pair = Pair::with_crc(size, iomsg_ucx::crc32c_provider());
         g.bench_function(format!("io_msgs_{size}B"), |b| b.iter(|| pair.run(batch)));
         assert!(pair.taken() > 0, "no message reached the server");
     }

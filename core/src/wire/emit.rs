@@ -1,11 +1,11 @@
 //! [`IoMsg`] → bytes.
 
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
-use zerocopy::{transmute, IntoBytes};
+use zerocopy::IntoBytes;
 
 use super::crc32c::{Crc32c, HEADER_COVERED};
 use super::header::{
-    Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE, READ_BODY_LEN,
+    HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE, READ_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -194,21 +194,24 @@ impl IoMsg<'_> {
         } else {
             0
         };
-        // Written in place, then sealed: the CRC reads the bytes just
-        // stored instead of a second copy of the header.
-        *head = transmute!(Header {
-            magic: MAGIC,
-            version: VERSION,
-            op: op as u8,
-            flags: U16::new(flags),
-            session: U64::new(self.session),
-            epoch: U32::new(self.epoch),
-            data_len: U32::new(data_len),
-            sn: U64::new(self.sn),
-            ack: U64::new(self.ack),
-            payload_crc: U32::new(payload_crc),
-            header_crc: U32::ZERO,
-        });
+        // Written in place as six 8-byte words, then sealed: the CRC reads
+        // the bytes just stored word by word, so every load is served by
+        // exactly one store (a word stored as several narrower fields
+        // would stall each load until the stores reach the cache).
+        let words = [
+            u64::from(u32::from_le_bytes(MAGIC))
+                | u64::from(VERSION) << 32
+                | u64::from(op as u8) << 40
+                | u64::from(flags) << 48,
+            self.session,
+            u64::from(self.epoch) | u64::from(data_len) << 32,
+            self.sn,
+            self.ack,
+            u64::from(payload_crc),
+        ];
+        for (chunk, word) in head.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
         let (covered, seal) = head.split_at_mut(HEADER_COVERED);
         if let (Some(covered), Some(seal)) = (
             covered.first_chunk::<HEADER_COVERED>(),

@@ -56,7 +56,7 @@ impl Reply {
     }
 
     /// An `Ack` or a `WriteComp`: what a later one may fold into.
-    fn acks_only(&self) -> bool {
+    pub(super) fn acks_only(&self) -> bool {
         matches!(
             self,
             Reply::Frame {
@@ -345,14 +345,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             self.urgent = true;
         }
         Queued::Yes
-    }
-
-    /// Whether a frame on `conn` finds no room for its reply: the queue is
-    /// full and its last entry takes no ack.
-    pub(super) fn reply_room_gone(&self, conn: ConnId) -> bool {
-        self.conns.get(&conn).is_some_and(|c| {
-            c.out.replies.is_full() && !c.out.replies.back().is_some_and(Reply::acks_only)
-        })
     }
 
     /// Closes `conn` because its replies do not fit: they are dropped, and
