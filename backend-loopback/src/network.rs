@@ -454,13 +454,6 @@ impl Inner {
         (ep, uid)
     }
 
-    fn buffer(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.clear();
-        b.extend_from_slice(bytes);
-        b
-    }
-
     fn recycle(&mut self, kind: Kind) {
         if let Kind::Frame(b) = kind {
             if self.pool.len() < 4096 {
@@ -623,8 +616,16 @@ impl Inner {
         Ok(to_server)
     }
 
-    fn send(&mut self, uid: EndpointId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let to_server = self.may_send(uid, id)?;
+    /// Puts the lent buffer `frame` on the connection (no copy: the
+    /// buffer itself travels and goes back to the pool when received).
+    fn send(&mut self, uid: EndpointId, id: ConnId, frame: Vec<u8>) -> Result<(), SendError> {
+        let to_server = match self.may_send(uid, id) {
+            Ok(to_server) => to_server,
+            Err(e) => {
+                self.recycle(Kind::Frame(frame));
+                return Err(e);
+            }
+        };
         if self
             .conns
             .get(&id)
@@ -633,11 +634,11 @@ impl Inner {
             // Broken, and this side has not heard yet: the send "completes"
             // locally and the frame is lost. Local completion is not delivery.
             self.counts.discarded += 1;
+            self.recycle(Kind::Frame(frame));
             return Ok(());
         }
         let at = self.now + self.config.latency;
-        let b = self.buffer(frame);
-        self.push(id, to_server, at, Kind::Frame(b));
+        self.push(id, to_server, at, Kind::Frame(frame));
         Ok(())
     }
 
@@ -704,6 +705,7 @@ impl Inner {
     }
 
     /// The next event of endpoint `ep`; a frame is handed to `lend`.
+    #[inline]
     fn poll<R>(
         &mut self,
         ep: EpId,
@@ -837,6 +839,7 @@ impl Drop for ServerPort {
 
 impl Network {
     /// Runs `f` on the network with its clock moved on to `now`.
+    #[inline]
     fn at<R>(&self, now: Instant, f: impl FnOnce(&mut Inner) -> R) -> R {
         let mut inner = self.inner.borrow_mut();
         inner.advance(now);
@@ -858,8 +861,7 @@ impl TxToken for LoopTx<'_> {
         let r = emit(&mut self.buf);
         let mut inner = self.net.inner.borrow_mut();
         // Checked when the buffer was lent; nothing ran in between.
-        let _ = inner.send(self.uid, self.conn, &self.buf);
-        inner.recycle(Kind::Frame(core::mem::take(&mut self.buf)));
+        let _ = inner.send(self.uid, self.conn, core::mem::take(&mut self.buf));
         r
     }
 }
@@ -912,6 +914,7 @@ impl Network {
         })
     }
 
+    #[inline]
     fn poll_endpoint(&self, now: Instant, ep: EpId) -> Option<Event<LoopRx<'_>>> {
         self.at(now, |n| {
             n.poll(ep, now, |frame| LoopRx { net: self, frame })

@@ -34,7 +34,7 @@ struct Kernel {
     run: fn(u64),
 }
 
-const KERNELS: [Kernel; 12] = [
+const KERNELS: [Kernel; 13] = [
     Kernel {
         name: "empty",
         call: "nothing: the loop and black_box alone",
@@ -94,6 +94,11 @@ const KERNELS: [Kernel; 12] = [
         name: "send_window",
         call: "alloc + copy 64 payload bytes, push, ack, release",
         run: send_window,
+    },
+    Kernel {
+        name: "loopback_64",
+        call: "one streamed 64 B write through the full protocol over loopback",
+        run: loopback_64,
     },
 ];
 
@@ -281,6 +286,18 @@ fn send_window(n: u64) {
         ring.release_to(ring.head());
     }
     black_box(&ring);
+}
+
+/// The full protocol over the loopback network, as `benches/loopback.rs`
+/// runs it: N streamed writes of 64 bytes, sent, delivered and
+/// acknowledged (the client and server drivers and the network together).
+fn loopback_64(n: u64) {
+    let mut pair = iomsg_benches::Pair::with_crc(64, crc());
+    let before = pair.taken();
+    pair.run(n);
+    if pair.taken() - before != n {
+        refused("loopback_64", "not every write reached the server once");
+    }
 }
 
 /// The CRC32C provider the header and payload kernels use: what the

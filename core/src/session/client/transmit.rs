@@ -13,6 +13,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     /// [`write_transmit`](Self::write_transmit) writes it; a frame not
     /// written (the transport had no buffer) is offered again.
     #[must_use]
+    #[inline]
     pub fn poll_transmit(&self, now: Instant) -> Option<Transmit> {
         let frame = match self.state {
             ClientState::Handshaking { .. } if self.hello_pending => Frame::Hello,
