@@ -618,28 +618,95 @@ impl Inner {
 
     /// Puts the lent buffer `frame` on the connection (no copy: the
     /// buffer itself travels and goes back to the pool when received).
+    /// The checks of `may_send`, the state check and the queueing of
+    /// `push` with one lookup of the connection.
     fn send(&mut self, uid: EndpointId, id: ConnId, frame: Vec<u8>) -> Result<(), SendError> {
-        let to_server = match self.may_send(uid, id) {
-            Ok(to_server) => to_server,
-            Err(e) => {
-                self.recycle(Kind::Frame(frame));
-                return Err(e);
+        enum Route {
+            Refused,
+            Broken,
+            To {
+                ep: EpId,
+                ep_uid: EndpointId,
+                to_server: bool,
+                at: Instant,
+            },
+        }
+        let latency_at = self.now + self.config.latency;
+        let route = match self.conns.get_mut(&id) {
+            None => Route::Refused,
+            Some(c) => {
+                let to_server = c.client_uid == uid;
+                let done = if to_server {
+                    c.client_done
+                } else {
+                    c.server_done
+                };
+                if !to_server && c.server_uid != uid || done {
+                    Route::Refused
+                } else if c.state != ConnState::Open {
+                    Route::Broken
+                } else {
+                    // Keep the connection's order in this direction (as
+                    // `push` does).
+                    let dir = usize::from(!to_server);
+                    let at = latency_at.max(c.last_at[dir]);
+                    c.last_at[dir] = at;
+                    let (ep, ep_uid) = if to_server {
+                        (c.server, c.server_uid)
+                    } else {
+                        (c.client, c.client_uid)
+                    };
+                    Route::To {
+                        ep,
+                        ep_uid,
+                        to_server,
+                        at,
+                    }
+                }
             }
         };
-        if self
-            .conns
-            .get(&id)
-            .is_none_or(|c| c.state != ConnState::Open)
-        {
-            // Broken, and this side has not heard yet: the send "completes"
-            // locally and the frame is lost. Local completion is not delivery.
-            self.counts.discarded += 1;
-            self.recycle(Kind::Frame(frame));
-            return Ok(());
+        match route {
+            Route::Refused => {
+                self.recycle(Kind::Frame(frame));
+                Err(SendError::NotConnected)
+            }
+            Route::Broken => {
+                // Broken, and this side has not heard yet: the send
+                // "completes" locally and the frame is lost. Local
+                // completion is not delivery.
+                self.counts.discarded += 1;
+                self.recycle(Kind::Frame(frame));
+                Ok(())
+            }
+            Route::To {
+                ep,
+                ep_uid,
+                to_server,
+                at,
+            } => {
+                self.seq += 1;
+                let pending = Pending {
+                    at,
+                    seq: self.seq,
+                    sent_at: self.now,
+                    conn: id,
+                    to_server,
+                    kind: Kind::Frame(frame),
+                };
+                match self
+                    .endpoints
+                    .get_mut(ep)
+                    .filter(|e| e.alive && e.uid == ep_uid)
+                {
+                    Some(e) => e.inbox.push(pending),
+                    None => {
+                        self.counts.to_dead_endpoint += 1;
+                        self.recycle(pending.kind);
+                    }
+                }
+                Ok(())
+            }
         }
-        let at = self.now + self.config.latency;
-        self.push(id, to_server, at, Kind::Frame(frame));
-        Ok(())
     }
 
     fn close(&mut self, uid: EndpointId, id: ConnId) {
