@@ -1,5 +1,7 @@
 //! The full protocol over the loopback backend, one thread: acknowledged
-//! io_msgs per second at each payload size.
+//! io_msgs per second at each payload size, with the CRC32C provider the
+//! library's users get by default (iomsg-ucx's run-time detected
+//! instruction).
 
 // criterion_group! makes an undocumented public function.
 #![allow(missing_docs)]
