@@ -454,13 +454,6 @@ impl Inner {
         (ep, uid)
     }
 
-    fn buffer(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.clear();
-        b.extend_from_slice(bytes);
-        b
-    }
-
     fn recycle(&mut self, kind: Kind) {
         if let Kind::Frame(b) = kind {
             if self.pool.len() < 4096 {
@@ -623,22 +616,97 @@ impl Inner {
         Ok(to_server)
     }
 
-    fn send(&mut self, uid: EndpointId, id: ConnId, frame: &[u8]) -> Result<(), SendError> {
-        let to_server = self.may_send(uid, id)?;
-        if self
-            .conns
-            .get(&id)
-            .is_none_or(|c| c.state != ConnState::Open)
-        {
-            // Broken, and this side has not heard yet: the send "completes"
-            // locally and the frame is lost. Local completion is not delivery.
-            self.counts.discarded += 1;
-            return Ok(());
+    /// Puts the lent buffer `frame` on the connection (no copy: the
+    /// buffer itself travels and goes back to the pool when received).
+    /// The checks of `may_send`, the state check and the queueing of
+    /// `push` with one lookup of the connection.
+    fn send(&mut self, uid: EndpointId, id: ConnId, frame: Vec<u8>) -> Result<(), SendError> {
+        enum Route {
+            Refused,
+            Broken,
+            To {
+                ep: EpId,
+                ep_uid: EndpointId,
+                to_server: bool,
+                at: Instant,
+            },
         }
-        let at = self.now + self.config.latency;
-        let b = self.buffer(frame);
-        self.push(id, to_server, at, Kind::Frame(b));
-        Ok(())
+        let latency_at = self.now + self.config.latency;
+        let route = match self.conns.get_mut(&id) {
+            None => Route::Refused,
+            Some(c) => {
+                let to_server = c.client_uid == uid;
+                let done = if to_server {
+                    c.client_done
+                } else {
+                    c.server_done
+                };
+                if !to_server && c.server_uid != uid || done {
+                    Route::Refused
+                } else if c.state != ConnState::Open {
+                    Route::Broken
+                } else {
+                    // Keep the connection's order in this direction (as
+                    // `push` does).
+                    let dir = usize::from(!to_server);
+                    let at = latency_at.max(c.last_at[dir]);
+                    c.last_at[dir] = at;
+                    let (ep, ep_uid) = if to_server {
+                        (c.server, c.server_uid)
+                    } else {
+                        (c.client, c.client_uid)
+                    };
+                    Route::To {
+                        ep,
+                        ep_uid,
+                        to_server,
+                        at,
+                    }
+                }
+            }
+        };
+        match route {
+            Route::Refused => {
+                self.recycle(Kind::Frame(frame));
+                Err(SendError::NotConnected)
+            }
+            Route::Broken => {
+                // Broken, and this side has not heard yet: the send
+                // "completes" locally and the frame is lost. Local
+                // completion is not delivery.
+                self.counts.discarded += 1;
+                self.recycle(Kind::Frame(frame));
+                Ok(())
+            }
+            Route::To {
+                ep,
+                ep_uid,
+                to_server,
+                at,
+            } => {
+                self.seq += 1;
+                let pending = Pending {
+                    at,
+                    seq: self.seq,
+                    sent_at: self.now,
+                    conn: id,
+                    to_server,
+                    kind: Kind::Frame(frame),
+                };
+                match self
+                    .endpoints
+                    .get_mut(ep)
+                    .filter(|e| e.alive && e.uid == ep_uid)
+                {
+                    Some(e) => e.inbox.push(pending),
+                    None => {
+                        self.counts.to_dead_endpoint += 1;
+                        self.recycle(pending.kind);
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     fn close(&mut self, uid: EndpointId, id: ConnId) {
@@ -704,6 +772,7 @@ impl Inner {
     }
 
     /// The next event of endpoint `ep`; a frame is handed to `lend`.
+    #[inline]
     fn poll<R>(
         &mut self,
         ep: EpId,
@@ -837,6 +906,7 @@ impl Drop for ServerPort {
 
 impl Network {
     /// Runs `f` on the network with its clock moved on to `now`.
+    #[inline]
     fn at<R>(&self, now: Instant, f: impl FnOnce(&mut Inner) -> R) -> R {
         let mut inner = self.inner.borrow_mut();
         inner.advance(now);
@@ -858,8 +928,7 @@ impl TxToken for LoopTx<'_> {
         let r = emit(&mut self.buf);
         let mut inner = self.net.inner.borrow_mut();
         // Checked when the buffer was lent; nothing ran in between.
-        let _ = inner.send(self.uid, self.conn, &self.buf);
-        inner.recycle(Kind::Frame(core::mem::take(&mut self.buf)));
+        let _ = inner.send(self.uid, self.conn, core::mem::take(&mut self.buf));
         r
     }
 }
@@ -912,6 +981,7 @@ impl Network {
         })
     }
 
+    #[inline]
     fn poll_endpoint(&self, now: Instant, ep: EpId) -> Option<Event<LoopRx<'_>>> {
         self.at(now, |n| {
             n.poll(ep, now, |frame| LoopRx { net: self, frame })

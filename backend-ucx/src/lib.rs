@@ -14,6 +14,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod crc;
 pub mod hostile;
 pub mod resources;
 mod sockaddr;
@@ -22,6 +23,7 @@ pub mod transport;
 pub mod version;
 mod worker;
 
+pub use crc::crc32c_provider;
 pub use status::Status;
 pub use transport::{
     raise_open_files, sleep_any, Accept, Api, Dial, Liveness, UcxConfig, UcxError, UcxTransport,

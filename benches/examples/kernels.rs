@@ -6,7 +6,7 @@
 //! cargo build --release -p iomsg-benches --example kernels
 //! target/release/examples/kernels KERNEL N   # KERNEL's setup, then N calls
 //! target/release/examples/kernels list       # the kernel names, one a line
-//! target/release/examples/kernels crc-path   # the CRC32C path of this build
+//! target/release/examples/kernels crc-path   # the CRC32C provider of this run
 //! ```
 //!
 //! Each kernel builds its inputs the same way whatever N is, then makes N
@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use iomsg_benches::ack;
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::seq::{DefaultTracker, PayloadRing, SendWindow};
-use iomsg_core::wire::{parse, Body, IoMsg};
+use iomsg_core::wire::{parse_with, Body, Crc32c, IoMsg};
 
 /// A kernel: its name on the command line, what one call does, and the run
 /// of N calls.
@@ -34,7 +34,7 @@ struct Kernel {
     run: fn(u64),
 }
 
-const KERNELS: [Kernel; 12] = [
+const KERNELS: [Kernel; 13] = [
     Kernel {
         name: "empty",
         call: "nothing: the loop and black_box alone",
@@ -95,6 +95,11 @@ const KERNELS: [Kernel; 12] = [
         call: "alloc + copy 64 payload bytes, push, ack, release",
         run: send_window,
     },
+    Kernel {
+        name: "loopback_64",
+        call: "one streamed 64 B write through the full protocol over loopback",
+        run: loopback_64,
+    },
 ];
 
 /// Stops the run: a kernel's input was refused, so its loop would count an
@@ -115,49 +120,55 @@ fn empty(n: u64) {
 }
 
 fn header_emit(n: u64) {
+    let crc = crc();
     let msg = ack();
     let mut buf = [0u8; 48];
-    if let Err(e) = msg.emit(&mut buf) {
+    if let Err(e) = msg.emit_with(&mut buf, &crc) {
         refused("header_emit", e);
     }
     for _ in 0..n {
-        let _ = black_box(black_box(&msg).emit(black_box(&mut buf)));
+        let _ = black_box(black_box(&msg).emit_with(black_box(&mut buf), &crc));
     }
 }
 
 fn header_parse(n: u64) {
+    let crc = crc();
     let mut buf = [0u8; 48];
-    if let Err(e) = ack().emit(&mut buf) {
+    if let Err(e) = ack().emit_with(&mut buf, &crc) {
         refused("header_parse", e);
     }
-    if let Err(e) = parse(&buf) {
+    if let Err(e) = parse_with(&buf, &crc) {
         refused("header_parse", e);
     }
     for _ in 0..n {
-        let _ = black_box(parse(black_box(&buf)));
+        let _ = black_box(parse_with(black_box(&buf), &crc));
     }
 }
 
 fn header_emit_parse(n: u64) {
+    let crc = crc();
     let msg = ack();
     let mut buf = [0u8; 48];
-    match msg.emit(&mut buf) {
+    match msg.emit_with(&mut buf, &crc) {
         Ok(len) => {
-            if let Err(e) = parse(&buf[..len]) {
+            if let Err(e) = parse_with(&buf[..len], &crc) {
                 refused("header_emit_parse", e);
             }
         }
         Err(e) => refused("header_emit_parse", e),
     }
     for _ in 0..n {
-        let len = black_box(&msg).emit(black_box(&mut buf)).unwrap_or(0);
-        black_box(parse(black_box(&buf[..len])).is_ok());
+        let len = black_box(&msg)
+            .emit_with(black_box(&mut buf), &crc)
+            .unwrap_or(0);
+        black_box(parse_with(black_box(&buf[..len]), &crc).is_ok());
     }
 }
 
 /// Parsing a validated `Write` of `size` payload bytes: the payload CRC
 /// dominates past a few hundred bytes.
 fn payload_crc(kernel: &str, size: usize, n: u64) {
+    let crc = crc();
     let data: Vec<u8> = (0..size).map(|i| (i * 131 % 251) as u8).collect();
     let msg = IoMsg {
         validate: true,
@@ -165,14 +176,14 @@ fn payload_crc(kernel: &str, size: usize, n: u64) {
         ..ack()
     };
     let mut frame = vec![0u8; msg.buffer_len()];
-    if let Err(e) = msg.emit(&mut frame) {
+    if let Err(e) = msg.emit_with(&mut frame, &crc) {
         refused(kernel, e);
     }
-    if let Err(e) = parse(&frame) {
+    if let Err(e) = parse_with(&frame, &crc) {
         refused(kernel, e);
     }
     for _ in 0..n {
-        black_box(parse(black_box(&frame)).is_ok());
+        black_box(parse_with(black_box(&frame), &crc).is_ok());
     }
 }
 
@@ -277,42 +288,43 @@ fn send_window(n: u64) {
     black_box(&ring);
 }
 
-/// Which of the core's three CRC32C paths (`core/src/wire/crc32c.rs`) this
-/// build takes on this CPU; the core's own `cfg`s, with feature `std` on as
-/// this crate has it.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse4.2"))]
-fn crc_path() -> &'static str {
-    "SSE 4.2 crc32 instruction, enabled at compile time (path 1)"
-}
-
-#[cfg(all(target_arch = "x86_64", not(target_feature = "sse4.2")))]
-fn crc_path() -> &'static str {
-    if std::is_x86_feature_detected!("sse4.2") {
-        "SSE 4.2 crc32 instruction, detected at run time by the crc32c crate (path 2)"
-    } else {
-        "the crc32c crate's table: run-time detection found no SSE 4.2 (path 2)"
+/// The full protocol over the loopback network, as `benches/loopback.rs`
+/// runs it: N streamed writes of 64 bytes, sent, delivered and
+/// acknowledged (the client and server drivers and the network together).
+fn loopback_64(n: u64) {
+    let mut pair = iomsg_benches::Pair::with_crc(64, crc());
+    let before = pair.taken();
+    pair.run(n);
+    if pair.taken() - before != n {
+        refused("loopback_64", "not every write reached the server once");
     }
 }
 
-#[cfg(target_arch = "aarch64")]
-fn crc_path() -> &'static str {
-    if std::arch::is_aarch64_feature_detected!("crc") {
-        "ARMv8 crc32c instructions, detected at run time by the crc32c crate (path 2)"
-    } else {
-        "the crc32c crate's table: run-time detection found no CRC extension (path 2)"
+/// The CRC32C provider the header and payload kernels use: what the
+/// library's users get by default, iomsg-ucx's run-time detected
+/// instruction ([`iomsg_ucx::crc32c_provider`]); with `KERNELS_CRC=builtin`
+/// in the environment the core's own path ([`Crc32c::BUILTIN`]: the
+/// `crc32c` crate's run-time detection in a default build, the instruction
+/// compiled in with `+sse4.2`), with `KERNELS_CRC=portable` its table.
+fn crc() -> Crc32c {
+    match std::env::var("KERNELS_CRC").as_deref() {
+        Ok("builtin") => Crc32c::BUILTIN,
+        Ok("portable") => Crc32c::PORTABLE,
+        _ => iomsg_ucx::crc32c_provider(),
     }
 }
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn crc_path() -> &'static str {
-    "the portable table of the crc crate (path 3)"
+/// What computes the CRC32C in this run, and what `KERNELS_CRC` chose.
+fn crc_path() -> String {
+    let chosen = std::env::var("KERNELS_CRC").unwrap_or_else(|_| "backend".into());
+    format!("{} (KERNELS_CRC={chosen})", crc().name())
 }
 
 fn usage() -> String {
     let mut text = String::from(
         "usage: kernels KERNEL N   KERNEL's setup, then N calls of it\n       \
          kernels list       the kernel names\n       \
-         kernels crc-path   the CRC32C path of this build on this CPU\n\n\
+         kernels crc-path   the CRC32C provider of this run on this CPU\n\n\
          N may have underscores (110_000). One call of each kernel:\n",
     );
     for k in &KERNELS {

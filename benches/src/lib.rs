@@ -9,7 +9,7 @@ use iomsg_core::session::{
     ClientConfig, ClientSession, Delivery, Message, ReadRequest, ServerConfig, ServerHandler,
 };
 use iomsg_core::transport::{Client, Server};
-use iomsg_core::wire::{Body, IoMsg};
+use iomsg_core::wire::{Body, Crc32c, IoMsg};
 use iomsg_core::{workload, Instant};
 use iomsg_loopback::{ClientPort, Network, NetworkConfig, ServerPort};
 
@@ -63,15 +63,29 @@ impl Pair {
     ///
     /// If the loopback network refuses to listen (it never does here).
     pub fn new(size: usize) -> Pair {
+        Pair::with_crc(size, Crc32c::BUILTIN)
+    }
+
+    /// [`Pair::new`] with both ends computing CRCs with `crc` (the
+    /// benches hand in iomsg-ucx's run-time detected instruction, what
+    /// the library's users get by default).
+    ///
+    /// # Panics
+    ///
+    /// If the loopback network refuses to listen (it never does here).
+    pub fn with_crc(size: usize, crc: Crc32c) -> Pair {
         let net = Network::new(NetworkConfig {
             latency: Duration::from_micros(1),
             detect_delay: Duration::from_micros(50),
         });
         let port = net.listen(1, Instant::ZERO).expect("a fresh network");
-        let server =
-            Server::new(port, ServerConfig::new(1)).expect("loopback carries the protocol");
+        let mut server_config = ServerConfig::new(1);
+        server_config.crc = crc;
+        let server = Server::new(port, server_config).expect("loopback carries the protocol");
         let storage = vec![0u8; 1025 * size.max(1)];
-        let session = ClientSession::new(ClientConfig::new(7, 8), Instant::ZERO, storage);
+        let mut client_config = ClientConfig::new(7, 8);
+        client_config.crc = crc;
+        let session = ClientSession::new(client_config, Instant::ZERO, storage);
         let client = Client::new(net.client(1), session).expect("loopback carries the protocol");
         let mut payload = vec![0u8; size];
         workload::fill(7, 0, &mut payload);

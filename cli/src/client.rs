@@ -257,6 +257,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         };
         config.replay = job.replay;
         config.validate = job.validate;
+        config.crc = iomsg_ucx::crc32c_provider();
         config.seed = job.seed.wrapping_add(k as u64);
         let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
         config.max_payload = limit.max(1);

@@ -183,6 +183,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     }
     let mut config = ServerConfig::new(instance);
     config.max_sessions = job.sessions.clamp(1, SESSIONS);
+    config.crc = iomsg_ucx::crc32c_provider();
     let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
         Server::with_core(transport, Box::new(Core::new(config))).map_err(|e| e.to_string())?;
     println!("listening on {local} (instance {instance:016x})");

@@ -68,6 +68,9 @@ pub struct RecvTracker<const WORDS: usize = 33> {
     missing: u64,
     /// Total sns given up or slid out of the window without arriving.
     lost: u64,
+    /// The ring slot of `top`'s word, `slot(top)`, kept so that the
+    /// in-order path indexes the ring without a division by `WORDS`.
+    top_slot: usize,
 }
 
 /// A tracker with the default window of 2048 sns.
@@ -108,6 +111,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
             top: start,
             missing: 0,
             lost: 0,
+            top_slot: Self::slot(start),
         }
     }
 
@@ -148,17 +152,35 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// O(1) on the in-order path; amortized O(1) otherwise (each ring word is
     /// scanned a bounded number of times per pass of the window).
     #[doc(alias = "observe")]
+    #[inline]
     pub fn commit(&mut self, sn: u64, mut on_lost: impl FnMut(Range<u64>)) -> Verdict {
         if sn == self.top && sn == self.cum && sn <= SN_MAX {
-            // In order with no open holes: nothing can slide out.
-            self.set(sn);
+            // In order with no open holes: nothing can slide out. `top`'s
+            // word is `top_slot`, so no division by `WORDS`.
+            if let Some(word) = self.words.get_mut(self.top_slot) {
+                *word |= 1 << (sn % BITS);
+            }
             self.top = sn + 1;
             self.cum = self.top;
             if self.top % BITS == 0 {
-                self.words[Self::slot(self.top)] = 0;
+                // `top` enters the next word: clear it.
+                self.top_slot += 1;
+                if self.top_slot == WORDS {
+                    self.top_slot = 0;
+                }
+                if let Some(word) = self.words.get_mut(self.top_slot) {
+                    *word = 0;
+                }
             }
             return Verdict::InOrder;
         }
+        self.commit_other(sn, &mut on_lost)
+    }
+
+    /// [`commit`](Self::commit) of every sn but the next in order without
+    /// open holes: out of line, so the in-order path inlines into callers.
+    #[inline(never)]
+    fn commit_other(&mut self, sn: u64, on_lost: &mut impl FnMut(Range<u64>)) -> Verdict {
         let verdict = self.check(sn);
         match verdict {
             Verdict::FillsGap => {
@@ -168,7 +190,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
                     self.cum = self.next_unset(sn + 1, self.top);
                 }
             }
-            Verdict::InOrder | Verdict::Gap { .. } => self.advance_top(sn, &mut on_lost),
+            Verdict::InOrder | Verdict::Gap { .. } => self.advance_top(sn, on_lost),
             Verdict::Duplicate | Verdict::TooFar { .. } | Verdict::OutOfRange { .. } => {}
         }
         verdict
@@ -221,6 +243,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
             // arrived: an empty ring.
             self.words = [0; WORDS];
             self.top = end;
+            self.top_slot = Self::slot(end);
             self.cum = end;
         } else {
             self.cum = self.next_unset(end, top);
@@ -326,6 +349,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
         self.set(sn);
         self.missing += sn - old_top;
         self.top = new_top;
+        self.top_slot = Self::slot(new_top);
         self.cum = self.next_unset(self.cum, new_top);
     }
 
@@ -339,7 +363,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     }
 
     /// Ring slot of the word holding `sn`.
-    fn slot(sn: u64) -> usize {
+    const fn slot(sn: u64) -> usize {
         // The remainder is below WORDS, so it fits a usize.
         ((sn / BITS) % WORDS as u64) as usize
     }

@@ -341,15 +341,26 @@ impl Pair {
     /// A client whose end has `knobs` and `storage` bytes of payload
     /// storage, and a server of instance 1.
     fn with(knobs: Knobs, storage: usize) -> Pair {
+        Pair::with_crc(knobs, storage, wire::Crc32c::BUILTIN, false)
+    }
+
+    /// [`Pair::with`], both ends computing CRCs with `crc`, and the
+    /// client asking for payload CRCs if `validate`.
+    fn with_crc(knobs: Knobs, storage: usize, crc: wire::Crc32c, validate: bool) -> Pair {
         let net = Rc::new(RefCell::new(Net::default()));
         let mut end = End::new(&net, Side::Client);
         end.knobs = knobs;
         let mut cfg = ClientConfig::new(SESSION, 0x70CE);
         cfg.backoff.jitter_per_mille = 0;
+        cfg.crc = crc;
+        cfg.validate = validate;
         let session = ClientSession::new(cfg, Instant::ZERO, vec![0; storage]);
         let client = Client::new(end, session).unwrap();
         let end = End::new(&net, Side::Server);
-        let server = Server::new(end, ServerConfig::new(1)).unwrap();
+        let mut server_cfg = ServerConfig::new(1);
+        server_cfg.crc = crc;
+        server_cfg.validate = validate;
+        let server = Server::new(end, server_cfg).unwrap();
         Pair {
             net,
             client,
@@ -648,6 +659,55 @@ fn the_applications_bytes_arrive_once_per_sn_reads_are_answered_and_replay_resen
     assert_eq!(p.app.answered.get(&5), Some(&workload::hash(&expected)));
     assert_eq!(p.log.reads(), vec![(5, workload::hash(&expected))]);
     assert_eq!(p.client.session().stats().reads_answered, 1);
+}
+
+/// A CRC32C provider that is not CRC32C: the portable value with bits
+/// flipped. Ends that share it understand each other; nothing else does.
+fn flipped_bytes(bytes: &[u8]) -> u32 {
+    wire::Crc32c::PORTABLE.checksum(bytes) ^ 0x5A5A_5A5A
+}
+
+fn flipped_header(covered: &[u8; wire::HEADER_COVERED]) -> u32 {
+    flipped_bytes(covered)
+}
+
+#[test]
+fn both_drivers_compute_every_frames_crcs_with_the_configured_provider() {
+    let flipped = wire::Crc32c::new("flipped", flipped_bytes, flipped_header);
+    assert!(!flipped.check());
+    for validate in [false, true] {
+        let mut p = Pair::with_crc(Knobs::default(), 3 << 20, flipped, validate);
+        p.connect();
+        let submitted = submit_all(&mut p.client);
+        p.acked(7);
+        assert_eq!(p.app.hashes(), submitted, "validate {validate}");
+        assert_eq!(p.log.reads().len(), 1, "the read was answered");
+        let ends = [
+            ("client", &p.client.transport().sent),
+            ("server", &p.server.transport().sent),
+        ];
+        let mut payload_crcs = 0;
+        for (side, sent) in ends {
+            assert!(sent.len() >= 7, "{side} sent {}", sent.len());
+            for frame in sent.iter() {
+                assert_eq!(
+                    wire::parse(frame).map(|_| ()),
+                    Err(wire::WireError::HeaderChecksum {
+                        expected: flipped_bytes(&frame[..44]),
+                        actual: wire::Crc32c::PORTABLE.checksum(&frame[..44]),
+                    }),
+                    "{side}: a frame sealed with the builtin CRC"
+                );
+                let m = wire::parse_with(frame, &flipped).expect("sealed with the provider");
+                payload_crcs += u32::from(m.validate && m.body.payload_len() > 0);
+            }
+        }
+        // The control frames always carry one; with validate, the writes too.
+        assert!(
+            payload_crcs >= if validate { 8 } else { 2 },
+            "{payload_crcs}"
+        );
+    }
 }
 
 // ---- regressions -----------------------------------------------------------------

@@ -67,6 +67,184 @@
 /// The CRC32C polynomial, bit-reflected (the register shifts right).
 const POLY: u32 = 0x82F6_3B78;
 
+/// Bytes of the header that its CRC covers (everything before `header_crc`).
+pub const HEADER_COVERED: usize = 44;
+
+/// A CRC32C implementation that [`parse_with`](super::parse_with),
+/// [`IoMsg::emit_with`](super::IoMsg::emit_with) and the session state
+/// machines (through `ClientConfig::crc` and `ServerConfig::crc`) use for
+/// every frame: two plain function pointers, chosen once.
+///
+/// This crate has no `unsafe` code, so it cannot select the CPU's CRC32C
+/// instruction at run time itself (see the [module documentation](self)). A
+/// backend that may (iomsg-ucx's `crc32c_provider()`) detects the
+/// instruction once and hands its functions in here; everything else uses
+/// [`Crc32c::BUILTIN`], the fastest path this build has on its own.
+///
+/// A provider must compute CRC32C (Castagnoli, reflected, initial value and
+/// final XOR `!0`): a wrong one makes every frame fail to parse at the peer,
+/// but cannot make this crate misbehave otherwise. [`Crc32c::check`] tests a
+/// provider against the catalogue value and the portable table.
+///
+/// Two providers compare equal when their names are equal (function
+/// pointers have no reliable identity).
+#[derive(Clone, Copy)]
+pub struct Crc32c {
+    name: &'static str,
+    bytes: fn(&[u8]) -> u32,
+    header: fn(&[u8; HEADER_COVERED]) -> u32,
+}
+
+impl Crc32c {
+    /// This build's own path (the [module documentation](self)): the
+    /// instruction if enabled at compile time, else with the `std` feature
+    /// the `crc32c` crate's run-time detection, else the portable table.
+    pub const BUILTIN: Crc32c = Crc32c {
+        name: BUILTIN_NAME,
+        bytes: crc32c,
+        header: builtin_header,
+    };
+
+    /// The portable table, on every build (the reference of the tests).
+    pub const PORTABLE: Crc32c = Crc32c {
+        name: "portable table",
+        bytes: portable,
+        header: portable_header,
+    };
+
+    /// A provider from its functions: `bytes` computes the CRC32C of any
+    /// slice, `header` that of the 44 bytes of a header its CRC covers
+    /// (a fixed length lets it skip the loops and tails of `bytes`).
+    pub const fn new(
+        name: &'static str,
+        bytes: fn(&[u8]) -> u32,
+        header: fn(&[u8; HEADER_COVERED]) -> u32,
+    ) -> Crc32c {
+        Crc32c {
+            name,
+            bytes,
+            header,
+        }
+    }
+
+    /// CRC32C of `bytes`.
+    #[inline(always)]
+    pub fn checksum(&self, bytes: &[u8]) -> u32 {
+        (self.bytes)(bytes)
+    }
+
+    /// CRC32C of the covered part of a header.
+    #[inline(always)]
+    pub fn header(&self, covered: &[u8; HEADER_COVERED]) -> u32 {
+        (self.header)(covered)
+    }
+
+    /// What computes the CRC (for logs and reports).
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether both functions give the catalogue check value and agree
+    /// with the portable table on a few inputs of every length up to 300
+    /// bytes and at every start within 8 bytes; for tests and start-up.
+    pub fn check(&self) -> bool {
+        const CHECK: u32 = 0xE306_9283;
+        let mut data = [0u8; 308];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for b in data.iter_mut() {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            *b = (state >> 56) as u8;
+        }
+        if self.checksum(b"123456789") != CHECK || self.checksum(b"") != 0 {
+            return false;
+        }
+        for offset in 0..8 {
+            for len in 0..=300 {
+                let input = &data[offset..offset + len];
+                if self.checksum(input) != portable(input) {
+                    return false;
+                }
+            }
+            let Some(head) = data[offset..].first_chunk::<HEADER_COVERED>() else {
+                return false;
+            };
+            if self.header(head) != portable(head) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl Default for Crc32c {
+    fn default() -> Crc32c {
+        Crc32c::BUILTIN
+    }
+}
+
+impl core::fmt::Debug for Crc32c {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("Crc32c").field(&self.name).finish()
+    }
+}
+
+impl PartialEq for Crc32c {
+    fn eq(&self, other: &Crc32c) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Crc32c {}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse4.2"))]
+const BUILTIN_NAME: &str = "sse4.2 (compile time)";
+#[cfg(all(
+    feature = "std",
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    not(all(target_arch = "x86_64", target_feature = "sse4.2"))
+))]
+const BUILTIN_NAME: &str = "crc32c crate (run-time detection)";
+#[cfg(not(any(
+    all(target_arch = "x86_64", target_feature = "sse4.2"),
+    all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64"))
+)))]
+const BUILTIN_NAME: &str = "portable table";
+
+/// The header CRC by this build's own path. With the instruction compiled
+/// in: one chain of five 8-byte steps and a 4-byte one. Otherwise the
+/// covered bytes are first copied to an 8-byte aligned place, so that the
+/// `crc32c` crate, which steps byte by byte up to the first 8-byte boundary,
+/// takes whole words from the start.
+#[inline]
+fn builtin_header(covered: &[u8; HEADER_COVERED]) -> u32 {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse4.2"))]
+    {
+        use instruction::Crc32c as I;
+        let mut crc = !0u32;
+        let (words, tail) = covered.split_at(40);
+        for word in words.chunks_exact(8) {
+            crc = <I as Step>::u64(crc, le_u64(word));
+        }
+        let tail = tail
+            .first_chunk::<4>()
+            .map_or(0, |t| u32::from_le_bytes(*t));
+        !<I as Step>::u32(crc, tail)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse4.2")))]
+    {
+        #[repr(C, align(8))]
+        struct Aligned([u8; HEADER_COVERED]);
+        let aligned = Aligned(*covered);
+        crc32c(&aligned.0)
+    }
+}
+
+fn portable_header(covered: &[u8; HEADER_COVERED]) -> u32 {
+    portable(covered)
+}
+
 /// CRC32C of `bytes`: by the CPU's instruction where this build can use it
 /// (see the [module documentation](self)), by table otherwise.
 #[inline]
@@ -398,6 +576,30 @@ mod tests {
         assert_eq!(crc32c(b"123456789"), CHECK);
         if let Some(crc) = hardware(b"123456789") {
             assert_eq!(crc, CHECK);
+        }
+    }
+
+    #[test]
+    fn the_cores_providers_pass_their_check_and_a_wrong_one_does_not() {
+        assert!(Crc32c::BUILTIN.check());
+        assert!(Crc32c::PORTABLE.check());
+        assert_eq!(Crc32c::default(), Crc32c::BUILTIN);
+        fn off_by_one(b: &[u8]) -> u32 {
+            portable(b) ^ 1
+        }
+        fn header_off(b: &[u8; HEADER_COVERED]) -> u32 {
+            portable(b) ^ 1
+        }
+        assert!(!Crc32c::new("x", off_by_one, portable_header).check());
+        assert!(!Crc32c::new("x", portable, header_off).check());
+    }
+
+    #[test]
+    fn builtin_header_equals_portable_at_every_alignment() {
+        let data = bytes(HEADER_COVERED * 40, 0xABCD);
+        for start in 0..HEADER_COVERED * 39 {
+            let head = data[start..].first_chunk::<HEADER_COVERED>().unwrap();
+            assert_eq!(builtin_header(head), portable(head), "start {start}");
         }
     }
 

@@ -1,11 +1,11 @@
 //! [`IoMsg`] → bytes.
 
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
-use zerocopy::{transmute, IntoBytes};
+use zerocopy::IntoBytes;
 
+use super::crc32c::{Crc32c, HEADER_COVERED};
 use super::header::{
-    crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
-    READ_BODY_LEN,
+    HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE, READ_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
 
@@ -26,59 +26,89 @@ impl IoMsg<'_> {
     /// - [`WireError::BadFlags`] if `stream` is set on an op other than `Write`,
     /// - [`WireError::BufferTooSmall`] if `buf` is shorter than `buffer_len()`.
     ///
-    /// Never panics and never allocates.
+    /// Never panics and never allocates. The CRCs are this build's own
+    /// ([`Crc32c::BUILTIN`]); [`emit_with`](Self::emit_with) takes them
+    /// from a provider.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        self.emit_inner(buf, self.body.payload_len(), |payload, body| match *body {
-            Body::Hello {
-                base_sn,
-                next_sn,
-                token,
-                window,
-                replay,
-            } => payload.copy_from_slice(
-                HelloBody {
-                    base_sn: U64::new(base_sn),
-                    next_sn: U64::new(next_sn),
-                    token: U64::new(token),
-                    window: U32::new(window),
-                    replay: u8::from(replay),
-                    padding: [0; 3],
-                }
-                .as_bytes(),
-            ),
-            Body::Welcome {
-                instance,
-                resume_from,
-                incarnation,
-                window,
-                known,
-            } => payload.copy_from_slice(
-                WelcomeBody {
-                    instance: U64::new(instance),
-                    resume_from: U64::new(resume_from),
-                    incarnation: U64::new(incarnation),
-                    window: U32::new(window),
-                    known: u8::from(known),
-                    padding: [0; 3],
-                }
-                .as_bytes(),
-            ),
-            Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
-            Body::Read { len, request } => {
-                let (head, rest) = payload.split_at_mut(READ_BODY_LEN);
-                head.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes());
-                rest.copy_from_slice(request);
+        self.emit_with(buf, &Crc32c::BUILTIN)
+    }
+
+    /// [`emit`](Self::emit) with the CRCs computed by `crc`.
+    ///
+    /// # Errors
+    ///
+    /// As [`emit`](Self::emit).
+    pub fn emit_with(&self, buf: &mut [u8], crc: &Crc32c) -> Result<usize, WireError> {
+        // The frequent bodies first, each with its length and filling known
+        // here instead of matched again in `emit_inner`.
+        match self.body {
+            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {
+                return self.emit_inner(buf, self.body.op(), 0, crc, |_, _| {});
             }
-            Body::Reject { reason, detail } => payload.copy_from_slice(
-                RejectBody {
-                    reason: U16::new(reason.as_u16()),
-                    padding: [0; 6],
-                    detail: U64::new(detail),
+            Body::Write { data } | Body::ReadComp { data } => {
+                return self.emit_inner(buf, self.body.op(), data.len(), crc, |payload, _| {
+                    payload.copy_from_slice(data)
+                });
+            }
+            _ => {}
+        }
+        self.emit_inner(
+            buf,
+            self.body.op(),
+            self.body.payload_len(),
+            crc,
+            |payload, body| match *body {
+                Body::Hello {
+                    base_sn,
+                    next_sn,
+                    token,
+                    window,
+                    replay,
+                } => payload.copy_from_slice(
+                    HelloBody {
+                        base_sn: U64::new(base_sn),
+                        next_sn: U64::new(next_sn),
+                        token: U64::new(token),
+                        window: U32::new(window),
+                        replay: u8::from(replay),
+                        padding: [0; 3],
+                    }
+                    .as_bytes(),
+                ),
+                Body::Welcome {
+                    instance,
+                    resume_from,
+                    incarnation,
+                    window,
+                    known,
+                } => payload.copy_from_slice(
+                    WelcomeBody {
+                        instance: U64::new(instance),
+                        resume_from: U64::new(resume_from),
+                        incarnation: U64::new(incarnation),
+                        window: U32::new(window),
+                        known: u8::from(known),
+                        padding: [0; 3],
+                    }
+                    .as_bytes(),
+                ),
+                Body::Write { data } | Body::ReadComp { data } => payload.copy_from_slice(data),
+                Body::Read { len, request } => {
+                    let (head, rest) = payload.split_at_mut(READ_BODY_LEN);
+                    head.copy_from_slice(ReadBody { len: U32::new(len) }.as_bytes());
+                    rest.copy_from_slice(request);
                 }
-                .as_bytes(),
-            ),
-            Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
-        })
+                Body::Reject { reason, detail } => payload.copy_from_slice(
+                    RejectBody {
+                        reason: U16::new(reason.as_u16()),
+                        padding: [0; 6],
+                        detail: U64::new(detail),
+                    }
+                    .as_bytes(),
+                ),
+                Body::WriteComp | Body::Ack | Body::Bye | Body::Probe => {}
+            },
+        )
     }
 
     /// Writes a `Write` or `ReadComp` frame whose `len` payload bytes
@@ -96,22 +126,40 @@ impl IoMsg<'_> {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<usize, WireError> {
+        self.emit_payload_with(buf, len, &Crc32c::BUILTIN, fill)
+    }
+
+    /// [`emit_with_payload`](Self::emit_with_payload) with the CRCs
+    /// computed by `crc`.
+    ///
+    /// # Errors
+    ///
+    /// As [`emit_with_payload`](Self::emit_with_payload).
+    pub fn emit_payload_with(
+        &self,
+        buf: &mut [u8],
+        len: usize,
+        crc: &Crc32c,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<usize, WireError> {
         let op = self.body.op();
         if !matches!(op, Op::Write | Op::ReadComp) {
             return Err(WireError::BadFlags { op, flags: 0 });
         }
-        self.emit_inner(buf, len, |payload, _| fill(payload))
+        self.emit_inner(buf, op, len, crc, |payload, _| fill(payload))
     }
 
-    /// Checks the frame, lets `fill` write the `payload_len` payload bytes
-    /// and seals the header over them.
+    /// Checks the frame of `op` (the body's), lets `fill` write the
+    /// `payload_len` payload bytes and seals the header over them.
+    #[inline(always)]
     fn emit_inner(
         &self,
         buf: &mut [u8],
+        op: Op,
         payload_len: usize,
+        crc: &Crc32c,
         fill: impl FnOnce(&mut [u8], &Body<'_>),
     ) -> Result<usize, WireError> {
-        let op = self.body.op();
         let too_long = |len: u64| WireError::TooLong {
             len,
             max: MAX_DATA_LEN,
@@ -128,15 +176,10 @@ impl IoMsg<'_> {
                 return Err(too_long(u64::from(len)));
             }
         }
-        let mut flags = 0;
-        if self.validate {
-            flags |= FLAG_VALIDATE;
-        }
-        if self.stream {
-            flags |= FLAG_STREAM;
-            if op != Op::Write {
-                return Err(WireError::BadFlags { op, flags });
-            }
+        let flags =
+            (u16::from(self.validate) * FLAG_VALIDATE) | (u16::from(self.stream) * FLAG_STREAM);
+        if self.stream && op != Op::Write {
+            return Err(WireError::BadFlags { op, flags });
         }
         let need = HEADER_LEN + payload_len;
         let have = buf.len();
@@ -146,22 +189,36 @@ impl IoMsg<'_> {
         // `payload` is exactly `payload_len` bytes long.
         fill(payload, &self.body);
 
-        let mut header = Header {
-            magic: MAGIC,
-            version: VERSION,
-            op: op as u8,
-            flags: U16::new(flags),
-            session: U64::new(self.session),
-            epoch: U32::new(self.epoch),
-            data_len: U32::new(data_len),
-            sn: U64::new(self.sn),
-            ack: U64::new(self.ack),
-            payload_crc: U32::new(if self.validate { crc32c(payload) } else { 0 }),
-            header_crc: U32::ZERO,
+        let payload_crc = if self.validate {
+            crc.checksum(payload)
+        } else {
+            0
         };
-        let unsealed: [u8; HEADER_LEN] = transmute!(header);
-        header.header_crc = U32::new(Header::compute_crc(&unsealed));
-        *head = transmute!(header);
+        // Written in place as six 8-byte words, then sealed: the CRC reads
+        // the bytes just stored word by word, so every load is served by
+        // exactly one store (a word stored as several narrower fields
+        // would stall each load until the stores reach the cache).
+        let words = [
+            u64::from(u32::from_le_bytes(MAGIC))
+                | u64::from(VERSION) << 32
+                | u64::from(op as u8) << 40
+                | u64::from(flags) << 48,
+            self.session,
+            u64::from(self.epoch) | u64::from(data_len) << 32,
+            self.sn,
+            self.ack,
+            u64::from(payload_crc),
+        ];
+        for (chunk, word) in head.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        let (covered, seal) = head.split_at_mut(HEADER_COVERED);
+        if let (Some(covered), Some(seal)) = (
+            covered.first_chunk::<HEADER_COVERED>(),
+            seal.first_chunk_mut::<4>(),
+        ) {
+            *seal = crc.header(covered).to_le_bytes();
+        }
         Ok(need)
     }
 }

@@ -29,6 +29,7 @@ pub(super) const REJECT_BODY_LEN: usize = 16;
 /// Offset of `header_crc`: the header CRC covers the bytes before it.
 pub(super) const HEADER_CRC_OFFSET: usize = 44;
 
+#[cfg(test)]
 pub(super) use super::crc32c::crc32c;
 
 /// The fixed 48-byte frame header.
@@ -51,6 +52,7 @@ pub(super) struct Header {
 const _: () = assert!(size_of::<Header>() == HEADER_LEN);
 const _: () = assert!(core::mem::offset_of!(Header, header_crc) == HEADER_CRC_OFFSET);
 
+#[cfg(test)]
 impl Header {
     /// CRC32C of the header bytes before `header_crc`.
     pub(super) fn compute_crc(bytes: &[u8; HEADER_LEN]) -> u32 {

@@ -68,8 +68,9 @@ pub const HELLO_BODY_LEN: usize = header::HELLO_BODY_LEN;
 pub const READ_BODY_LEN: usize = header::READ_BODY_LEN;
 mod parse;
 
+pub use crc32c::{Crc32c, HEADER_COVERED};
 pub use error::WireError;
-pub use parse::{frame_len, parse};
+pub use parse::{frame_len, frame_len_with, parse, parse_with};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"IOMS";

@@ -2,8 +2,9 @@
 
 use zerocopy::transmute_ref;
 
+use super::crc32c::{Crc32c, HEADER_COVERED};
 use super::header::{
-    crc32c, Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
+    Header, HelloBody, ReadBody, RejectBody, WelcomeBody, FLAG_STREAM, FLAG_VALIDATE,
     HELLO_BODY_LEN, KNOWN_FLAGS, READ_BODY_LEN, REJECT_BODY_LEN, WELCOME_BODY_LEN,
 };
 use super::{Body, IoMsg, Op, RejectReason, WireError, HEADER_LEN, MAGIC, MAX_DATA_LEN, VERSION};
@@ -20,19 +21,27 @@ use super::{Body, IoMsg, Op, RejectReason, WireError, HEADER_LEN, MAGIC, MAX_DAT
 /// [`WireError::Truncated`] with fewer than [`HEADER_LEN`] bytes; the
 /// header errors of [`parse`] otherwise.
 pub fn frame_len(buf: &[u8]) -> Result<usize, WireError> {
+    frame_len_with(buf, &Crc32c::BUILTIN)
+}
+
+/// [`frame_len`] with the header CRC computed by `crc`.
+///
+/// # Errors
+///
+/// As [`frame_len`].
+pub fn frame_len_with(buf: &[u8], crc: &Crc32c) -> Result<usize, WireError> {
     let Some(head) = buf.first_chunk::<HEADER_LEN>() else {
         return Err(WireError::Truncated {
             need: HEADER_LEN,
             have: buf.len(),
         });
     };
-    let header = check_header(head)?;
-    // At most MAX_DATA_LEN: fits a usize.
+    let header = check_header(head, crc)?;
     Ok(HEADER_LEN + header.data_len.get() as usize)
 }
 
 /// The checks of a header on its own.
-fn check_header(head: &[u8; HEADER_LEN]) -> Result<&Header, WireError> {
+fn check_header<'h>(head: &'h [u8; HEADER_LEN], crc: &Crc32c) -> Result<&'h Header, WireError> {
     let header: &Header = transmute_ref!(head);
     if header.magic != MAGIC {
         return Err(WireError::BadMagic(header.magic));
@@ -41,7 +50,7 @@ fn check_header(head: &[u8; HEADER_LEN]) -> Result<&Header, WireError> {
         return Err(WireError::UnsupportedVersion(header.version));
     }
     let carried = header.header_crc.get();
-    let computed = Header::compute_crc(head);
+    let computed = crc.header(covered(head));
     if carried != computed {
         return Err(WireError::HeaderChecksum {
             expected: carried,
@@ -63,6 +72,15 @@ fn check_header(head: &[u8; HEADER_LEN]) -> Result<&Header, WireError> {
     Ok(header)
 }
 
+/// The bytes of a header that its CRC covers.
+#[inline(always)]
+fn covered(head: &[u8; HEADER_LEN]) -> &[u8; HEADER_COVERED] {
+    let (covered, _) = head
+        .split_first_chunk::<HEADER_COVERED>()
+        .unwrap_or((&[0; HEADER_COVERED], &[]));
+    covered
+}
+
 /// Parses exactly one frame.
 ///
 /// `buf` must hold one whole frame and nothing else: missing bytes are
@@ -70,20 +88,97 @@ fn check_header(head: &[u8; HEADER_LEN]) -> Result<&Header, WireError> {
 /// checks run in the order listed in the [module documentation](super), and
 /// the first one that fails is returned.
 ///
-/// Never panics, whatever `buf` holds.
+/// Never panics, whatever `buf` holds. The CRCs are this build's own
+/// ([`Crc32c::BUILTIN`]); [`parse_with`] takes them from a provider.
 pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
+    parse_with(buf, &Crc32c::BUILTIN)
+}
+
+/// The magic and the version: the first five header bytes, little endian.
+const PREFIX: u64 = u32::from_le_bytes(MAGIC) as u64 | (VERSION as u64) << 32;
+
+/// [`parse`] with the CRCs computed by `crc`.
+///
+/// A frame that passes every header check at once (a single branch over
+/// all of them, the usual case) is decoded straight away; any failure goes
+/// to the check-by-check path, which finds the first failed check in the
+/// documented order. Both accept exactly the same frames.
+///
+/// # Errors
+///
+/// As [`parse`].
+pub fn parse_with<'a>(buf: &'a [u8], crc: &Crc32c) -> Result<IoMsg<'a>, WireError> {
     let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
         return Err(WireError::Truncated {
             need: HEADER_LEN,
             have: buf.len(),
         });
     };
-    let header = check_header(head)?;
-    // Checked by check_header.
+    // The CRC first: the header's fields are read after the call, instead
+    // of being kept across it.
+    let header_crc = crc.header(covered(head));
+    let header: &Header = transmute_ref!(head);
+    let first = head
+        .first_chunk::<8>()
+        .map_or(0, |w| u64::from_le_bytes(*w));
+    let op_byte = header.op;
+    let flags = header.flags.get();
+    let data_len = header.data_len.get();
+    let payload_crc = header.payload_crc.get();
+    let validate = flags & FLAG_VALIDATE != 0;
+    // Every header check of `check_header` and the length rules of `parse`,
+    // without branches between them.
+    let fine = (first & 0xFF_FFFF_FFFF == PREFIX)
+        & (header.header_crc.get() == header_crc)
+        & (op_byte.wrapping_sub(1) < Op::ALL.len() as u8)
+        & (flags & !KNOWN_FLAGS == 0)
+        & ((flags & FLAG_STREAM == 0) | (op_byte == Op::Write as u8))
+        & (data_len <= MAX_DATA_LEN)
+        & (data_len as usize == payload.len())
+        & (validate | (payload_crc == 0));
+    let op = Op::from_u8(op_byte);
+    let (true, Some(op)) = (fine, op) else {
+        return parse_checked(buf, crc);
+    };
+    if validate {
+        let computed = crc.checksum(payload);
+        if payload_crc != computed {
+            return Err(WireError::PayloadChecksum {
+                expected: payload_crc,
+                actual: computed,
+            });
+        }
+    }
+    Ok(IoMsg {
+        session: header.session.get(),
+        epoch: header.epoch.get(),
+        sn: header.sn.get(),
+        ack: header.ack.get(),
+        validate,
+        stream: flags & FLAG_STREAM != 0,
+        body: match op {
+            Op::Write => Body::Write { data: payload },
+            Op::Ack if payload.is_empty() => Body::Ack,
+            _ => parse_body(op, payload)?,
+        },
+    })
+}
+
+/// [`parse_with`] check by check, in the documented order: the frames the
+/// single branch of `parse_with` refuses come here for their exact error.
+#[cold]
+#[inline(never)]
+fn parse_checked<'a>(buf: &'a [u8], crc: &Crc32c) -> Result<IoMsg<'a>, WireError> {
+    let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
+        return Err(WireError::Truncated {
+            need: HEADER_LEN,
+            have: buf.len(),
+        });
+    };
+    let header = check_header(head, crc)?;
     let op = Op::from_u8(header.op).ok_or(WireError::UnknownOp(header.op))?;
     let flags = header.flags.get();
     let data_len = header.data_len.get();
-    // data_len <= MAX_DATA_LEN, so it fits a usize on every supported target.
     let declared = data_len as usize;
     if payload.len() < declared {
         return Err(WireError::Truncated {
@@ -100,7 +195,7 @@ pub fn parse(buf: &[u8]) -> Result<IoMsg<'_>, WireError> {
     let validate = flags & FLAG_VALIDATE != 0;
     let payload_crc = header.payload_crc.get();
     if validate {
-        let computed = crc32c(payload);
+        let computed = crc.checksum(payload);
         if payload_crc != computed {
             return Err(WireError::PayloadChecksum {
                 expected: payload_crc,
@@ -227,6 +322,7 @@ fn bool_byte(op: Op, value: u8) -> Result<bool, WireError> {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{self, reseal, SplitMix, ALL};
+    use super::super::header::crc32c;
     use super::super::MAX_FRAME_LEN;
     use super::*;
     use std::vec::Vec;
@@ -597,6 +693,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_single_branch_and_the_check_by_check_path_agree_on_every_mutant() {
+        let mut rng = SplitMix(0x5eed_0002);
+        let crc = Crc32c::BUILTIN;
+        let mut fast_ok = 0;
+        for _ in 0..50_000 {
+            let (frame, m) = ALL[rng.below(ALL.len() as u64) as usize];
+            let mut f = frame.to_vec();
+            for _ in 0..=rng.below(2) {
+                let i = rng.below(f.len() as u64) as usize;
+                // Mostly the header, where the single branch decides.
+                let i = if rng.below(4) == 0 { i } else { i % HEADER_LEN };
+                f[i] = rng.next() as u8;
+            }
+            if rng.below(2) == 0 {
+                reseal(&mut f, m.validate);
+            }
+            if rng.below(4) == 0 {
+                f.truncate(rng.below(f.len() as u64 + 1) as usize);
+            }
+            let fast = parse_with(&f, &crc);
+            fast_ok += u32::from(fast.is_ok());
+            assert_eq!(fast, parse_checked(&f, &crc), "{f:02x?}");
+        }
+        for (frame, m) in ALL {
+            assert_eq!(parse_with(frame, &crc), Ok(m));
+            assert_eq!(parse_checked(frame, &crc), Ok(m));
+        }
+        assert!(fast_ok > 1000, "only {fast_ok} mutants parsed");
     }
 
     #[test]

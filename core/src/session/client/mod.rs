@@ -536,7 +536,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             self.stats.stale_frames += 1;
             return None;
         }
-        let msg = match crate::wire::parse(frame) {
+        let msg = match crate::wire::parse_with(frame, &self.config.crc) {
             Ok(m) => m,
             Err(e) => {
                 self.protocol_error(now, ProtocolError::Malformed(e));

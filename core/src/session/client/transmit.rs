@@ -13,6 +13,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     /// [`write_transmit`](Self::write_transmit) writes it; a frame not
     /// written (the transport had no buffer) is offered again.
     #[must_use]
+    #[inline]
     pub fn poll_transmit(&self, now: Instant) -> Option<Transmit> {
         let frame = match self.state {
             ClientState::Handshaking { .. } if self.hello_pending => Frame::Hello,
@@ -108,7 +109,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             Frame::Data { sn } => return self.write_data(now, sn, out),
             Frame::Reask { sn } => return self.write_reask(sn, out),
         }
-        let written = msg.emit(out);
+        let written = msg.emit_with(out, &self.config.crc);
         debug_assert_eq!(written, Ok(t.len));
         written.unwrap_or(0)
     }
@@ -184,7 +185,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             stream: entry.op == RequestOp::StreamWrite,
             body,
         };
-        let written = msg.emit(out);
+        let written = msg.emit_with(out, &self.config.crc);
         debug_assert!(written.is_ok(), "{written:?}");
         written.unwrap_or(0)
     }

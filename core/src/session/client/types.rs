@@ -7,7 +7,7 @@ use core::time::Duration;
 use super::super::backoff::Backoff;
 use crate::conn::DisconnectReason;
 use crate::time::Instant;
-use crate::wire::{RejectReason, WireError};
+use crate::wire::{Crc32c, RejectReason, WireError};
 
 /// What kind of message the application sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
@@ -152,6 +152,10 @@ pub struct ClientConfig {
     pub max_payload: u32,
     /// Seed of the backoff jitter.
     pub seed: u64,
+    /// Computes the CRC32C of every frame sent and received: this build's
+    /// own ([`Crc32c::BUILTIN`]) unless a backend hands in a faster one
+    /// (iomsg-ucx's `crc32c_provider()` detects the CPU's instruction).
+    pub crc: Crc32c,
 }
 
 impl ClientConfig {
@@ -183,6 +187,7 @@ impl ClientConfig {
             validate: false,
             max_payload: crate::wire::MAX_DATA_LEN,
             seed: session,
+            crc: Crc32c::BUILTIN,
         }
     }
 }

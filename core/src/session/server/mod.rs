@@ -2,6 +2,7 @@
 
 mod handshake;
 mod replies;
+mod table;
 mod types;
 
 use replies::{Outbox, Queued, Reply, Strays};
@@ -14,7 +15,7 @@ pub use types::{
 
 use core::ops::Range;
 
-use heapless::FnvIndexMap;
+use table::Table;
 
 use super::client::RequestOp;
 use crate::conn::ConnId;
@@ -119,6 +120,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// What a frame on this connection needs to know first: whether it is
+    /// closing, whether its reply would find no room (the queue is full and
+    /// its last entry takes no ack), and the session it is bound to.
+    fn state(&self) -> (bool, bool, Option<u64>) {
+        let room_gone =
+            self.out.replies.is_full() && !self.out.replies.back().is_some_and(Reply::acks_only);
+        (self.closing, room_gone, self.session)
+    }
+
     fn new(seq: u64, now: Instant) -> Conn {
         Conn {
             session: None,
@@ -155,9 +165,9 @@ pub struct ServerCore<
     const TOMBS: usize = 256,
 > {
     config: ServerConfig,
-    sessions: FnvIndexMap<u64, Session<WORDS>, SESSIONS>,
-    tombs: FnvIndexMap<u64, Tomb, TOMBS>,
-    conns: FnvIndexMap<ConnId, Conn, CONNS>,
+    sessions: Table<u64, Session<WORDS>, SESSIONS>,
+    tombs: Table<u64, Tomb, TOMBS>,
+    conns: Table<ConnId, Conn, CONNS>,
     /// Rejections to connections outside the table.
     strays: Strays,
     /// Replies queued over all connections.
@@ -205,9 +215,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     pub const fn new(config: ServerConfig) -> Self {
         ServerCore {
             config,
-            sessions: FnvIndexMap::new(),
-            tombs: FnvIndexMap::new(),
-            conns: FnvIndexMap::new(),
+            sessions: Table::new(),
+            tombs: Table::new(),
+            conns: Table::new(),
             strays: Strays::new(),
             queued: 0,
             closes_due: 0,
@@ -461,21 +471,30 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         sink: &mut impl ServerHandler,
     ) {
         self.stats.frames += 1;
-        if !self.conns.contains_key(&conn) && !self.handle_accepted(now, conn, sink) {
-            return;
+        // One lookup of the connection for everything below (nothing
+        // changes it before the frame is processed or refused).
+        let mut known = self.conns.get(&conn).map(Conn::state);
+        if known.is_none() {
+            if !self.handle_accepted(now, conn, sink) {
+                return;
+            }
+            known = self.conns.get(&conn).map(Conn::state);
         }
-        if self.conns.get(&conn).is_some_and(|c| c.closing) {
+        let Some((closing, room_gone, bound)) = known else {
+            return;
+        };
+        if closing {
             // Sent before the peer heard of the rejection: the client
             // sends again whatever is not acknowledged.
             self.stats.after_close += 1;
             return;
         }
-        if self.reply_room_gone(conn) {
+        if room_gone {
             // Its transport took none of its replies: this connection
             // alone pays for it. The client sends the frame again.
             return self.slow_consumer(conn, sink);
         }
-        let msg = match wire::parse(frame) {
+        let msg = match wire::parse_with(frame, &self.config.crc) {
             Ok(msg) => msg,
             Err(e) => {
                 self.stats.last_wire_error = Some(e);
@@ -545,7 +564,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 return self.reject(conn, session, epoch, RejectReason::Unexpected, op, sink);
             }
         };
-        if self.conns.get(&conn).and_then(|c| c.session).is_none() {
+        if bound.is_none() {
             // Frames of a connection arrive in order and its Hello comes
             // first: this peer skipped it. Nothing is delivered; the
             // client sends these sns again after its handshake.
@@ -553,12 +572,18 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             let op = u64::from(msg.body.op() as u8);
             return self.reject(conn, s, e, RejectReason::NotBound, op, sink);
         }
-        self.process(now, conn, data, sink);
+        self.process(now, conn, bound, data, sink);
     }
 
-    /// One data frame of a bound connection.
-    fn process(&mut self, now: Instant, conn: ConnId, d: Data<'_>, sink: &mut impl ServerHandler) {
-        let bound = self.conns.get(&conn).and_then(|c| c.session);
+    /// One data frame of a connection bound to session `bound`.
+    fn process(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        bound: Option<u64>,
+        d: Data<'_>,
+        sink: &mut impl ServerHandler,
+    ) {
         if bound != Some(d.session) {
             let expected = bound.unwrap_or(0);
             return self.reject(

@@ -56,7 +56,7 @@ impl Reply {
     }
 
     /// An `Ack` or a `WriteComp`: what a later one may fold into.
-    fn acks_only(&self) -> bool {
+    pub(super) fn acks_only(&self) -> bool {
         matches!(
             self,
             Reply::Frame {
@@ -256,7 +256,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             else {
                 return 0;
             };
-            let written = s.msg.take().map(|m| m.emit(out));
+            let crc = self.config.crc;
+            let written = s.msg.take().map(|m| m.emit_with(out, &crc));
             return self.sent(written.unwrap_or(Ok(0)), t);
         }
         let Some(c) = self.conns.get_mut(&t.conn) else {
@@ -272,13 +273,13 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         // The next turn is the next connection's.
         self.turn = self.offered + 1;
         let written = match reply {
-            Reply::Frame { msg } => msg.emit(out),
+            Reply::Frame { msg } => msg.emit_with(out, &self.config.crc),
             Reply::ReadComp {
                 msg,
                 len,
                 request,
                 request_len,
-            } => msg.emit_with_payload(out, len as usize, |data| {
+            } => msg.emit_payload_with(out, len as usize, &self.config.crc, |data| {
                 let read = super::ReadRequest {
                     session: msg.session,
                     sn: msg.sn,
@@ -344,14 +345,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             self.urgent = true;
         }
         Queued::Yes
-    }
-
-    /// Whether a frame on `conn` finds no room for its reply: the queue is
-    /// full and its last entry takes no ack.
-    pub(super) fn reply_room_gone(&self, conn: ConnId) -> bool {
-        self.conns.get(&conn).is_some_and(|c| {
-            c.out.replies.is_full() && !c.out.replies.back().is_some_and(Reply::acks_only)
-        })
     }
 
     /// Closes `conn` because its replies do not fit: they are dropped, and

@@ -6,7 +6,7 @@ use core::time::Duration;
 
 use crate::conn::{ConnId, DisconnectReason};
 use crate::session::RequestOp;
-use crate::wire::{RejectReason, WireError};
+use crate::wire::{Crc32c, RejectReason, WireError};
 
 /// Server configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +37,10 @@ pub struct ServerConfig {
     /// table. A client sends its `Hello` first thing, so this only needs
     /// to cover a slow network and a busy client.
     pub handshake_timeout: Duration,
+    /// Computes the CRC32C of every frame sent and received: this build's
+    /// own ([`Crc32c::BUILTIN`]) unless a backend hands in a faster one
+    /// (iomsg-ucx's `crc32c_provider()` detects the CPU's instruction).
+    pub crc: Crc32c,
 }
 
 impl ServerConfig {
@@ -53,6 +57,7 @@ impl ServerConfig {
             max_sessions: usize::MAX,
             max_read: crate::wire::MAX_DATA_LEN,
             handshake_timeout: Duration::from_secs(5),
+            crc: Crc32c::BUILTIN,
         }
     }
 }
