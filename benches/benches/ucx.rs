@@ -126,7 +126,9 @@ fn serve() -> ExitCode {
         }
     };
     println!("listening on {}", transport.local_addr());
-    let mut server: Server<_> = match Server::new(transport, ServerConfig::new(random_u64())) {
+    let mut server_config = ServerConfig::new(random_u64());
+    server_config.crc = iomsg_ucx::crc32c_provider();
+    let mut server: Server<_> = match Server::new(transport, server_config) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("ucx bench server: {e}");
@@ -254,6 +256,7 @@ impl Bench {
             .unwrap_or_else(|e| panic!("cannot make a UCX client for {addr} over {link:?}: {e}"));
         let session_id = random_u64();
         let mut config = ClientConfig::new(session_id, random_u64());
+        config.crc = iomsg_ucx::crc32c_provider();
         config.window = window;
         let slots = (window as usize).min(WINDOW);
         let storage = vec![0u8; slots * (max_size + 8) + max_size];

@@ -81,11 +81,17 @@ fn main() -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let addr = t.local_addr();
+    let mut server_config = ServerConfig::new(1);
+    server_config.crc = iomsg_ucx::crc32c_provider();
     let mut server: Server<UcxTransport<Accept>> =
-        Server::new(t, ServerConfig::new(1)).map_err(|e| format!("{e:?}"))?;
+        Server::new(t, server_config).map_err(|e| format!("{e:?}"))?;
     let t = UcxTransport::client(addr, config).map_err(|e| e.to_string())?;
     let session = ClientSession::<WINDOW, _>::new(
-        ClientConfig::new(11, 12),
+        {
+            let mut c = ClientConfig::new(11, 12);
+            c.crc = iomsg_ucx::crc32c_provider();
+            c
+        },
         Instant::ZERO,
         vec![0u8; WINDOW * size.max(8) + size],
     );

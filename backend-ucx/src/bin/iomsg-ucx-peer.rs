@@ -221,6 +221,14 @@ fn ucx_config(args: &[String], api: Api) -> UcxConfig {
     }
 }
 
+/// A server's protocol settings: a fresh instance id, the CPU's CRC32C
+/// instruction.
+fn server_config() -> ServerConfig {
+    let mut config = ServerConfig::new(random_u64());
+    config.crc = iomsg_ucx::crc32c_provider();
+    config
+}
+
 fn server(addr: SocketAddr, record: &str, config: UcxConfig) -> Result<(), String> {
     let record = match record {
         "none" => None,
@@ -237,7 +245,7 @@ fn server(addr: SocketAddr, record: &str, config: UcxConfig) -> Result<(), Strin
     println!("listening on {}", transport.local_addr());
     println!("listening since {} us", epoch_us());
     let mut server: Server<_> =
-        Server::new(transport, ServerConfig::new(random_u64())).map_err(|e| e.to_string())?;
+        Server::new(transport, server_config()).map_err(|e| e.to_string())?;
     let mut app = Recorder {
         record,
         error: None,
@@ -330,6 +338,8 @@ fn client(addr: SocketAddr, job: &Job, record: &str, ucx: UcxConfig) -> Result<(
     let session_id = random_u64();
     writeln!(record, "# session {session_id:016x}").map_err(|e| e.to_string())?;
     let mut config = ClientConfig::new(session_id, random_u64());
+    // The CPU's CRC32C instruction, chosen once at run time.
+    config.crc = iomsg_ucx::crc32c_provider();
     config.replay = replay;
     config.max_retries = 1000;
     config.reply_timeout = Duration::from_secs(1);
