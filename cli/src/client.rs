@@ -10,7 +10,8 @@ use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::session::{
-    Backoff, ClientConfig, ClientEvent, ClientSession, FailReason, Message, ReadData, SubmitError,
+    Backoff, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, ReadData,
+    SubmitError,
 };
 use iomsg_core::transport::{Client, ClientHandler, Readiness};
 use iomsg_core::workload;
@@ -190,7 +191,10 @@ impl ClientHandler for Seen {
                 self.failed = Some(reason);
                 format!("failed {s:016x} {reason}")
             }
-            ClientEvent::Connecting { .. } | ClientEvent::Closed => return,
+            ClientEvent::Connecting { epoch, attempt } => {
+                format!("connecting {s:016x} epoch {epoch} attempt {attempt}")
+            }
+            ClientEvent::Closed => return,
             other => format!("{other:?}"),
         };
         self.lines.push(line);
@@ -212,6 +216,45 @@ impl ClientHandler for Seen {
 }
 
 type Driver = Client<UcxTransport<Dial>, { MAX_CONN_WINDOW as usize }, Vec<u8>>;
+
+/// The longest a busy-polling client naps between two polls while a
+/// connection of its is being opened or awaits its first acknowledgement.
+const CONNECTING_NAP: Duration = Duration::from_micros(200);
+/// The longest it naps while every session waits to retry.
+const BACKOFF_NAP: Duration = Duration::from_millis(20);
+
+/// How long a busy-polling client with nothing to do may sleep when no
+/// session of its is established and acknowledged: until the next retry
+/// when every one waits for it, [`CONNECTING_NAP`] while a connection is
+/// opening or waits for its first acknowledgement. A connection is opened
+/// in a dozen steps that alternate between the client, the server and
+/// their UCX progress threads, and its first acknowledgement takes a few
+/// more; on a host whose cores are all taken by busy-polling processes
+/// each step waits for the scheduler's next tick (4 ms at 250 Hz), so a
+/// client spinning then slows its own connection down. `None`: a session
+/// is acknowledged on its connection (keep polling) or none is waiting.
+fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Duration> {
+    let mut nap = BACKOFF_NAP;
+    let mut waiting = false;
+    for p in peers {
+        let session = p.client.session();
+        match session.state() {
+            ClientState::Established { .. } if !p.seen.awaiting_first_ack => return None,
+            ClientState::Established { .. }
+            | ClientState::Connecting { .. }
+            | ClientState::Handshaking { .. } => {
+                nap = nap.min(CONNECTING_NAP);
+                waiting = true;
+            }
+            ClientState::Backoff { .. } => waiting = true,
+            _ => {}
+        }
+        if let Some(t) = p.client.poll_timeout() {
+            nap = nap.min(t.saturating_since(now));
+        }
+    }
+    (waiting && !nap.is_zero()).then_some(nap)
+}
 
 struct Peer {
     addr: SocketAddr,
@@ -416,6 +459,11 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
         if peers.iter().all(|p| p.client.session().is_terminal()) {
             break;
+        }
+        if !job.blocking && !busy {
+            if let Some(nap) = unconnected_nap(&peers, common::clock(start)) {
+                std::thread::sleep(nap);
+            }
         }
         if job.blocking && !busy {
             let now = common::clock(start);

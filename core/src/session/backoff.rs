@@ -25,6 +25,11 @@ impl Backoff {
             .checked_mul(1u32 << shift)
             .unwrap_or(self.max)
             .min(self.max);
+        self.jittered(base, rng)
+    }
+
+    /// `base` scaled by the jitter factor, as [`delay`](Self::delay) does.
+    pub fn jittered(&self, base: Duration, rng: &mut SplitMix64) -> Duration {
         let jitter = u64::from(self.jitter_per_mille.min(1000));
         if jitter == 0 {
             return base;

@@ -1,6 +1,8 @@
 //! The client session: connection lifecycle, send window, replay.
 
 mod reads;
+#[cfg(test)]
+mod retry_tests;
 mod transmit;
 mod types;
 
@@ -104,6 +106,11 @@ pub struct ClientSession<const N: usize, S> {
     /// `Welcome` (before any, the client's own).
     agreed: u64,
     attempt: u32,
+    /// Attempts of the current run of failures retried after
+    /// `refused_retry` (see [`ClientConfig::refused_retry`]).
+    quick_retries: u32,
+    /// The connection just lost was refused before it connected.
+    refused: bool,
     /// When the first failed attempt of the current run of failures ended.
     failing_since: Option<Instant>,
     started: Instant,
@@ -155,6 +162,8 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             trusted: None,
             agreed,
             attempt: 0,
+            quick_retries: 0,
+            refused: false,
             failing_since: None,
             started: now,
             last_progress: now,
@@ -696,6 +705,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         self.trusted = Some(incarnation);
         self.agreed = u64::from(window).min(self.own_window());
         self.attempt = 0;
+        self.quick_retries = 0;
         self.failing_since = None;
         self.last_progress = now;
         self.last_probe = now;
@@ -782,6 +792,11 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     }
 
     fn lose_connection(&mut self, now: Instant, cause: DisconnectCause, close: bool) {
+        self.refused = matches!(self.state, ClientState::Connecting { .. })
+            && matches!(
+                cause,
+                DisconnectCause::Transport(DisconnectReason::ConnectFailed(_))
+            );
         if close {
             self.action = Some(Action::Close);
         }
@@ -798,6 +813,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     }
 
     fn schedule_retry(&mut self, now: Instant, cause: DisconnectCause) {
+        let refused = core::mem::take(&mut self.refused);
         if self.closing && self.window.is_empty() {
             self.state = ClientState::Closed;
             self.push_event(ClientEvent::Closed);
@@ -806,14 +822,30 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         self.attempt += 1;
         let since = *self.failing_since.get_or_insert(now);
         let over = now.saturating_since(since);
-        if self.attempt > self.config.max_retries && over >= self.config.retry_for {
+        // Quick retries count neither as retries nor for the backoff.
+        let counted = self.attempt.saturating_sub(self.quick_retries);
+        if refused && self.quick_retries < self.config.refused_retries {
+            // Refused at once: nothing listens yet. Try again shortly,
+            // never later than the backoff would.
+            self.quick_retries += 1;
+            let step = self.config.backoff.delay(counted, &mut self.rng);
+            let quick = self
+                .config
+                .backoff
+                .jittered(self.config.refused_retry, &mut self.rng);
+            self.state = ClientState::Backoff {
+                until: now + quick.min(step),
+            };
+            return;
+        }
+        if counted > self.config.max_retries && over >= self.config.retry_for {
             return self.fail(FailReason::RetriesExceeded {
                 attempts: self.attempt,
                 over,
                 last: cause,
             });
         }
-        let delay = self.config.backoff.delay(self.attempt, &mut self.rng);
+        let delay = self.config.backoff.delay(counted, &mut self.rng);
         self.state = ClientState::Backoff { until: now + delay };
     }
 

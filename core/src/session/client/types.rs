@@ -124,6 +124,21 @@ pub struct ClientConfig {
     pub reply_timeout: Duration,
     /// Delay between connection attempts.
     pub backoff: Backoff,
+    /// Delay before retrying an attempt the transport refused before it
+    /// connected (`ConnectFailed`: nothing listens at the address yet, as
+    /// while a server restarts), jittered like `backoff` and never longer
+    /// than `backoff`'s next step, for the first `refused_retries` such
+    /// refusals of a run of failed attempts; those
+    /// neither count towards `max_retries` nor make `backoff` grow. A
+    /// refusal comes back at once and tells more than a timer: retried
+    /// sooner, the client is back a fraction of `backoff` after the
+    /// server listens again instead of up to a whole step of it. Any other
+    /// failure (a connect that timed out, a lost connection), and
+    /// refusals past the first `refused_retries`, wait for `backoff`.
+    pub refused_retry: Duration,
+    /// How many refusals of a run of failed attempts are retried after
+    /// `refused_retry` (0: none; every failure waits for `backoff`).
+    pub refused_retries: u32,
     /// Consecutive failed attempts tolerated before `Failed(RetriesExceeded)`
     /// (unless `retry_for` has not passed yet).
     pub max_retries: u32,
@@ -161,7 +176,8 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// Defaults: connect timeout 1 s, reply timeout 2 s (a tail-loss probe
     /// after a quarter of it without ack progress), backoff 10 ms doubling
-    /// to 500 ms with ±20 % jitter, 20 retries and at least 30 s of
+    /// to 500 ms with ±20 % jitter (the first 16 refusals of a run
+    /// retried after 2 ms instead), 20 retries and at least 30 s of
     /// retrying (an outage of up to 30 s is survived), no run limit, replay on,
     /// eager sends, no payload CRC, messages up to the wire's 1 MiB (and
     /// what the transport and the storage hold), the whole send window.
@@ -179,6 +195,8 @@ impl ClientConfig {
                 max: Duration::from_millis(500),
                 jitter_per_mille: 200,
             },
+            refused_retry: Duration::from_millis(2),
+            refused_retries: 16,
             max_retries: 20,
             retry_for: Duration::from_secs(30),
             run_limit: None,
