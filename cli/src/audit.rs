@@ -221,6 +221,8 @@ pub fn read_client(dir: &Path, name: &str, index: usize) -> Result<ClientTrail, 
 pub struct InstanceTrail {
     /// When it listened.
     pub listening_us: Option<u64>,
+    /// When it was let go on after a pause (SIGCONT), as the soak noted.
+    pub resumed_us: Vec<u64>,
     /// What it handed to its application, in order.
     pub records: Vec<Record>,
     /// Sn ranges its protocol declared lost on live connections.
@@ -480,7 +482,16 @@ pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconc
         }
     }
     r.corrupt += r.audit.hash_mismatches;
-    let listening: Vec<u64> = instances.iter().filter_map(|i| i.listening_us).collect();
+    // When the server could take clients again: each instance's start
+    // and each end of a pause.
+    let listening: Vec<u64> = instances
+        .iter()
+        .flat_map(|i| {
+            i.listening_us
+                .into_iter()
+                .chain(i.resumed_us.iter().copied())
+        })
+        .collect();
     let mut reconnect_ms = Vec::new();
     let mut lost: BTreeMap<(u64, u64), Lost> = BTreeMap::new();
     for c in clients {
@@ -511,7 +522,8 @@ pub fn reconcile(clients: &[ClientTrail], instances: &[InstanceTrail]) -> Reconc
                 r.replayed += d.replayed;
             }
             // Each first ack after a disconnect: how long service was out
-            // once the server could take it again.
+            // once the server could take it again (listened anew, or went
+            // on after a pause).
             for &ack in &s.first_acks_us {
                 let Some(&gone) = s.disconnects_us.iter().rev().find(|&&d| d <= ack) else {
                     continue;
@@ -713,6 +725,35 @@ mod tests {
         assert_eq!(r.duplicates_after_restart, 10);
         assert_eq!(r.duplicates_announced, 10);
         assert!(failures(&r, true).is_empty(), "{:?}", failures(&r, true));
+    }
+
+    #[test]
+    fn a_reconnect_counts_from_when_the_server_could_serve_again() {
+        // Gone at 4.0 s (a connect timed out while the server was paused
+        // from 1.0 s to 6.0 s); served again at 6.02 s.
+        let mut s = session(1, 10);
+        s.disconnects_us = vec![4_000_000];
+        s.first_acks_us = vec![6_020_000];
+        let paused = |resumed_us: Vec<u64>| InstanceTrail {
+            listening_us: Some(0),
+            records: delivered(1, 0..10),
+            resumed_us,
+            ..InstanceTrail::default()
+        };
+        let r = reconcile(&[client(s.clone())], &[paused(vec![6_000_000])]);
+        assert_eq!(r.reconnect_ms.count, 1);
+        assert!(
+            (r.reconnect_ms.max - 20.0).abs() < 1e-9,
+            "{:?}",
+            r.reconnect_ms
+        );
+        // Without the pause's end, the outage would count from 4.0 s.
+        let r = reconcile(&[client(s)], &[paused(Vec::new())]);
+        assert!(
+            (r.reconnect_ms.max - 2020.0).abs() < 1e-9,
+            "{:?}",
+            r.reconnect_ms
+        );
     }
 
     #[test]

@@ -41,7 +41,15 @@ pub(super) fn verdict_and_report(
     }
     let mut instances: Vec<InstanceTrail> = Vec::new();
     for i in &world.instances {
-        instances.push(audit::read_instance(dir, &i.name)?);
+        let mut trail = audit::read_instance(dir, &i.name)?;
+        // The ends of its pauses: from then on it could serve again.
+        let lived = i.from_us..=(if i.to_us == 0 { u64::MAX } else { i.to_us });
+        trail.resumed_us = events
+            .iter()
+            .filter(|e| e.kind == Kind::ServerPause && lived.contains(&e.from_us))
+            .map(|e| e.to_us)
+            .collect();
+        instances.push(trail);
     }
     let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
     let figures = audit::reconcile(&trails, &instances);
