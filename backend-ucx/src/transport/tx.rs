@@ -62,11 +62,13 @@ impl<R: Role> UcxTransport<R> {
         self.send_message(id, buf, KIND_BATCH);
     }
 
-    /// How large a batch grows at most before it is sent.
-    pub(super) fn batch_cap(&self) -> usize {
-        match self.config.api {
-            Api::Am => AM_BATCH_CAP,
-            Api::Tag => BATCH_CAP,
+    /// How large a batch of `c` grows at most before it is sent: one UCX
+    /// segment for active messages over shared memory (its frames travel
+    /// on the endpoint made from the peer's worker address), else 32 KiB.
+    pub(super) fn batch_cap(&self, c: &Conn) -> usize {
+        match (self.config.api, c.data.is_some()) {
+            (Api::Am, true) => AM_BATCH_CAP,
+            _ => BATCH_CAP,
         }
     }
 
@@ -94,7 +96,7 @@ impl<R: Role> TxToken for UcxTx<'_, R> {
             let now = t.now;
             let full = t
                 .conn(self.conn)
-                .is_some_and(|c| c.batch_len + 4 + len > t.batch_cap());
+                .is_some_and(|c| c.batch_len + 4 + len > t.batch_cap(c));
             if full {
                 t.flush_batch(self.conn);
             }
