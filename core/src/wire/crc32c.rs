@@ -76,7 +76,7 @@ pub const HEADER_COVERED: usize = 44;
 /// every frame: two plain function pointers, chosen once.
 ///
 /// This crate has no `unsafe` code, so it cannot select the CPU's CRC32C
-/// instruction at run time itself (see the [module documentation](self)). A
+/// instruction at run time itself (it would need `unsafe` to call it). A
 /// backend that may (iomsg-ucx's `crc32c_provider()`) detects the
 /// instruction once and hands its functions in here; everything else uses
 /// [`Crc32c::BUILTIN`], the fastest path this build has on its own.
@@ -96,7 +96,7 @@ pub struct Crc32c {
 }
 
 impl Crc32c {
-    /// This build's own path (the [module documentation](self)): the
+    /// This build's own path: the
     /// instruction if enabled at compile time, else with the `std` feature
     /// the `crc32c` crate's run-time detection, else the portable table.
     pub const BUILTIN: Crc32c = Crc32c {
