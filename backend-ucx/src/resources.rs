@@ -12,7 +12,7 @@ use core::ffi::{c_char, c_uint, c_void};
 use core::ptr;
 use core::slice;
 
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 use crate::Status;
 

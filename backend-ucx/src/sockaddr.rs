@@ -3,7 +3,7 @@
 use core::mem;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 /// A `sockaddr_in` or `sockaddr_in6`, stored where UCX can point at it.
 pub(crate) struct SockAddr {

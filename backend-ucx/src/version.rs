@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 /// The UCX version the bindings were generated from and linked to
 /// (`pkg-config --modversion ucx` at build time), e.g. `"1.13.1"`.
-pub const BUILT_VERSION: &str = ucx1_sys::UCX_VERSION;
+pub const BUILT_VERSION: &str = iomsg_ucx_sys::UCX_VERSION;
 
 /// The directory of the libucp linked at build time; binaries carry it as
 /// their rpath.
-pub const BUILT_LIBDIR: &str = ucx1_sys::UCX_LIBDIR;
+pub const BUILT_LIBDIR: &str = iomsg_ucx_sys::UCX_LIBDIR;
 
 /// The libucp loaded in this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +39,11 @@ impl UcxVersion {
     /// Whether this is the major.minor that the bindings were generated
     /// for (UCX keeps its ABI within a minor version).
     pub fn matches_build(&self) -> bool {
-        (self.major, self.minor) == (ucx1_sys::UCX_VERSION_MAJOR, ucx1_sys::UCX_VERSION_MINOR)
+        (self.major, self.minor)
+            == (
+                iomsg_ucx_sys::UCX_VERSION_MAJOR,
+                iomsg_ucx_sys::UCX_VERSION_MINOR,
+            )
     }
 
     /// `"major.minor.release"`, comparable with [`BUILT_VERSION`].
@@ -63,7 +67,7 @@ pub fn ucx_version() -> UcxVersion {
     let (mut major, mut minor, mut release) = (0, 0, 0);
     // SAFETY: ucp_get_version writes one `unsigned` through each pointer
     // and keeps none of them; each points to a live local u32.
-    unsafe { ucx1_sys::ucp_get_version(&mut major, &mut minor, &mut release) };
+    unsafe { iomsg_ucx_sys::ucp_get_version(&mut major, &mut minor, &mut release) };
     UcxVersion {
         major,
         minor,
@@ -74,7 +78,7 @@ pub fn ucx_version() -> UcxVersion {
 
 /// The file that defines the `ucp_get_version` this process calls.
 fn library_path() -> Option<PathBuf> {
-    let symbol = ucx1_sys::ucp_get_version as *const c_void;
+    let symbol = iomsg_ucx_sys::ucp_get_version as *const c_void;
     let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),

@@ -6,7 +6,7 @@ use std::ffi::CStr;
 use std::ptr;
 
 use iomsg_ucx::version::{ucx_version, BUILT_VERSION};
-use ucx1_sys::{
+use iomsg_ucx_sys::{
     ucp_cleanup, ucp_context_h, ucp_init_version, ucp_params_t, ucp_worker_attr_t,
     ucp_worker_create, ucp_worker_destroy, ucp_worker_get_address, ucp_worker_h,
     ucp_worker_params_t, ucp_worker_query, ucp_worker_release_address, ucs_status_string,

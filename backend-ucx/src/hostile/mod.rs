@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::wire::{self, Body, IoMsg, HEADER_LEN, MAX_FRAME_LEN};
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};

@@ -1,4 +1,4 @@
-//! Build script of iomsg's patched ucx1-sys.
+//! Build script of iomsg-ucx-sys.
 //!
 //! 1. Finds UCX >= 1.11 with pkg-config (`pkg-config ucx`), or, when
 //!    `IOMSG_UCX_PREFIX` is set, the `ucx.pc` under that install prefix.
@@ -17,6 +17,11 @@
 //!
 //! It runs pkg-config and libclang and nothing else: no network, no UCX
 //! build. Every failure panics with what to install or which variable to set.
+//!
+//! On docs.rs (`DOCS_RS` set), where there is no UCX to find, it takes the
+//! bindings generated from UCX 1.13.1 that the crate ships
+//! (`src/pregenerated.rs`) and links nothing: the documentation builds, a
+//! binary would not.
 
 use std::env;
 use std::fmt::Display;
@@ -61,6 +66,12 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-env-changed={PREFIX_VAR}");
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    if env::var_os("DOCS_RS").is_some() {
+        docs_only(&out_dir);
+        return;
+    }
 
     let mut ucx = find_ucx();
     check_version(&ucx);
@@ -76,14 +87,13 @@ fn main() {
     // A UCX upgrade rewrites its ucx.pc: build again against the new one.
     println!("cargo:rerun-if-changed={}", ucx.pcfile.display());
 
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     generate_bindings(&ucx, &out_dir.join("bindings.rs"));
     write_build_info(&ucx, &out_dir.join("ucx_build.rs"));
 }
 
 /// Stops the build with `msg`, framed so it stands out in cargo's output.
 fn fail(msg: impl Display) -> ! {
-    panic!("\n\nucx1-sys (iomsg's patched copy): {msg}\n\n");
+    panic!("\n\niomsg-ucx-sys: {msg}\n\n");
 }
 
 fn find_ucx() -> Ucx {
@@ -353,6 +363,37 @@ fn generate_bindings(ucx: &Ucx, out: &Path) {
         .write_to_file(out)
         .unwrap_or_else(|e| fail(format_args!("cannot write {}: {e}", out.display())));
 }
+
+/// The docs.rs build: the shipped bindings and a build record that says
+/// they were not linked to anything.
+fn docs_only(out_dir: &Path) {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let shipped = manifest.join("src/pregenerated.rs");
+    println!("cargo:rerun-if-changed={}", shipped.display());
+    fs::copy(&shipped, out_dir.join("bindings.rs"))
+        .unwrap_or_else(|e| fail(format_args!("cannot copy {}: {e}", shipped.display())));
+    let [major, minor, release] = version_numbers(PREGENERATED_VERSION)[..] else {
+        fail("PREGENERATED_VERSION is not major.minor.release");
+    };
+    let ucx = Ucx {
+        pkg_version: PREGENERATED_VERSION.to_owned(),
+        version: PREGENERATED_VERSION.to_owned(),
+        numbers: (major, minor, release),
+        includedir: PathBuf::new(),
+        include_paths: Vec::new(),
+        libdir: PathBuf::new(),
+        pcfile: PathBuf::new(),
+        found_by: "DOCS_RS (shipped bindings, nothing linked)".to_owned(),
+    };
+    println!("cargo:version={PREGENERATED_VERSION}");
+    println!("cargo:libdir=");
+    println!("cargo:includedir=");
+    write_build_info(&ucx, &out_dir.join("ucx_build.rs"));
+}
+
+/// The UCX `src/pregenerated.rs` was generated from (`bash ci/ucx-bindings`
+/// regenerates it).
+const PREGENERATED_VERSION: &str = "1.13.1";
 
 /// `$OUT_DIR/ucx_build.rs`: what this build found, as constants.
 fn write_build_info(ucx: &Ucx, out: &Path) {

@@ -1,18 +1,23 @@
-//! Rust FFI bindings to UCX: iomsg's patched copy of ucx1-sys 0.1.0.
+//! Rust FFI bindings to UCX (`ucp`, `uct`, `ucs`, `ucm`), linked to the UCX
+//! that `pkg-config ucx` finds: the bindings under `iomsg-ucx`.
 //!
-//! The published crate was changed where it was unsafe to build or to use:
+//! It grew from ucx1-sys 0.1.0 (MIT, by Runji Wang; its LICENSE is kept in
+//! this crate) and differs from it where that crate was unsafe to build or
+//! to use:
 //!
-//! - **Which UCX.** It always built its bundled UCX 1.12.1 (no verbs, no
-//!   multi-threading), ignored the exit status of autogen, configure and
+//! - **Which UCX.** ucx1-sys always built its bundled UCX 1.12.1 (no verbs,
+//!   no multi-threading), ignored the exit status of autogen, configure and
 //!   make (falling back silently to whatever libucp the linker found), and
 //!   linked libucp without an rpath, so `cargo test` loaded one libucp and
-//!   the same binary started by hand another. This copy links the UCX that
+//!   the same binary started by hand another. This crate links the UCX that
 //!   `pkg-config ucx` finds, or the one under `IOMSG_UCX_PREFIX`, needs
 //!   1.11 or newer, fails the build with what to install when there is
 //!   none, and records the library's directory as an rpath
-//!   ([`UCX_LIBDIR`]; dependents repeat it from `DEP_UCP_LIBDIR`). There
-//!   is no bundled build: a UCX of one's own is built once, outside cargo,
-//!   and named by its install prefix.
+//!   ([`UCX_LIBDIR`]; dependents repeat it from `DEP_UCP_LIBDIR`, as
+//!   `links = "ucp"` hands it to their build scripts). There is no bundled
+//!   build: a UCX of one's own is built once, outside cargo, and named by
+//!   its install prefix. On docs.rs the crate documents the bindings it
+//!   ships, generated from UCX 1.13.1, and links nothing.
 //! - **Enums are integers.** Every C enum is an integer type alias with one
 //!   constant per enumerator, named as in C (`ucs_status_t` is `i8`,
 //!   `UCS_OK`, `UCS_ERR_NO_MEMORY`, `UCP_FEATURE_TAG`, ...). The published
@@ -156,9 +161,9 @@ impl fmt::Display for VersionMismatch {
         let UcxVersions { built, loaded } = self.0;
         write!(
             f,
-            "the libucp loaded at run time is UCX {}.{}.{}, but ucx1-sys was built against \
+            "the libucp loaded at run time is UCX {}.{}.{}, but iomsg-ucx-sys was built against \
              UCX {}.{}.{} from {}: unset LD_LIBRARY_PATH/LD_PRELOAD entries that point at \
-             another UCX, or rebuild (cargo clean -p ucx1-sys) against the UCX you mean to run",
+             another UCX, or rebuild (cargo clean -p iomsg-ucx-sys) against the UCX you mean to run",
             loaded.0, loaded.1, loaded.2, built.0, built.1, built.2, UCX_LIBDIR
         )
     }
