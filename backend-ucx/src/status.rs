@@ -9,7 +9,7 @@ use core::ffi::{c_void, CStr};
 use core::fmt;
 
 use iomsg_core::transport::Cause;
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 /// UCX 1.13.1's status codes (`ucs/type/status.h`): name and the text
 /// `ucs_status_string` gives.
@@ -77,11 +77,17 @@ fn describe(code: sys::ucs_status_t) -> (&'static str, &'static str) {
     }
 }
 
-/// A UCX status code.
+/// A UCX status code (`ucs_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Status(pub sys::ucs_status_t);
+pub struct Status(pub(crate) sys::ucs_status_t);
 
 impl Status {
+    /// The C value (`UCS_ERR_NO_MEMORY` is -4, ...).
+    #[must_use]
+    pub const fn code(self) -> i8 {
+        self.0
+    }
+
     /// `UCS_OK`.
     pub const OK: Status = Status(sys::UCS_OK);
     /// `UCS_INPROGRESS`.

@@ -97,7 +97,7 @@ use iomsg_core::transport::{
 };
 use iomsg_core::wire::MAX_FRAME_LEN;
 use iomsg_core::Instant;
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
@@ -321,12 +321,22 @@ impl Op {
     }
 }
 
-/// Which end a transport is.
-pub trait Role {
-    /// The listener, for the server.
-    #[doc(hidden)]
-    fn listener(&self) -> Option<sys::ucp_listener_h>;
+/// Which end a transport is: [`Dial`] or [`Accept`] (sealed: no others).
+pub trait Role: sealed::Role {}
+
+mod sealed {
+    use super::sys;
+
+    /// What the transport asks of its role; private, so that no UCX type
+    /// is part of the crate's API.
+    pub trait Role {
+        /// The listener, for the server.
+        fn listener(&self) -> Option<sys::ucp_listener_h>;
+    }
 }
+
+impl Role for Dial {}
+impl Role for Accept {}
 
 /// The client's end: connects to one server address.
 pub struct Dial {
@@ -334,7 +344,7 @@ pub struct Dial {
     addr: SocketAddr,
 }
 
-impl Role for Dial {
+impl sealed::Role for Dial {
     fn listener(&self) -> Option<sys::ucp_listener_h> {
         None
     }
@@ -346,7 +356,7 @@ pub struct Accept {
     addr: SocketAddr,
 }
 
-impl Role for Accept {
+impl sealed::Role for Accept {
     fn listener(&self) -> Option<sys::ucp_listener_h> {
         Some(self.listener)
     }
@@ -418,6 +428,18 @@ pub struct UcxTransport<R: Role> {
     #[allow(clippy::vec_box)]
     args: Vec<Box<ReqArg>>,
 }
+
+// SAFETY: what keeps UcxTransport from being Send is its raw UCX handles
+// (context, worker, endpoints, listener, requests) and the callbacks'
+// state those handles point to. The worker is created in
+// UCS_THREAD_MODE_SERIALIZED ("multiple threads can access, but only one
+// at a time"), and every call into UCX goes through `&mut self` or
+// `&self` of this one owner, so moving the owner moves every user of the
+// handles with it; UCX runs the callbacks (completions, arrivals,
+// connection requests, endpoint errors) only inside the progress and
+// close calls this owner makes, on the calling thread. It is not Sync:
+// `&self` methods call UCX too (`event_fd`, `sleep`).
+unsafe impl<R: Role> Send for UcxTransport<R> {}
 
 /// A UCX failure while building a transport.
 #[derive(Debug)]

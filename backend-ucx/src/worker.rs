@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ucx1_sys as sys;
+use iomsg_ucx_sys as sys;
 
 use crate::status::{Pending, Status};
 
@@ -327,7 +327,10 @@ impl Worker {
         // SAFETY: as for ucp_params_t.
         let mut wparams: sys::ucp_worker_params_t = unsafe { core::mem::zeroed() };
         wparams.field_mask = u64::from(sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE);
-        wparams.thread_mode = sys::UCS_THREAD_MODE_SINGLE;
+        // Serialized, not single: the transport may move to another
+        // thread (it is Send), and UCX's single mode allows only the
+        // thread that made the worker. Neither mode locks in UCP.
+        wparams.thread_mode = sys::UCS_THREAD_MODE_SERIALIZED;
         let mut worker: sys::ucp_worker_h = ptr::null_mut();
         // SAFETY: context is live; worker is an out-pointer to a local.
         let status = Status(unsafe { sys::ucp_worker_create(context, &wparams, &mut worker) });
