@@ -69,6 +69,16 @@ pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
 /// A fresh random key: 56 bits, non-zero, from `getrandom(2)` (or
 /// `/dev/urandom`); `None` if neither gives bytes.
 pub(crate) fn random_key() -> Option<u64> {
+    random_masked(KEY_MASK)
+}
+
+/// 64 random bits, non-zero, from `getrandom(2)` (or `/dev/urandom`);
+/// `None` if neither gives bytes.
+pub(crate) fn random_nonzero() -> Option<u64> {
+    random_masked(u64::MAX)
+}
+
+fn random_masked(mask: u64) -> Option<u64> {
     for _ in 0..8 {
         let mut b = [0u8; 8];
         // SAFETY: b is a live 8-byte buffer for the call.
@@ -79,7 +89,7 @@ pub(crate) fn random_key() -> Option<u64> {
                 .and_then(|mut f| f.read_exact(&mut b))
                 .ok()?;
         }
-        let k = u64::from_le_bytes(b) & KEY_MASK;
+        let k = u64::from_le_bytes(b) & mask;
         if k != 0 {
             return Some(k);
         }

@@ -96,6 +96,18 @@ pub trait ServerHandler {
     fn flush(&mut self) {}
 }
 
+/// A closure that takes each delivered message is a handler for writes
+/// only: a read it is asked to answer gets zeros (implement the trait to
+/// answer reads), and events are ignored.
+impl<F: FnMut(Delivery<'_>)> ServerHandler for F {
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        self(msg);
+    }
+    fn respond(&mut self, _read: ReadRequest<'_>, out: &mut [u8]) {
+        out.fill(0);
+    }
+}
+
 /// A message handed to the server's application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery<'a> {

@@ -1,0 +1,212 @@
+//! [`Server`]: takes every client's messages over UCX and hands them to
+//! the application.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::session::{ServerConfig, ServerHandler, ServerStats};
+use iomsg_core::transport::{self, Readiness};
+
+use super::{random_u64, sooner, Clock, Error, ServerOptions};
+use crate::{Accept, UcxTransport, WaitMode};
+
+/// Sessions the server's table holds.
+pub(crate) const SESSIONS: usize = 1024;
+/// Connections at once.
+pub(crate) const CONNS: usize = 1024;
+/// The tracker's window per session, in 64-sn words (2,112 sns).
+pub(crate) const WORDS: usize = 33;
+
+/// The server's session table with the sizes [`Server`] uses.
+pub type ServerCore = iomsg_core::session::ServerCore<SESSIONS, CONNS, WORDS>;
+
+/// A [`ServerCore`] on the heap. The core (2.3 MB) is built by value,
+/// and an unoptimised build keeps copies of it on the stack: more than a
+/// spawned thread's 2 MiB. It is built on a thread of its own with room
+/// for them.
+fn boxed_core(config: ServerConfig) -> Result<Box<ServerCore>, Error> {
+    let thread = std::thread::Builder::new()
+        .name("iomsg-core-build".into())
+        .stack_size(64 << 20)
+        .spawn(move || Box::new(ServerCore::new(config)))
+        .map_err(Error::Thread)?;
+    Ok(thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+}
+
+/// The sans-IO driver under a [`Server`].
+pub type ServerDriver =
+    transport::Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<ServerCore>>;
+
+/// A server: listens, accepts clients, hands each new message to the
+/// application's handler once (per server instance) and acknowledges it
+/// only after the handler took it, answers reads, notices and reports
+/// gaps.
+///
+/// The handler is any [`ServerHandler`]; a closure taking
+/// [`Delivery`](iomsg_core::session::Delivery) is one that takes writes
+/// only.
+///
+/// ```no_run
+/// # fn main() -> Result<(), iomsg_ucx::Error> {
+/// use iomsg_ucx::{Delivery, Server};
+/// let mut server = Server::bind("127.0.0.1:13337", Default::default(), |d: Delivery<'_>| {
+///     println!("session {:x} sn {}: {} bytes", d.session, d.sn, d.data.len());
+/// })?;
+/// loop {
+///     server.wait(std::time::Duration::from_secs(1))?;
+/// }
+/// # }
+/// ```
+///
+/// A server does work only inside [`poll`](Self::poll) and the waits;
+/// run one of them in a loop.
+pub struct Server<H> {
+    driver: ServerDriver,
+    handler: H,
+    clock: Clock,
+    blocking: bool,
+}
+
+impl<H: ServerHandler> Server<H> {
+    /// Listens on `addr` (the first address it resolves to; port 0: any free port, see
+    /// [`local_addr`](Self::local_addr)). The server instance's id comes
+    /// from the operating system's randomness: clients tell a restarted
+    /// server from the one before by it.
+    ///
+    /// A server restarted on the same port binds again at once only when
+    /// the process's environment has [`REUSE_ADDRESS`](crate::REUSE_ADDRESS)
+    /// set before UCX starts.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Ucx`] if UCX cannot be set up or the address cannot be
+    /// listened on.
+    pub fn bind(
+        addr: impl std::net::ToSocketAddrs,
+        options: ServerOptions,
+        handler: H,
+    ) -> Result<Server<H>, Error> {
+        let addr = super::resolve(addr)?;
+        let mut config = ServerConfig::new(random_u64().map_err(Error::Random)?);
+        config.validate = options.validate;
+        config.handshake_timeout = options.handshake_timeout;
+        config.max_sessions = SESSIONS;
+        config.crc = crate::crc32c_provider();
+        let mut ucx = options.ucx;
+        ucx.max_connections = ucx.max_connections.min(CONNS);
+        let blocking = ucx.mode == WaitMode::Blocking;
+        let transport = UcxTransport::server(addr, ucx)?;
+        let driver = transport::Server::with_core(transport, boxed_core(config)?)?;
+        Ok(Server {
+            driver,
+            handler,
+            clock: Clock::start(),
+            blocking,
+        })
+    }
+
+    /// The address it listens on.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.driver.transport().local_addr()
+    }
+
+    /// Does all the work possible now without waiting; returns whether
+    /// anything happened.
+    pub fn poll(&mut self) -> bool {
+        self.driver.poll(self.clock.now(), &mut self.handler)
+    }
+
+    /// How long the server may sleep before it must [`poll`](Self::poll)
+    /// again (its timers and the transport's heartbeats together).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        sooner(
+            self.driver.poll_timeout().map(|t| self.clock.until(t)),
+            self.driver.transport().poll_delay(),
+        )
+    }
+
+    /// Polls, and when there was nothing to do sleeps on UCX's event fd
+    /// until something arrives or a timer is due, at most `max`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Wait`] if waiting on UCX failed.
+    pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
+        if self.poll() {
+            return Ok(());
+        }
+        if self.blocking && self.arm() {
+            let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
+            self.driver.transport().sleep(wait).map_err(Error::Wait)?;
+        }
+        Ok(())
+    }
+
+    /// Arms the transport: whether the application may sleep on the
+    /// event fd now.
+    pub(crate) fn arm(&mut self) -> bool {
+        self.driver.arm(self.clock.now()) == Readiness::Armed
+    }
+
+    /// UCX's event fd (blocking mode).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn event_fd(&self) -> Result<std::os::fd::RawFd, Error> {
+        self.driver.transport().event_fd().map_err(Error::Wait)
+    }
+
+    /// Serves for `time`.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait).
+    pub fn run_for(&mut self, time: Duration) -> Result<(), Error> {
+        let started = Wall::now();
+        while let Some(left) = time.checked_sub(started.elapsed()) {
+            self.wait(left)?;
+        }
+        Ok(())
+    }
+
+    /// Serves until `done` says so (asked after every wait of at most
+    /// 100 ms).
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](Self::wait).
+    pub fn run_until(&mut self, mut done: impl FnMut(&mut H) -> bool) -> Result<(), Error> {
+        while !done(&mut self.handler) {
+            self.wait(Duration::from_millis(100))?;
+        }
+        Ok(())
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The handler, mutably.
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+
+    /// Counters: delivered, duplicates, gaps, losses, ...
+    #[must_use]
+    pub fn stats(&self) -> &ServerStats {
+        self.driver.core().stats()
+    }
+
+    /// The sans-IO driver underneath (its core: sessions, counters).
+    pub fn driver_mut(&mut self) -> &mut ServerDriver {
+        &mut self.driver
+    }
+
+    /// Stops serving and gives the handler back.
+    pub fn into_handler(self) -> H {
+        self.handler
+    }
+}

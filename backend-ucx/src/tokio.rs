@@ -1,0 +1,586 @@
+//! The async API, for tokio (feature `tokio`): a [`Client`] whose
+//! [`send`](Client::send) resolves when the message is acknowledged (or
+//! says why it never will be), and a [`Server`] that yields deliveries as
+//! a stream.
+//!
+//! Each endpoint runs the blocking [`crate::Client`] / [`crate::Server`]
+//! in a task of its own on the runtime. The task sleeps on UCX's event fd
+//! (through [`AsyncFd`]) and on the endpoint's next timer, and is woken
+//! by the handles when they queue work: an idle endpoint costs no CPU.
+//! Handles are `Send + Sync`: a multi-threaded runtime may run them on
+//! any of its threads, and a `Client` may be shared (`Arc`) by tasks that
+//! send concurrently. Create them inside a runtime; drop them there too.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), iomsg_ucx::Error> {
+//! use iomsg_ucx::tokio::{Client, Server};
+//! let mut server = Server::bind("127.0.0.1:0", Default::default()).await?;
+//! let client = Client::connect(server.local_addr(), Default::default()).await?;
+//! let sn = client.send(b"hello").await?; // resolves once acknowledged
+//! let delivered = server.next().await.expect("the server runs");
+//! assert_eq!((delivered.sn, &delivered.data[..]), (sn, &b"hello"[..]));
+//! # Ok(()) }
+//! ```
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use ::tokio::io::unix::AsyncFd;
+use ::tokio::io::Interest;
+use ::tokio::sync::Notify;
+
+use iomsg_core::session::{Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats};
+
+use crate::{ClientOptions, Error, ServerOptions};
+
+/// What the driving task asks of the endpoint it runs.
+trait Endpoint: Send + 'static {
+    /// Does all the work possible now; whether anything happened.
+    fn poll(&mut self) -> bool;
+    /// Arms the event fd: whether the task may sleep on it.
+    fn arm(&mut self) -> bool;
+    /// When the endpoint must poll again at the latest.
+    fn poll_timeout(&self) -> Option<Duration>;
+    /// Whether the task should stop polling for now (the application is
+    /// behind on deliveries), or for good.
+    fn paused(&self) -> bool {
+        false
+    }
+    fn finished(&self) -> bool;
+    /// After a poll: wake the futures whose outcome it decided.
+    fn wake(&mut self);
+}
+
+/// An endpoint, the waker of its task, and whether its handles are gone.
+struct Shared<E> {
+    state: Mutex<State<E>>,
+    wake_task: Notify,
+}
+
+struct State<E> {
+    endpoint: E,
+    /// The handles were dropped: the task ends.
+    dropped: bool,
+}
+
+impl<E> Shared<E> {
+    fn lock(&self) -> MutexGuard<'_, State<E>> {
+        // A panic while locked (in the application's own handler) leaves
+        // the endpoint as it was between two calls: usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What the task owns. The fields drop in order: the fd's registration
+/// goes before the endpoint whose worker owns the fd can.
+struct Task<E> {
+    fd: Option<AsyncFd<RawFd>>,
+    shared: Arc<Shared<E>>,
+}
+
+/// Runs `shared`'s endpoint until its handles are dropped or it finished.
+async fn drive<E: Endpoint>(shared: Arc<Shared<E>>, fd: RawFd) {
+    // SAFETY: `fd` is the UCX worker's event fd, open until the worker is
+    // destroyed; the worker lives in `shared`'s endpoint, which `Task`
+    // keeps alive (its `Arc`) until after the AsyncFd is dropped (field
+    // order), and nothing else closes or replaces the fd.
+    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
+    let fd = match registered {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            crate::transport::log(&format!(
+                "cannot register UCX's event fd with tokio ({e}); polling every millisecond"
+            ));
+            None
+        }
+    };
+    let task = Task { fd, shared };
+    let (fd, shared) = (&task.fd, &task.shared);
+    loop {
+        let (busy, sleep) = {
+            let mut st = shared.lock();
+            if st.dropped || st.endpoint.finished() {
+                return;
+            }
+            let busy = !st.endpoint.paused() && st.endpoint.poll();
+            st.endpoint.wake();
+            let sleep = if busy || st.endpoint.paused() || !st.endpoint.arm() {
+                None
+            } else {
+                Some(st.endpoint.poll_timeout())
+            };
+            (busy, sleep)
+        };
+        let Some(timeout) = sleep else {
+            if busy {
+                ::tokio::task::yield_now().await;
+            } else {
+                // Paused, or work the transport cannot arm for: wait for
+                // the handles, a little at most.
+                let _ =
+                    ::tokio::time::timeout(Duration::from_millis(1), shared.wake_task.notified())
+                        .await;
+            }
+            continue;
+        };
+        let timeout = timeout.unwrap_or(Duration::from_secs(1));
+        match fd {
+            Some(fd) => {
+                ::tokio::select! {
+                    ready = fd.readable() => {
+                        if let Ok(mut guard) = ready {
+                            guard.clear_ready();
+                        }
+                    }
+                    () = ::tokio::time::sleep(timeout) => {}
+                    () = shared.wake_task.notified() => {}
+                }
+            }
+            None => {
+                let nap = timeout.min(Duration::from_millis(1));
+                let _ = ::tokio::time::timeout(nap, shared.wake_task.notified()).await;
+            }
+        }
+    }
+}
+
+/// Stops the task when the last handle goes.
+struct Handle<E> {
+    shared: Arc<Shared<E>>,
+}
+
+impl<E> Drop for Handle<E> {
+    fn drop(&mut self) {
+        self.shared.lock().dropped = true;
+        self.shared.wake_task.notify_one();
+    }
+}
+
+/// Starts the task for `endpoint`, whose event fd is `fd`.
+fn spawn<E: Endpoint>(endpoint: E, fd: RawFd) -> Handle<E> {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            endpoint,
+            dropped: false,
+        }),
+        wake_task: Notify::new(),
+    });
+    drop(::tokio::spawn(drive(Arc::clone(&shared), fd)));
+    Handle { shared }
+}
+
+/// The client's endpoint: the blocking client and the futures waiting on
+/// it.
+struct ClientEnd {
+    client: crate::Client,
+    /// Futures of unacknowledged messages, by sn.
+    acks: BTreeMap<u64, Waker>,
+    /// Senders waiting for room in the window.
+    room: Vec<Waker>,
+    /// `acked_below` at the last wake.
+    woken_below: u64,
+}
+
+impl Endpoint for ClientEnd {
+    fn poll(&mut self) -> bool {
+        self.client.poll()
+    }
+    fn arm(&mut self) -> bool {
+        self.client.arm()
+    }
+    fn poll_timeout(&self) -> Option<Duration> {
+        self.client.poll_timeout()
+    }
+    fn finished(&self) -> bool {
+        self.client.is_terminal() && self.acks.is_empty() && self.room.is_empty()
+    }
+    fn wake(&mut self) {
+        let below = self.client.acked_below();
+        let ended = self.client.is_terminal();
+        if below == self.woken_below && !ended {
+            return;
+        }
+        self.woken_below = below;
+        if ended {
+            self.acks.values().for_each(Waker::wake_by_ref);
+            self.acks.clear();
+        } else {
+            let later = self.acks.split_off(&below);
+            std::mem::replace(&mut self.acks, later)
+                .into_values()
+                .for_each(Waker::wake);
+        }
+        self.room.drain(..).for_each(Waker::wake);
+    }
+}
+
+/// One session to one server, for tokio: [`crate::Client`] with futures.
+/// `Send + Sync`; share it with an `Arc` to send from several tasks.
+pub struct Client {
+    handle: Handle<ClientEnd>,
+}
+
+impl Client {
+    /// Connects to the server at `addr` and waits for the handshake (see
+    /// [`crate::Client::connect`]). The client always sleeps on UCX's
+    /// event fd: `busy_poll` in `options` is ignored.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Client::connect`].
+    pub async fn connect(
+        addr: impl std::net::ToSocketAddrs,
+        options: ClientOptions,
+    ) -> Result<Client, Error> {
+        let addr = crate::endpoint::resolve(addr)?;
+        let options = options.busy_poll(false);
+        let connecting =
+            ::tokio::task::spawn_blocking(move || crate::Client::connect(addr, options));
+        let client = match connecting.await {
+            Ok(made) => made?,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => return Err(Error::Shutdown),
+        };
+        let fd = client.event_fd()?;
+        let end = ClientEnd {
+            client,
+            acks: BTreeMap::new(),
+            room: Vec::new(),
+            woken_below: 0,
+        };
+        Ok(Client {
+            handle: spawn(end, fd),
+        })
+    }
+
+    /// Sends `data` and resolves once the server acknowledged it, with its
+    /// sn: [`submit`](Self::submit) and then its [`Receipt`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Lost`] if it was given up (replay off), [`Error::Failed`]
+    /// if the client gave up, [`Error::Rejected`] for a message that can
+    /// never be sent.
+    pub async fn send(&self, data: &[u8]) -> Result<u64, Error> {
+        self.submit(data).await?.await
+    }
+
+    /// Queues `data` as the next message, waiting only for room in the
+    /// window; the returned [`Receipt`] resolves when it is acknowledged.
+    /// Submitting many and awaiting their receipts later keeps the window
+    /// full.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), for what is known before it is sent.
+    pub async fn submit(&self, data: &[u8]) -> Result<Receipt, Error> {
+        let sn = std::future::poll_fn(|cx| {
+            let mut st = self.handle.shared.lock();
+            match st.endpoint.client.try_send(data) {
+                Ok(Some(sn)) => Poll::Ready(Ok(sn)),
+                Ok(None) => {
+                    st.endpoint.room.push(cx.waker().clone());
+                    Poll::Pending
+                }
+                Err(e) => Poll::Ready(Err(e)),
+            }
+        })
+        .await?;
+        self.handle.shared.wake_task.notify_one();
+        Ok(Receipt {
+            sn,
+            shared: Arc::clone(&self.handle.shared),
+        })
+    }
+
+    /// Resolves once every message submitted so far is acknowledged.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send), for the last message.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let next = self.handle.shared.lock().endpoint.client.next_sn();
+        match next.checked_sub(1) {
+            Some(last) => Receipt {
+                sn: last,
+                shared: Arc::clone(&self.handle.shared),
+            }
+            .await
+            .map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes, then ends the session with a goodbye.
+    ///
+    /// # Errors
+    ///
+    /// As [`flush`](Self::flush).
+    pub async fn close(self) -> Result<(), Error> {
+        let flushed = self.flush().await;
+        self.handle.shared.lock().endpoint.client.start_close();
+        self.handle.shared.wake_task.notify_one();
+        let deadline = ::tokio::time::Instant::now() + Duration::from_secs(1);
+        while !self.handle.shared.lock().endpoint.client.is_terminal()
+            && ::tokio::time::Instant::now() < deadline
+        {
+            ::tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        flushed
+    }
+
+    /// Every sn below this is acknowledged or given up.
+    #[must_use]
+    pub fn acked_below(&self) -> u64 {
+        self.handle.shared.lock().endpoint.client.acked_below()
+    }
+
+    /// The session's id.
+    #[must_use]
+    pub fn session_id(&self) -> u64 {
+        self.handle.shared.lock().endpoint.client.session_id()
+    }
+}
+
+/// A submitted message: resolves to its sn once acknowledged, or to why
+/// it never will be.
+#[must_use = "a receipt does nothing unless awaited"]
+pub struct Receipt {
+    sn: u64,
+    shared: Arc<Shared<ClientEnd>>,
+}
+
+impl Receipt {
+    /// The message's sn.
+    #[must_use]
+    pub fn sn(&self) -> u64 {
+        self.sn
+    }
+}
+
+impl Future for Receipt {
+    type Output = Result<u64, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.shared.lock();
+        if let Some(outcome) = st.endpoint.client.outcome(self.sn) {
+            return Poll::Ready(outcome.map(|()| self.sn));
+        }
+        if st.dropped {
+            return Poll::Ready(Err(Error::Dropped));
+        }
+        st.endpoint.acks.insert(self.sn, cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// A message the server's application took, owned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Delivered {
+    /// The session that sent it.
+    pub session: u64,
+    /// Its sn in that session.
+    pub sn: u64,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// A read answerer.
+type Respond = Box<dyn FnMut(ReadRequest<'_>, &mut [u8]) + Send>;
+
+/// The server's application inside the task: queues deliveries for the
+/// stream.
+struct Queue {
+    items: VecDeque<Delivered>,
+    bytes: usize,
+    reader: Option<Waker>,
+    respond: Option<Respond>,
+    events: VecDeque<ServerEvent>,
+}
+
+/// Deliveries queued at most before the server stops taking more (the
+/// transport then holds clients back): by count and by bytes.
+const QUEUE_ITEMS: usize = 4096;
+const QUEUE_BYTES: usize = 16 << 20;
+
+impl ServerHandler for Queue {
+    fn deliver(&mut self, d: Delivery<'_>) {
+        self.bytes += d.data.len();
+        self.items.push_back(Delivered {
+            session: d.session,
+            sn: d.sn,
+            data: d.data.to_vec(),
+        });
+    }
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        match &mut self.respond {
+            Some(respond) => respond(read, out),
+            None => out.fill(0),
+        }
+    }
+    fn event(&mut self, event: ServerEvent) {
+        if self.events.len() == 1024 {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+}
+
+impl Endpoint for crate::Server<Queue> {
+    fn poll(&mut self) -> bool {
+        crate::Server::poll(self)
+    }
+    fn arm(&mut self) -> bool {
+        crate::Server::arm(self)
+    }
+    fn poll_timeout(&self) -> Option<Duration> {
+        crate::Server::poll_timeout(self)
+    }
+    fn paused(&self) -> bool {
+        let q = self.handler();
+        q.items.len() >= QUEUE_ITEMS || q.bytes >= QUEUE_BYTES
+    }
+    fn finished(&self) -> bool {
+        false
+    }
+    fn wake(&mut self) {
+        let q = self.handler_mut();
+        if !q.items.is_empty() {
+            if let Some(w) = q.reader.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// A server for tokio: [`crate::Server`] whose deliveries are a stream
+/// ([`next`](Server::next), or `futures::Stream`).
+///
+/// A message counts as taken — and may be acknowledged — once it is in
+/// the server's queue for the stream (at most 4096 messages or 16 MiB;
+/// past that the server takes nothing more until the application catches
+/// up). A process that dies loses what its queue held, as one that dies
+/// inside a handler loses what the handler had not kept.
+pub struct Server {
+    handle: Handle<crate::Server<Queue>>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Listens on `addr` (see [`crate::Server::bind`]); reads are answered
+    /// with zeros (see [`bind_answering`](Self::bind_answering)).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Server::bind`].
+    pub async fn bind(
+        addr: impl std::net::ToSocketAddrs,
+        options: ServerOptions,
+    ) -> Result<Server, Error> {
+        Self::start(crate::endpoint::resolve(addr)?, options, None)
+    }
+
+    /// Listens on `addr`, answering reads with `respond` (called on the
+    /// server's task: it must not block).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Server::bind`].
+    pub async fn bind_answering(
+        addr: impl std::net::ToSocketAddrs,
+        options: ServerOptions,
+        respond: impl FnMut(ReadRequest<'_>, &mut [u8]) + Send + 'static,
+    ) -> Result<Server, Error> {
+        Self::start(
+            crate::endpoint::resolve(addr)?,
+            options,
+            Some(Box::new(respond)),
+        )
+    }
+
+    fn start(
+        addr: SocketAddr,
+        options: ServerOptions,
+        respond: Option<Respond>,
+    ) -> Result<Server, Error> {
+        let queue = Queue {
+            items: VecDeque::new(),
+            bytes: 0,
+            reader: None,
+            respond,
+            events: VecDeque::new(),
+        };
+        let server = crate::Server::bind(addr, options.busy_poll(false), queue)?;
+        let fd = server.event_fd()?;
+        let addr = server.local_addr();
+        Ok(Server {
+            handle: spawn(server, fd),
+            addr,
+        })
+    }
+
+    /// The address it listens on.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The next message any client sent; `None` never (the server runs
+    /// until dropped).
+    pub async fn next(&mut self) -> Option<Delivered> {
+        std::future::poll_fn(|cx| self.poll_next_delivery(cx)).await
+    }
+
+    fn poll_next_delivery(&self, cx: &mut Context<'_>) -> Poll<Option<Delivered>> {
+        let mut st = self.handle.shared.lock();
+        let q = st.endpoint.handler_mut();
+        match q.items.pop_front() {
+            Some(d) => {
+                let was_full = q.items.len() + 1 >= QUEUE_ITEMS || q.bytes >= QUEUE_BYTES;
+                q.bytes -= d.data.len();
+                drop(st);
+                if was_full {
+                    self.handle.shared.wake_task.notify_one();
+                }
+                Poll::Ready(Some(d))
+            }
+            None => {
+                q.reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The next thing the server reported (sessions, gaps, losses), if
+    /// any; the last 1024 are kept.
+    pub fn next_event(&self) -> Option<ServerEvent> {
+        self.handle
+            .shared
+            .lock()
+            .endpoint
+            .handler_mut()
+            .events
+            .pop_front()
+    }
+
+    /// Counters: delivered, duplicates, gaps, losses, ...
+    #[must_use]
+    pub fn stats(&self) -> ServerStats {
+        *self.handle.shared.lock().endpoint.stats()
+    }
+}
+
+impl futures_core::Stream for Server {
+    type Item = Delivered;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivered>> {
+        self.poll_next_delivery(cx)
+    }
+}
