@@ -192,7 +192,7 @@ impl Endpoint for ClientEnd {
         self.client.poll()
     }
     fn arm(&mut self) -> bool {
-        self.client.arm()
+        self.client.arm_for_edges()
     }
     fn poll_timeout(&self) -> Option<Duration> {
         self.client.poll_timeout()
@@ -438,7 +438,7 @@ impl Endpoint for crate::Server<Queue> {
         crate::Server::poll(self)
     }
     fn arm(&mut self) -> bool {
-        crate::Server::arm(self)
+        self.arm_for_edges()
     }
     fn poll_timeout(&self) -> Option<Duration> {
         crate::Server::poll_timeout(self)

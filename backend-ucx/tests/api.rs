@@ -267,10 +267,8 @@ mod tokio_api {
         let cpu = || {
             let mut u = std::mem::MaybeUninit::<libc::rusage>::uninit();
             // SAFETY: u is valid for writing one rusage.
-            assert_eq!(
-                unsafe { libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr()) },
-                0
-            );
+            let status = unsafe { libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr()) };
+            assert_eq!(status, 0);
             // SAFETY: getrusage filled it.
             let u = unsafe { u.assume_init() };
             let us = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;

@@ -200,11 +200,13 @@ impl Client {
         self.check().err().map(Err)
     }
 
-    /// Arms the transport: whether the application may sleep on the
-    /// event fd now.
+    /// Arms the transport for an edge-triggered waiter: whether the
+    /// application may sleep on the event fd now (see
+    /// [`UcxTransport::take_wakeups`]).
     #[cfg(feature = "tokio")]
-    pub(crate) fn arm(&mut self) -> bool {
+    pub(crate) fn arm_for_edges(&mut self) -> bool {
         self.driver.arm(self.clock.now()) == Readiness::Armed
+            && self.driver.transport().take_wakeups() == Ok(0)
     }
 
     /// UCX's event fd (blocking mode).

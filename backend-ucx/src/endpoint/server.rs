@@ -152,6 +152,13 @@ impl<H: ServerHandler> Server<H> {
         self.driver.arm(self.clock.now()) == Readiness::Armed
     }
 
+    /// [`arm`](Self::arm) for an edge-triggered waiter (see
+    /// [`UcxTransport::take_wakeups`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn arm_for_edges(&mut self) -> bool {
+        self.arm() && self.driver.transport().take_wakeups() == Ok(0)
+    }
+
     /// UCX's event fd (blocking mode).
     #[cfg(feature = "tokio")]
     pub(crate) fn event_fd(&self) -> Result<std::os::fd::RawFd, Error> {

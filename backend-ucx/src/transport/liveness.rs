@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// The longest a waiter sleeps on the event fd while UCX has work in
+/// progress that it may not signal (see [`UcxTransport::poll_delay`]).
+pub const PROGRESS_GAP: Duration = Duration::from_millis(1);
+
+/// How long after its last arrival a connection counts as streaming (see
+/// [`UcxTransport::poll_delay`]).
+pub const RECENT: Duration = Duration::from_millis(20);
+
 impl<R: Role> UcxTransport<R> {
     /// Heartbeats on the connections that sent nothing for a while, and
     /// the end of those from which nothing arrived for too long.
@@ -47,9 +55,31 @@ impl<R: Role> UcxTransport<R> {
     /// heartbeats and notice a silent peer, while there are connections:
     /// an application that sleeps on [`event_fd`](Self::event_fd) wakes
     /// within it.
+    ///
+    /// While a connection is opening, or has received anything in the
+    /// last [`RECENT`], it is at most [`PROGRESS_GAP`]: UCX does not
+    /// signal everything on the event fd. UCX 1.13.1 schedules an accepted
+    /// endpoint's accept callback without waking it, and its tcp transport
+    /// arms nothing (`iface_event_arm` is a no-op): bytes that reached a
+    /// socket while the worker was being armed wake nobody, so a waiter
+    /// that trusted the fd alone would sleep through them until its next
+    /// timer (measured: 40–60 ms stalls of a stream, a handshake missed
+    /// for a whole connect timeout). A connection quiet for longer sleeps
+    /// until its heartbeat.
     pub fn poll_delay(&self) -> Option<Duration> {
         let any = self.conns.iter().any(Option::is_some);
-        (any && self.config.liveness.is_some())
-            .then(|| self.next_beat.saturating_duration_since(Clock::now()))
+        let beat = (any && self.config.liveness.is_some())
+            .then(|| self.next_beat.saturating_duration_since(Clock::now()));
+        let now = Clock::now();
+        let moving = self
+            .conns
+            .iter()
+            .flatten()
+            .any(|c| c.state != State::Up || now.saturating_duration_since(c.heard) < RECENT);
+        match beat {
+            Some(b) if moving => Some(b.min(PROGRESS_GAP)),
+            None if moving => Some(PROGRESS_GAP),
+            beat => beat,
+        }
     }
 }
