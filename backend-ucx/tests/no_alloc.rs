@@ -69,7 +69,7 @@ fn allocations(api: Api, shared_memory: bool, size: usize, warm: u64, measured: 
     };
     let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
     let addr = t.local_addr();
-    let mut server: Server<UcxTransport<Accept>> = Server::new(t, ServerConfig::new(1)).unwrap();
+    let mut server = Server::new(t, ServerConfig::new(1)).unwrap();
     let transport = UcxTransport::client(addr, config).unwrap();
     let session = ClientSession::<WINDOW, _>::new(
         ClientConfig::new(7, 8),

@@ -30,10 +30,11 @@ pub struct Server<
     blocked: bool,
 }
 
-impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
-    Server<T, SESSIONS, CONNS, WORDS>
-{
-    /// A server over `transport`, its core built by value.
+impl<T: Listener> Server<T> {
+    /// A server over `transport` with the default table sizes (64
+    /// sessions, 64 connections, 2,048 sns of window per session), its
+    /// core built by value. Other sizes:
+    /// `Server::<T, SESSIONS, CONNS, WORDS>::with_core(transport, ServerCore::new(config))`.
     ///
     /// # Errors
     ///

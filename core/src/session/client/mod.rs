@@ -677,12 +677,23 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         let proven = known && self.trusted == Some(incarnation);
         let changed = previous.is_some_and(|p| p != instance);
         if !proven && (confirmed < next_sn || changed) {
-            self.stats.server_restarts += 1;
-            self.push_event(ClientEvent::ServerRestarted {
-                previous,
-                instance,
-                unconfirmed: confirmed..next_sn,
-            });
+            // Each sn past `confirmed` is named once: here when it is
+            // replayed (it may arrive twice), in `NotReplayed` below when
+            // it is given up. A record that lost the session while the
+            // instance stayed is told only by the latter with replay off.
+            let unconfirmed = if self.config.replay {
+                confirmed..next_sn
+            } else {
+                next_sn..next_sn
+            };
+            if changed || !unconfirmed.is_empty() {
+                self.stats.server_restarts += 1;
+                self.push_event(ClientEvent::ServerRestarted {
+                    previous,
+                    instance,
+                    unconfirmed,
+                });
+            }
         }
         self.ack_to(confirmed);
         if self.config.replay {
