@@ -17,7 +17,7 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Client, Server};
 use iomsg_core::{workload, Instant};
-use iomsg_ucx::{Accept, Api, UcxConfig, UcxTransport};
+use iomsg_ucx::{Api, UcxConfig, UcxTransport};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
