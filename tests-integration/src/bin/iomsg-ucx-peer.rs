@@ -215,15 +215,13 @@ fn raw(addr: SocketAddr, ucx: UcxConfig) -> Result<(), String> {
 /// over shared memory; `--no-heartbeats` turns the transport's liveness
 /// checks off.
 fn ucx_config(args: &[String], api: Api) -> UcxConfig {
-    UcxConfig {
-        api,
-        shared_memory: args.iter().any(|a| a == "--shared-memory"),
-        liveness: match args.iter().any(|a| a == "--no-heartbeats") {
+    UcxConfig::default()
+        .api(api)
+        .shared_memory(args.iter().any(|a| a == "--shared-memory"))
+        .liveness(match args.iter().any(|a| a == "--no-heartbeats") {
             true => None,
             false => Some(Liveness::default()),
-        },
-        ..UcxConfig::default()
-    }
+        })
 }
 
 /// A server's protocol settings: a fresh instance id, the CPU's CRC32C

@@ -103,8 +103,11 @@ pub(super) enum Frame {
     Bye,
 }
 
-/// Client configuration. [`ClientConfig::new`] gives production defaults.
+/// Client configuration. [`ClientConfig::new`] gives production defaults;
+/// change fields after it (`#[non_exhaustive]`: a new field is not a
+/// breaking change).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// The session id; random per client, chosen by the caller.
     pub session: u64,
