@@ -32,6 +32,15 @@ pub const MAX_READ_REQUEST: usize = 32;
 /// many frames after its `Hello` before the `Welcome` says more.
 pub const MIN_WINDOW: u32 = 64;
 
+/// The `WORDS` of a [`ServerCore`] whose tracker holds a window of at
+/// least `sns` sequence numbers per session: the window is a bitmap of
+/// 64-sn words plus one, so `ServerCore<S, C, { window_words(4096) }>`
+/// tracks 4,096 sns past a session's cumulative point.
+#[must_use]
+pub const fn window_words(sns: usize) -> usize {
+    sns.div_ceil(64) + 1
+}
+
 #[derive(Clone, Debug)]
 struct Session<const WORDS: usize> {
     epoch: u32,
