@@ -77,13 +77,15 @@ fn asynchronous(count: u64, payload: &[u8]) -> Result<f64, Error> {
     runtime.block_on(async {
         let mut server = Server::bind("127.0.0.1:0", Default::default()).await?;
         let client = Client::connect(server.local_addr(), Default::default()).await?;
+        // The server is handed back when the stream has given every
+        // message: it must outlive the client's last acknowledgements.
         let draining = tokio::spawn(async move {
             let mut n = 0;
             while n < count {
                 server.next().await.expect("the server runs");
                 n += 1;
             }
-            n
+            (n, server)
         });
         let started = Instant::now();
         // A window's worth of receipts in flight: the oldest is awaited
@@ -99,8 +101,10 @@ fn asynchronous(count: u64, payload: &[u8]) -> Result<f64, Error> {
             receipt.await?;
         }
         let seconds = started.elapsed().as_secs_f64();
-        assert_eq!(draining.await.expect("the drain"), count);
+        let (taken, server) = draining.await.expect("the drain");
+        assert_eq!(taken, count, "the stream gave every message");
         client.close().await?;
+        drop(server);
         Ok(seconds)
     })
 }
