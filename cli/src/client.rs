@@ -2,6 +2,13 @@
 //! sizes, a window of operations in flight) to one or more servers, one
 //! session each, with every read's bytes checked; with `--audit-dir` it
 //! records what it submitted and what it saw, for the soak's ground truth.
+//!
+//! With `--metrics ADDR` it also shows, every second and at the end,
+//! through the `metrics` facade (see [`crate::exporter`]), summed over its
+//! sessions: `iomsg_client_submitted_total`, `iomsg_client_acked_total`
+//! (acknowledged sns), `iomsg_client_replayed_total` (frames sent again
+//! after reconnects) and `iomsg_client_not_replayed_total` (sns given up at
+//! disconnects, replay off).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -256,6 +263,37 @@ fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Dur
     (waiting && !nap.is_zero()).then_some(nap)
 }
 
+/// How often the client's figures are given to the `metrics` facade.
+const METRICS_EVERY: Duration = Duration::from_secs(1);
+
+/// Describes the metrics [`publish_metrics`] sets.
+fn describe_metrics() {
+    use metrics::describe_counter;
+    describe_counter!("iomsg_client_submitted_total", "Messages submitted.");
+    describe_counter!("iomsg_client_acked_total", "Sns acknowledged.");
+    describe_counter!(
+        "iomsg_client_replayed_total",
+        "Frames sent again after reconnects."
+    );
+    describe_counter!(
+        "iomsg_client_not_replayed_total",
+        "Sns given up at disconnects (replay off)."
+    );
+}
+
+/// Gives the client's figures, summed over its sessions, to the `metrics`
+/// facade (nothing happens without a recorder, that is without
+/// `--metrics`).
+fn publish_metrics(peers: &[Peer]) {
+    let sum = |f: &dyn Fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
+    metrics::counter!("iomsg_client_submitted_total")
+        .absolute(sum(&|p| p.client.session().stats().submitted));
+    metrics::counter!("iomsg_client_acked_total").absolute(sum(&|p| p.seen.acked));
+    metrics::counter!("iomsg_client_replayed_total")
+        .absolute(sum(&|p| p.client.session().stats().replayed));
+    metrics::counter!("iomsg_client_not_replayed_total").absolute(sum(&|p| p.seen.not_replayed));
+}
+
 struct Peer {
     addr: SocketAddr,
     client: Driver,
@@ -341,7 +379,9 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     let mut rr = 0usize;
     let mut stopped_at: Option<Wall> = None;
     let mut last_report = Wall::now();
+    let mut last_metrics = Wall::now();
     let mut last_acked = 0u64;
+    describe_metrics();
     loop {
         let now = common::clock(start);
         let done_submitting = stop.load(Ordering::Relaxed)
@@ -449,6 +489,11 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if let Some(a) = audit.as_mut() {
             a.flush()?;
         }
+        // After the flush: what the metrics show is in the audit already.
+        if last_metrics.elapsed() >= METRICS_EVERY {
+            publish_metrics(&peers);
+            last_metrics = Wall::now();
+        }
         let settled = peers
             .iter()
             .all(|p| p.client.session().is_terminal() || p.client.session().outstanding() == 0);
@@ -501,6 +546,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
             p.client.poll(common::clock(start), &mut p.seen);
         }
     }
+    publish_metrics(&peers);
     let seconds = start.elapsed().as_secs_f64();
     let mut report = ClientReport {
         seconds,

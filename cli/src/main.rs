@@ -34,6 +34,7 @@ enum Cmd {
     Server(ServerArgs),
     /// Send io_demo's workload (random reads and writes of random sizes)
     /// to one or more servers and check every reply's bytes.
+    #[command(after_help = CLIENT_HELP)]
     Client(ClientArgs),
     /// Which UCX this is: its version, the libucp file loaded, the
     /// transports it offers here; and iomsg's protocol version.
@@ -74,6 +75,11 @@ struct HostileArgs {
     api: iomsg_ucx::Api,
 }
 
+const CLIENT_HELP: &str = "Metrics (--metrics), summed over the sessions, updated every \
+     second: iomsg_client_submitted_total, iomsg_client_acked_total, \
+     iomsg_client_replayed_total, iomsg_client_not_replayed_total (counters); and the \
+     library's iomsg_client_* metrics.";
+
 fn server_help() -> String {
     format!(
         "Capacity: {} sessions and {} connections at most (a connection past them is \
@@ -82,7 +88,11 @@ fn server_help() -> String {
          Memory: at most {:.0} MiB whatever the peers send ({:.0} MiB for the program and \
          UCX, {:.0} MiB of frames in the transport: 64 MiB received, 64 MiB being sent, \
          32 KiB of batch per connection, the buffer pool). A peer that floods, stalls \
-         mid-message or stops reading is closed alone; the others are not delayed.",
+         mid-message or stops reading is closed alone; the others are not delayed.\n\n\
+         Metrics (--metrics): iomsg_server_delivered_total, iomsg_server_duplicates_total, \
+         iomsg_server_live_loss_sns_total, iomsg_server_in_flight_loss_sns_total \
+         (counters), iomsg_server_connections, iomsg_server_sessions (gauges), updated \
+         every second; and the library's iomsg_server_* metrics.",
         server::SESSIONS,
         server::CONNS,
         server::CONNS,
@@ -149,6 +159,28 @@ struct Common {
     /// The audit files' name (default: the role and the process id).
     #[arg(long, value_name = "NAME", requires = "audit_dir")]
     audit_name: Option<String>,
+    /// Serve the process's metrics in the Prometheus text format over
+    /// HTTP on this address (`GET /metrics`; port 0: any free port, the
+    /// one chosen is printed). The names are listed below.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+/// Installs the metrics recorder and its endpoint when `--metrics` asks.
+fn serve_metrics(common: &Common, role: &str) -> Result<(), ExitCode> {
+    let Some(addr) = common.metrics else {
+        return Ok(());
+    };
+    match iomsg_cli::exporter::install(addr) {
+        Ok(local) => {
+            println!("metrics on http://{local}/metrics");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("iomsg {role}: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -360,6 +392,9 @@ fn audit(common: &Common, role: &str) -> Option<(PathBuf, String)> {
 }
 
 fn run_server(a: ServerArgs) -> ExitCode {
+    if let Err(code) = serve_metrics(&a.common, "server") {
+        return code;
+    }
     let job = server::ServerJob {
         listen: a
             .listen
@@ -407,6 +442,9 @@ fn run_client(a: ClientArgs) -> ExitCode {
             client::MAX_CONN_WINDOW
         );
         return ExitCode::from(2);
+    }
+    if let Err(code) = serve_metrics(&a.common, "client") {
+        return code;
     }
     let job = client::ClientJob {
         servers,
