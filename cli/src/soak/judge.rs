@@ -4,12 +4,13 @@
 
 use std::fs;
 
+use super::lab::World;
 use super::report::{
     self, ClientProcReport, EventReport, FaultReport, Files, HostileReport, InstanceReport,
     LongestReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
 };
 use super::verdict::{self, ClientEnd, Event, Kind, Life, ServerEnd};
-use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, World, SAMPLE_EVERY};
+use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, SAMPLE_EVERY};
 use crate::audit::{self, ClientTrail, InstanceTrail};
 use crate::plot;
 
