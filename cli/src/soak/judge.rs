@@ -53,7 +53,10 @@ pub(super) fn verdict_and_report(
         instances.push(trail);
     }
     let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
-    let figures = audit::reconcile(&trails, &instances);
+    let client_names: Vec<&str> = world.clients.iter().map(|c| c.name.as_str()).collect();
+    let instance_names: Vec<&str> = world.instances.iter().map(|i| i.name.as_str()).collect();
+    let records = audit::sorted_records(dir, &client_names, &instance_names)?;
+    let figures = audit::reconcile(&trails, &instances, records)?;
     let mut reasons = audit::failures(&figures, job.replay);
     if v.kills < v.planned_kills {
         reasons.push(format!(

@@ -244,10 +244,22 @@ impl Progress {
     }
 }
 
+/// How much of a client's output the status line reads: its end, which
+/// holds the last few status lines (one every 250 ms), whatever the run's
+/// length.
+const STATUS_TAIL: u64 = 4096;
+
 /// The last `status` line of a client's output: acked so far, rate, and
 /// the sns it gave up so far.
 fn client_status(path: &Path) -> Option<(u64, f64, u64)> {
-    let text = fs::read_to_string(path).ok()?;
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(STATUS_TAIL)))
+        .ok()?;
+    let mut tail = Vec::new();
+    f.take(STATUS_TAIL).read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
     let line = text.lines().rfind(|l| l.starts_with("status "))?;
     let field = |name: &str| {
         line.split_whitespace()
