@@ -393,3 +393,72 @@ fn logs_stream_line_by_line_skipping_torn_and_overlong_lines() {
     assert_eq!(kinds, [(10, "first"), (30, "third")]);
     assert_eq!(lines[0].words, ["a", "b"]);
 }
+
+/// The process's peak resident memory so far, in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Eight million records (4 M messages, 192 MB of audit) reconciled
+/// within a bounded peak: the sort's chunk (32 MiB) and its buffers, not
+/// the records. Slow (a minute) and measuring: run alone,
+/// `cargo test -p iomsg-cli --lib -- --ignored --test-threads=1`.
+#[test]
+#[ignore = "slow; measures the process's peak memory, so run alone"]
+fn millions_of_records_reconcile_in_bounded_memory() {
+    use std::io::Write as _;
+    const N: u64 = 4_000_000;
+    let dir = std::env::temp_dir().join(format!("iomsg-audit-big-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let session = 0xabcd_u64;
+    let log = format!(
+        "1 session {session:016x} server 127.0.0.1:1\n2 done {session:016x} submitted {N} acked {N} replayed 0 not_replayed 0 announced 0\n"
+    );
+    std::fs::write(dir.join("c.log"), log).unwrap();
+    std::fs::write(dir.join("s.log"), "1 listening 127.0.0.1:1 instance 1\n").unwrap();
+    let write = |name: &str, sns: &mut dyn Iterator<Item = u64>| {
+        let f = std::fs::File::create(dir.join(name)).unwrap();
+        let mut w = std::io::BufWriter::new(f);
+        let mut b = Vec::with_capacity(24);
+        for sn in sns {
+            b.clear();
+            Record {
+                session,
+                sn,
+                hash: sn * 7 + 1,
+            }
+            .put(&mut b);
+            w.write_all(&b).unwrap();
+        }
+        w.flush().unwrap();
+    };
+    write("c.records", &mut (0..N));
+    // The server's deliveries out of order: blocks of 1000 backwards.
+    write(
+        "s.records",
+        &mut (0..N / 1000).rev().flat_map(|b| b * 1000..(b + 1) * 1000),
+    );
+    let before = peak_rss();
+    let clients = vec![read_client(&dir, "c", 0).unwrap()];
+    let instances = vec![read_instance(&dir, "s").unwrap()];
+    let records = sorted_records(&dir, &["c"], &["s"]).unwrap();
+    let r = super::reconcile(&clients, &instances, records).unwrap();
+    let grew = peak_rss().saturating_sub(before);
+    eprintln!(
+        "{} records reconciled; peak RSS grew by {:.1} MiB",
+        2 * N,
+        grew as f64 / f64::from(1 << 20)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(r.audit.processed_unique, N);
+    assert_eq!(r.audit.missing, 0);
+    assert!(failures(&r, true).is_empty(), "{:?}", failures(&r, true));
+    assert!(grew < 48 << 20, "peak grew by {grew} bytes");
+}
