@@ -20,6 +20,12 @@
 //!   from the protocol.
 //! * [`sweep`] draws random scenarios, checks each run's invariants, and
 //!   shrinks a failing scenario to a small one-line reproduction.
+//!
+//! # Features
+//!
+//! - `fuzzing`: the fuzz target's body (`iomsg_loopback::fuzzing`, hidden
+//!   from these docs), for the repository's cargo-fuzz crate; it turns on
+//!   `iomsg-core`'s `fuzzing` too. Not for applications.
 
 mod fault;
 mod faulty;

@@ -43,7 +43,7 @@ fn nothing_is_acknowledged_before_the_application_flushed_it() {
         detect_delay: Duration::from_micros(100),
     });
     let port = net.listen(1, Instant::ZERO).expect("a free address");
-    let mut server: Server<_> = Server::new(port, ServerConfig::new(7)).expect("a server");
+    let mut server = Server::new(port, ServerConfig::new(7)).expect("a server");
     let config = ClientConfig::new(0x5e55, 0x70ce);
     let session = ClientSession::<256, _>::new(config, Instant::ZERO, vec![0u8; 256 * 100]);
     let mut client = Client::new(net.client(1), session).expect("a client");

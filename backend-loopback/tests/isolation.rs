@@ -98,7 +98,7 @@ fn run(total: u64, stalled_reads: u32) -> (Duration, App, u64) {
         stalled: stalled_port.endpoint(),
         refused: 0,
     };
-    let mut server: Server<_> = Server::new(transport, ServerConfig::new(9)).expect("a server");
+    let mut server = Server::new(transport, ServerConfig::new(9)).expect("a server");
     let mut app = App::default();
 
     // The stalled peer: never hears a reply, and never gives up on its

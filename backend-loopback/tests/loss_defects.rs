@@ -166,7 +166,7 @@ fn a_held_up_hello_after_its_tombstone_was_forgotten_delivers_nothing_again() {
 fn submit_one_at_a_time(storage: usize, sizes: &[usize]) -> Vec<(usize, SubmitError)> {
     let net = common::quiet_network();
     let port = net.listen(1, Instant::ZERO).expect("a free address");
-    let mut server: Server<_> = Server::new(port, ServerConfig::new(7)).expect("a server");
+    let mut server = Server::new(port, ServerConfig::new(7)).expect("a server");
     let config = ClientConfig::new(0x5e55, 0x70ce);
     let session = ClientSession::<8, _>::new(config, Instant::ZERO, vec![0u8; storage]);
     let mut client = Client::new(net.client(1), session).expect("a client");

@@ -24,8 +24,7 @@
 //!
 //! This crate holds the project's only unsafe code, over the
 //! `iomsg-ucx-sys` bindings (linked to the UCX that `pkg-config ucx` finds
-//! or the one under `IOMSG_UCX_PREFIX`). The `iomsg-ucx-peer` binary is
-//! one end of a session, for the repository's multi-process tests.
+//! or the one under `IOMSG_UCX_PREFIX`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -373,6 +373,10 @@ enum Notice {
 /// The core's `Transport` over a UCX worker; a [`Connector`] as a client
 /// (`UcxTransport<Dial>`), a [`Listener`] as a server
 /// (`UcxTransport<Accept>`).
+///
+/// `Send` (it may be built on one thread and driven on another: the
+/// worker runs in UCX's serialized thread mode) and not `Sync`: one thread
+/// at a time drives it.
 pub struct UcxTransport<R: Role> {
     role: R,
     config: UcxConfig,

@@ -135,11 +135,9 @@ fn with_active_messages_in_blocking_mode_a_quiet_pair_sleeps_and_still_delivers_
 
 fn blocking_pair(api: iomsg_ucx::Api) {
     let _one = loopback_only();
-    let blocking = UcxConfig {
-        api,
-        mode: iomsg_ucx::WaitMode::Blocking,
-        ..UcxConfig::default()
-    };
+    let blocking = UcxConfig::default()
+        .api(api)
+        .mode(iomsg_ucx::WaitMode::Blocking);
     let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), blocking.clone()).unwrap();
     let addr = t.local_addr();
     let server_fd = t.event_fd().unwrap();
@@ -206,10 +204,7 @@ fn heartbeats_keep_a_quiet_connection_up_and_a_silent_peer_is_closed_in_bounded_
         interval: Duration::from_millis(20),
         timeout: Duration::from_millis(300),
     };
-    let config = UcxConfig {
-        liveness: Some(live),
-        ..UcxConfig::default()
-    };
+    let config = UcxConfig::default().liveness(Some(live));
     let mut server = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
     let mut client = UcxTransport::client(server.local_addr(), config).unwrap();
     let start = Wall::now();

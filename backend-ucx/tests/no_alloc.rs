@@ -17,7 +17,7 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Client, Server};
 use iomsg_core::{workload, Instant};
-use iomsg_ucx::{Accept, Api, UcxConfig, UcxTransport};
+use iomsg_ucx::{Api, UcxConfig, UcxTransport};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]
@@ -58,18 +58,14 @@ fn allocations(api: Api, shared_memory: bool, size: usize, warm: u64, measured: 
     } else {
         "tcp"
     };
-    let mut settings = UcxConfig::default().settings;
-    settings.push(("TLS".into(), tls.into()));
-    settings.push(("NET_DEVICES".into(), "lo".into()));
-    let config = UcxConfig {
-        api,
-        shared_memory,
-        settings,
-        ..UcxConfig::default()
-    };
+    let config = UcxConfig::default()
+        .api(api)
+        .shared_memory(shared_memory)
+        .setting("TLS", tls)
+        .setting("NET_DEVICES", "lo");
     let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config.clone()).unwrap();
     let addr = t.local_addr();
-    let mut server: Server<UcxTransport<Accept>> = Server::new(t, ServerConfig::new(1)).unwrap();
+    let mut server = Server::new(t, ServerConfig::new(1)).unwrap();
     let transport = UcxTransport::client(addr, config).unwrap();
     let session = ClientSession::<WINDOW, _>::new(
         ClientConfig::new(7, 8),

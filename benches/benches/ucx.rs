@@ -88,10 +88,7 @@ impl Link {
     }
 
     fn ucx_config(self) -> UcxConfig {
-        UcxConfig {
-            shared_memory: self.shared_memory,
-            ..UcxConfig::default()
-        }
+        UcxConfig::default().shared_memory(self.shared_memory)
     }
 }
 
@@ -113,10 +110,7 @@ fn random_u64() -> u64 {
 /// the parent goes away (or [`SERVER_LIFETIME`]).
 fn serve() -> ExitCode {
     let shared_memory = std::env::var(SHARED_MEMORY).is_ok_and(|v| v == "1");
-    let config = UcxConfig {
-        shared_memory,
-        ..UcxConfig::default()
-    };
+    let config = UcxConfig::default().shared_memory(shared_memory);
     let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
     let transport = match UcxTransport::server(any_port, config) {
         Ok(t) => t,

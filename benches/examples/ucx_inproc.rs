@@ -61,20 +61,16 @@ fn main() -> Result<(), String> {
     };
     let size: usize = size.parse().map_err(|_| usage)?;
     let count: u64 = count.parse().map_err(|_| usage)?;
-    let mut settings = UcxConfig::default().settings;
     let tls = if shared_memory {
         "tcp,posix,sysv,cma,self"
     } else {
         "tcp"
     };
-    settings.push(("TLS".into(), tls.into()));
-    settings.push(("NET_DEVICES".into(), "lo".into()));
-    let config = UcxConfig {
-        api,
-        shared_memory,
-        settings,
-        ..UcxConfig::default()
-    };
+    let config = UcxConfig::default()
+        .api(api)
+        .shared_memory(shared_memory)
+        .setting("TLS", tls)
+        .setting("NET_DEVICES", "lo");
     let t = UcxTransport::server(
         "127.0.0.1:0".parse().map_err(|_| "address")?,
         config.clone(),

@@ -128,3 +128,9 @@ impl Pair {
         self.sink.taken
     }
 }
+
+/// The repository README's Rust examples, compiled and run as doctests
+/// (this crate is never published: the README is outside every package).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -54,16 +54,14 @@ pub fn clock(start: Wall) -> Instant {
 
 /// The UCX transport's settings from the command line.
 pub fn ucx_config(blocking: bool, shared_memory: bool, api: Api) -> UcxConfig {
-    UcxConfig {
-        api,
-        mode: if blocking {
+    UcxConfig::default()
+        .api(api)
+        .mode(if blocking {
             WaitMode::Blocking
         } else {
             WaitMode::BusyPoll
-        },
-        shared_memory,
-        ..UcxConfig::default()
-    }
+        })
+        .shared_memory(shared_memory)
 }
 
 /// One audit record: a message handed to the server's application, or

@@ -35,7 +35,17 @@ impl Instant {
         self.micros
     }
 
-    /// Time from `earlier` to `self`, zero if `earlier` is later.
+    /// The protocol's clock read from std's: the time since `start` (the
+    /// program's start, say), in microseconds. The one clock every
+    /// std-based driver, command and test of this project uses (feature
+    /// `std`).
+    #[cfg(feature = "std")]
+    #[must_use]
+    pub fn since(start: std::time::Instant) -> Instant {
+        Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// The time from `earlier` to `self`, zero if `earlier` is later.
     pub fn saturating_since(self, earlier: Instant) -> Duration {
         Duration::from_micros(self.micros.saturating_sub(earlier.micros))
     }

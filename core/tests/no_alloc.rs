@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use iomsg_core::session::{
     ClientConfig, ClientEvent, ClientSession, Delivery, ReadData, ReadRequest, RequestOp,
-    ServerConfig, ServerHandler,
+    ServerConfig, ServerCore, ServerHandler,
 };
 use iomsg_core::transport::{
     Capabilities, Client, ClientHandler, ConnId, Connector, DisconnectReason, Event, Listener,
@@ -308,7 +308,8 @@ impl Run {
             lent: server_lent.clone(),
         };
         let server = Box::new(
-            Server::new(end_s, ServerConfig::new(7)).expect("a ring carries the protocol"),
+            TestServer::with_core(end_s, ServerCore::new(ServerConfig::new(7)))
+                .expect("a ring carries the protocol"),
         );
         client.start(Instant::ZERO);
         Run {

@@ -67,8 +67,11 @@ impl core::str::FromStr for Api {
     }
 }
 
-/// What a UCX transport is built with.
+/// What a UCX transport is built with: [`UcxConfig::default`] and the
+/// setters below (`#[non_exhaustive]`: a new setting is not a breaking
+/// change).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct UcxConfig {
     /// Which UCX API carries the frames (both ends must agree).
     pub api: Api,
@@ -129,6 +132,92 @@ pub struct UcxConfig {
 /// before it makes a worker, unless the environment sets it (which then
 /// wins).
 pub const ASYNC_MAX_EVENTS: &str = "UCX_ASYNC_MAX_EVENTS";
+
+/// Setters, one per field, for building a configuration from
+/// [`UcxConfig::default`] without naming every field:
+/// `UcxConfig::default().api(Api::Am).shared_memory(true)`.
+impl UcxConfig {
+    /// Sets [`api`](UcxConfig::api).
+    #[must_use]
+    pub fn api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+    /// Sets [`mode`](UcxConfig::mode).
+    #[must_use]
+    pub fn mode(mut self, mode: WaitMode) -> Self {
+        self.mode = mode;
+        self
+    }
+    /// Sets [`max_frame`](UcxConfig::max_frame).
+    #[must_use]
+    pub fn max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+    /// Adds (or replaces) one UCX context setting, `NAME` without the
+    /// `UCX_` prefix (see [`settings`](UcxConfig::settings)).
+    #[must_use]
+    pub fn setting(mut self, name: &str, value: &str) -> Self {
+        self.settings.retain(|(n, _)| n != name);
+        self.settings.push((name.to_owned(), value.to_owned()));
+        self
+    }
+    /// Sets [`shared_memory`](UcxConfig::shared_memory).
+    #[must_use]
+    pub fn shared_memory(mut self, on: bool) -> Self {
+        self.shared_memory = on;
+        self
+    }
+    /// Sets [`liveness`](UcxConfig::liveness).
+    #[must_use]
+    pub fn liveness(mut self, liveness: Option<Liveness>) -> Self {
+        self.liveness = liveness;
+        self
+    }
+    /// Sets [`coalesce`](UcxConfig::coalesce).
+    #[must_use]
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
+        self
+    }
+    /// Sets [`max_connections`](UcxConfig::max_connections).
+    #[must_use]
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+    /// Sets [`conn_send_frames`](UcxConfig::conn_send_frames).
+    #[must_use]
+    pub fn conn_send_frames(mut self, n: usize) -> Self {
+        self.conn_send_frames = n;
+        self
+    }
+    /// Sets [`conn_send_bytes`](UcxConfig::conn_send_bytes).
+    #[must_use]
+    pub fn conn_send_bytes(mut self, bytes: usize) -> Self {
+        self.conn_send_bytes = bytes;
+        self
+    }
+    /// Sets [`send_bytes`](UcxConfig::send_bytes).
+    #[must_use]
+    pub fn send_bytes(mut self, bytes: usize) -> Self {
+        self.send_bytes = bytes;
+        self
+    }
+    /// Sets [`conn_recv_bytes`](UcxConfig::conn_recv_bytes).
+    #[must_use]
+    pub fn conn_recv_bytes(mut self, bytes: usize) -> Self {
+        self.conn_recv_bytes = bytes;
+        self
+    }
+    /// Sets [`recv_bytes`](UcxConfig::recv_bytes).
+    #[must_use]
+    pub fn recv_bytes(mut self, bytes: usize) -> Self {
+        self.recv_bytes = bytes;
+        self
+    }
+}
 
 impl UcxConfig {
     /// UCX's asynchronous events this configuration needs: two per

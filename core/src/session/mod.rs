@@ -42,9 +42,9 @@ pub use client::{
     FailReason, Message, MessageLimits, ProtocolError, ReadData, RequestOp, SubmitError, Transmit,
 };
 pub use server::{
-    wire_error_code, Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
-    ServerStats, ServerTransmit, SessionInfo, CONN_REPLIES, MAX_READ_REQUEST, MIN_WINDOW,
-    STRAY_REPLIES, UNCHECKED_BODY,
+    window_words, wire_error_code, Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent,
+    ServerHandler, ServerStats, ServerTransmit, SessionInfo, CONN_REPLIES, MAX_READ_REQUEST,
+    MIN_WINDOW, STRAY_REPLIES, UNCHECKED_BODY,
 };
 
 #[cfg(test)]

@@ -68,6 +68,16 @@ pub trait TxToken {
 }
 
 /// A received frame, lent where the backend holds it.
+///
+/// The release rule: a token borrows the transport
+/// ([`Transport::RxToken`] is `RxToken<'_>` of `&mut self`), so it is
+/// consumed or dropped before the transport is used again — no frame is
+/// held across polls, and a backend lends one at a time. The bytes are
+/// lent only for the closure given to [`consume`](RxToken::consume):
+/// what must outlive it is copied. A token dropped without being consumed
+/// discards its frame, which the session then never saw (the sequence
+/// tracker reports the gap, a replay may fill it): a driver consumes
+/// every frame it takes.
 pub trait RxToken {
     /// Lends the frame's bytes to `read`; the backend may reuse its buffer
     /// once `read` returns (or once the token is dropped unconsumed).

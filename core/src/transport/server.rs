@@ -16,12 +16,18 @@ use crate::transport::{
 /// `&'static mut` from a `static`, a `Box` — through
 /// [`with_core`](Server::with_core), so that a large core need never be
 /// built on the stack.
+///
+/// The sizes are the core's (see [`ServerCore`]); `TOMBS`, last so that
+/// it may be left out, is its tombstone table's, and a core with another
+/// one names it in `C` too:
+/// `Server<T, 64, 64, 33, Box<ServerCore<64, 64, 33, 1024>>, 1024>`.
 pub struct Server<
     T: Listener,
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,
     const WORDS: usize = 33,
     C = ServerCore<SESSIONS, CONNS, WORDS>,
+    const TOMBS: usize = 256,
 > {
     transport: T,
     core: C,
@@ -30,10 +36,11 @@ pub struct Server<
     blocked: bool,
 }
 
-impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
-    Server<T, SESSIONS, CONNS, WORDS>
-{
-    /// A server over `transport`, its core built by value.
+impl<T: Listener> Server<T> {
+    /// A server over `transport` with the default table sizes (64
+    /// sessions, 64 connections, 2,048 sns of window per session), its
+    /// core built by value. Other sizes:
+    /// `Server::<T, SESSIONS, CONNS, WORDS>::with_core(transport, ServerCore::new(config))`.
     ///
     /// # Errors
     ///
@@ -43,11 +50,11 @@ impl<T: Listener, const SESSIONS: usize, const CONNS: usize, const WORDS: usize>
     }
 }
 
-impl<T, const SESSIONS: usize, const CONNS: usize, const WORDS: usize, C>
-    Server<T, SESSIONS, CONNS, WORDS, C>
+impl<T, const SESSIONS: usize, const CONNS: usize, const WORDS: usize, C, const TOMBS: usize>
+    Server<T, SESSIONS, CONNS, WORDS, C, TOMBS>
 where
     T: Listener,
-    C: BorrowMut<ServerCore<SESSIONS, CONNS, WORDS>>,
+    C: BorrowMut<ServerCore<SESSIONS, CONNS, WORDS, TOMBS>>,
 {
     /// A server over `transport` with the core the application keeps
     /// (a fresh one, or one [`reset`](ServerCore::reset) for this instance).
@@ -68,7 +75,7 @@ where
     }
 
     /// The session table and counters.
-    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, WORDS> {
+    pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, WORDS, TOMBS> {
         self.core.borrow()
     }
 

@@ -12,8 +12,8 @@ use std::vec::Vec;
 use super::*;
 use crate::session::{
     ClientConfig, ClientEvent, ClientSession, ClientState, Delivery, DisconnectCause, FailReason,
-    Message, MessageLimits, ReadData, ReadRequest, ServerConfig, ServerEvent, ServerHandler,
-    SubmitError,
+    Message, MessageLimits, ReadData, ReadRequest, ServerConfig, ServerCore, ServerEvent,
+    ServerHandler, SubmitError,
 };
 use crate::wire::{self, Body, IoMsg, MAX_DATA_LEN, MAX_FRAME_LEN};
 use crate::workload;
@@ -360,7 +360,7 @@ impl Pair {
         let mut server_cfg = ServerConfig::new(1);
         server_cfg.crc = crc;
         server_cfg.validate = validate;
-        let server = Server::new(end, server_cfg).unwrap();
+        let server = TestServer::with_core(end, ServerCore::new(server_cfg)).unwrap();
         Pair {
             net,
             client,
@@ -440,7 +440,8 @@ impl Pair {
         let reason = DisconnectReason::PeerFailed(crate::transport::Cause::UNKNOWN);
         self.to_client(Event::Disconnected { conn, reason });
         let end = End::new(&self.net, Side::Server);
-        self.server = Server::new(end, ServerConfig::new(instance)).unwrap();
+        self.server =
+            TestServer::with_core(end, ServerCore::new(ServerConfig::new(instance))).unwrap();
         core::mem::replace(&mut self.app, App::new(instance))
     }
 }
@@ -532,7 +533,10 @@ fn drivers_refuse_a_transport_without_in_order_delivery() {
     };
     let client = Client::new(unordered(Side::Client), session::<4>());
     assert_eq!(client.err(), Some(DriverError::Unordered));
-    let server = Server::<End, 4, 8, 8>::new(unordered(Side::Server), ServerConfig::new(1));
+    let server = Server::<End, 4, 8, 8>::with_core(
+        unordered(Side::Server),
+        ServerCore::new(ServerConfig::new(1)),
+    );
     assert_eq!(server.err(), Some(DriverError::Unordered));
 }
 
@@ -551,7 +555,7 @@ fn drivers_refuse_a_transport_whose_frames_cannot_hold_a_hello() {
     let client = Client::new(small(Side::Client, MIN_FRAME - 1), session::<4>());
     assert_eq!(client.err(), Some(too_small));
     let end = small(Side::Server, MIN_FRAME - 1);
-    let server = Server::<End, 4, 8, 8>::new(end, ServerConfig::new(1));
+    let server = Server::<End, 4, 8, 8>::with_core(end, ServerCore::new(ServerConfig::new(1)));
     assert_eq!(server.err(), Some(too_small));
     // At the least it takes, a client is built and its Hello goes out.
     let mut knobs = Knobs::default();

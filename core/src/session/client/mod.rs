@@ -55,6 +55,44 @@ struct Welcome {
 
 /// The client state machine of one session: a window of `N` messages
 /// whose bytes are kept in the storage `S` until acknowledged.
+///
+/// It contains no networking code and reads no clock: time comes in as
+/// `now`, what happened on the network through the `handle_*` methods,
+/// and what to do comes out of the `poll_*` methods. The
+/// [`transport::Client`](crate::transport::Client) driver does all of
+/// this over a [`Connector`](crate::transport::Connector); drive it by
+/// hand only for a transport that does not fit the trait.
+///
+/// # Usage contract
+///
+/// - **Getters** (`config`, `state`, `stats`, `base_sn`, `next_sn`,
+///   `outstanding`, `limits`, ...) may be called at any time.
+/// - **Mutators** from the application: [`start`](Self::start) once,
+///   [`submit`](Self::submit) / [`submit_with`](Self::submit_with) at any
+///   time (backpressure is an error, nothing changes), [`close`](Self::close)
+///   to end after everything is acknowledged.
+/// - **`handle_*`** from the transport, as things happen:
+///   [`handle_connected`](Self::handle_connected) when the connection the
+///   session asked for is up, [`handle_frame`](Self::handle_frame) for
+///   every frame received on it (in order),
+///   [`handle_disconnected`](Self::handle_disconnected) when it ends or
+///   fails to open, [`handle_transport_refused`](Self::handle_transport_refused)
+///   when a frame can never be sent, and
+///   [`handle_timeout`](Self::handle_timeout) once `now` reaches
+///   [`poll_timeout`](Self::poll_timeout).
+/// - **`poll_*`** after any of the above, until each returns `None`:
+///   [`poll_action`](Self::poll_action) (connect or close the transport's
+///   connection), [`poll_transmit`](Self::poll_transmit) then
+///   [`write_transmit`](Self::write_transmit) into a buffer of the length
+///   it asked for (the frame counts as sent once written: a frame the
+///   transport cannot take is not written yet, ask again later),
+///   [`poll_event`](Self::poll_event) (the application's events; the queue
+///   is bounded, and a new connection attempt waits until it has room),
+///   and [`poll_timeout`](Self::poll_timeout) for when to call
+///   `handle_timeout` next.
+/// - **Time never goes back**: every `now` passed in is at least the one
+///   before. Frames of a connection are handed over in the order they
+///   arrived, and only for the connection the session asked for last.
 #[derive(Clone, Debug)]
 pub struct ClientSession<const N: usize, S> {
     config: ClientConfig,
@@ -677,12 +715,23 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         let proven = known && self.trusted == Some(incarnation);
         let changed = previous.is_some_and(|p| p != instance);
         if !proven && (confirmed < next_sn || changed) {
-            self.stats.server_restarts += 1;
-            self.push_event(ClientEvent::ServerRestarted {
-                previous,
-                instance,
-                unconfirmed: confirmed..next_sn,
-            });
+            // Each sn past `confirmed` is named once: here when it is
+            // replayed (it may arrive twice), in `NotReplayed` below when
+            // it is given up. A record that lost the session while the
+            // instance stayed is told only by the latter with replay off.
+            let unconfirmed = if self.config.replay {
+                confirmed..next_sn
+            } else {
+                next_sn..next_sn
+            };
+            if changed || !unconfirmed.is_empty() {
+                self.stats.server_restarts += 1;
+                self.push_event(ClientEvent::ServerRestarted {
+                    previous,
+                    instance,
+                    unconfirmed,
+                });
+            }
         }
         self.ack_to(confirmed);
         if self.config.replay {

@@ -103,8 +103,11 @@ pub(super) enum Frame {
     Bye,
 }
 
-/// Client configuration. [`ClientConfig::new`] gives production defaults.
+/// Client configuration. [`ClientConfig::new`] gives production defaults;
+/// change fields after it (`#[non_exhaustive]`: a new field is not a
+/// breaking change).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// The session id; random per client, chosen by the caller.
     pub session: u64,
@@ -517,23 +520,35 @@ pub enum ClientEvent {
         /// Where sending resumes.
         resume_from: u64,
     },
-    /// The server lost the session's state (restart or eviction).
+    /// The server lost the session's state: a new server instance, or the
+    /// same one after it evicted the session (then only when sns are
+    /// replayed).
     ServerRestarted {
         /// The previous instance, if one was seen.
         previous: Option<u64>,
         /// The new instance.
         instance: u64,
-        /// Sns the old server may or may not have processed: replayed
-        /// (possible duplicates) when replay is on, given up otherwise.
+        /// Sns the old server may or may not have processed, which are
+        /// sent again: each may be delivered twice (possible duplicates).
+        /// Always empty with replay off: the sns given up are named by
+        /// [`NotReplayed`](ClientEvent::NotReplayed) alone, so every
+        /// given-up sn is reported once, in one event.
         unconfirmed: Range<u64>,
     },
-    /// Cumulative ack progress.
+    /// Cumulative progress: every sn below `upto` is settled —
+    /// acknowledged by the server (its application took it), or, with
+    /// replay off, given up earlier and named by a
+    /// [`NotReplayed`](ClientEvent::NotReplayed) that came before this
+    /// event. `upto` alone therefore does not say that an sn was
+    /// delivered; [`ClientStats::acked`] counts only the acknowledged
+    /// ones.
     Acked {
-        /// Every sn below this is acknowledged.
+        /// Every sn below this is settled.
         upto: u64,
     },
     /// Replay is off: these sns were in flight at a disconnect, are not
-    /// acknowledged and will not be sent again.
+    /// acknowledged and will not be sent again. Reported once per sn, in
+    /// this event only; never empty.
     NotReplayed {
         /// The sns given up.
         range: Range<u64>,
@@ -639,7 +654,8 @@ pub struct ClientStats {
     pub sent: u64,
     /// Retransmissions after a reconnect.
     pub replayed: u64,
-    /// Sns released by cumulative acks.
+    /// Sns acknowledged by the server (given-up sns are not counted: see
+    /// `not_replayed`).
     pub acked: u64,
     /// `WriteComp` / `ReadComp` frames received.
     pub completions: u64,
@@ -661,7 +677,7 @@ pub struct ClientStats {
     pub established: u64,
     /// Connections that ended.
     pub disconnects: u64,
-    /// Server restarts (or evictions) seen.
+    /// `ServerRestarted` events: server restarts (or evictions) seen.
     pub server_restarts: u64,
     /// Frames of an older epoch, ignored.
     pub stale_frames: u64,

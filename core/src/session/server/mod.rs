@@ -32,6 +32,15 @@ pub const MAX_READ_REQUEST: usize = 32;
 /// many frames after its `Hello` before the `Welcome` says more.
 pub const MIN_WINDOW: u32 = 64;
 
+/// The `WORDS` of a [`ServerCore`] whose tracker holds a window of at
+/// least `sns` sequence numbers per session: the window is a bitmap of
+/// 64-sn words plus one, so `ServerCore<S, C, { window_words(4096) }>`
+/// tracks 4,096 sns past a session's cumulative point.
+#[must_use]
+pub const fn window_words(sns: usize) -> usize {
+    sns.div_ceil(64) + 1
+}
+
 #[derive(Clone, Debug)]
 struct Session<const WORDS: usize> {
     epoch: u32,
@@ -158,6 +167,34 @@ impl Conn {
 /// slow consumer ([`ServerEvent::SlowConsumer`]), never silently and never
 /// at another connection's expense. Memory is fixed by the capacities: no
 /// allocation.
+///
+/// # Usage contract
+///
+/// No networking code and no clock, as for the client: the
+/// [`transport::Server`](crate::transport::Server) driver does the
+/// following over a [`Listener`](crate::transport::Listener).
+///
+/// - **`handle_*`** from the transport:
+///   [`handle_accepted`](Self::handle_accepted) for each new connection,
+///   [`handle_frame`](Self::handle_frame) for every frame (in the order
+///   it arrived on its connection; new messages go to the application's
+///   [`ServerHandler::deliver`] from inside the call),
+///   [`handle_disconnected`](Self::handle_disconnected) when a connection
+///   ends, and [`handle_timeout`](Self::handle_timeout) once `now`
+///   reaches [`poll_timeout`](Self::poll_timeout).
+/// - **Before any reply leaves**, call the application's
+///   [`ServerHandler::flush`]: an acknowledgement may then cover what
+///   `deliver` took.
+/// - **`poll_*`** after any of the above, until each returns `None`:
+///   [`poll_close`](Self::poll_close) (connections to close),
+///   [`poll_transmit`](Self::poll_transmit) then
+///   [`write_transmit`](Self::write_transmit) into a buffer of the length
+///   it asked for — or [`transmit_blocked`](Self::transmit_blocked) when
+///   the transport has no buffer for that connection now (the reply stays
+///   queued), or [`discard_transmit`](Self::discard_transmit) when the
+///   connection is gone.
+/// - **Time never goes back**; [`reset`](Self::reset) starts a new
+///   instance (a restart) in the same memory.
 pub struct ServerCore<
     const SESSIONS: usize = 64,
     const CONNS: usize = 64,

@@ -8,8 +8,11 @@ use crate::conn::{ConnId, DisconnectReason};
 use crate::session::RequestOp;
 use crate::wire::{Crc32c, RejectReason, WireError};
 
-/// Server configuration.
+/// Server configuration. [`ServerConfig::new`] gives production defaults;
+/// change fields after it (`#[non_exhaustive]`: a new field is not a
+/// breaking change).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// This server process's instance id; random per start, chosen by the
     /// caller. Clients learn from it that a server lost its state.

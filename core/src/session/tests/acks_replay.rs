@@ -228,3 +228,55 @@ fn sequence_numbers_near_sn_max_are_refused_not_wrapped() {
         "SN_MAX + 1 is refused"
     );
 }
+
+#[test]
+fn with_replay_off_each_sn_given_up_at_a_server_restart_is_named_once_and_never_acked() {
+    let mut cfg = config();
+    cfg.replay = false;
+    let (mut c, mut a, mut out_a) = (client(cfg), server(INSTANCE_A), Out::default());
+    connect(&mut c, &mut a, &mut out_a, 1, t(0));
+    submit_writes(&mut c, 6);
+    let frames = client_frames(&mut c, t(1));
+    to_server(&mut a, &mut out_a, 1, &frames[..3], t(1)); // 0..2 delivered
+    out_a.take(); // their acks are lost; then the server dies
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
+    let (mut b, mut out_b) = (server(INSTANCE_B), Out::default());
+    connect(&mut c, &mut b, &mut out_b, 2, t(60));
+    submit_writes(&mut c, 2);
+    to_server(&mut b, &mut out_b, 2, &client_frames(&mut c, t(61)), t(61));
+    // Writes are answered at once (a completion each).
+    to_client(&mut c, &mut out_b, 2, t(62));
+    let ev = events(&mut c);
+    // Every sn 0..6 was in flight at the restart: named once, by one
+    // NotReplayed; the restart itself names no range.
+    let mut named = vec![0u32; 8];
+    for e in &ev {
+        match e {
+            ClientEvent::NotReplayed { range } => {
+                assert!(!range.is_empty(), "{ev:?}");
+                range.clone().for_each(|sn| named[sn as usize] += 1);
+            }
+            ClientEvent::ServerRestarted { unconfirmed, .. } => {
+                assert!(unconfirmed.is_empty(), "{ev:?}");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(named, vec![1, 1, 1, 1, 1, 1, 0, 0], "{ev:?}");
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        ClientEvent::ServerRestarted {
+            previous: Some(INSTANCE_A),
+            ..
+        }
+    )));
+    // B took 6 and 7 and acknowledged them: Acked passes the given-up
+    // sns, and the acknowledged count holds only the delivered ones.
+    assert_eq!(out_b.delivered(), vec![6, 7], "{ev:?}");
+    assert!(ev.contains(&ClientEvent::Acked { upto: 8 }), "{ev:?}");
+    assert_eq!(c.stats().acked, 2);
+    assert_eq!(c.stats().not_replayed, 6);
+}

@@ -70,7 +70,11 @@ fn pair(block: bool, down_until: Instant) -> (Client<Waiting, 16, Vec<u8>>, Test
         vec![0; 4096],
     );
     let client = Client::new(waiting, session).unwrap();
-    let server = Server::new(End::new(&net, Side::Server), ServerConfig::new(1)).unwrap();
+    let server = TestServer::with_core(
+        End::new(&net, Side::Server),
+        ServerCore::new(ServerConfig::new(1)),
+    )
+    .unwrap();
     (client, server)
 }
 

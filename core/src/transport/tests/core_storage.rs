@@ -109,3 +109,53 @@ fn the_readiness_hook_says_pending_while_work_waits_and_asks_the_backend_otherwi
     p.acked(1);
     assert_eq!(p.server.arm(ms(p.now)), Readiness::Unsupported);
 }
+
+#[test]
+fn a_core_with_a_tombstone_table_of_its_own_size_runs_under_the_driver() {
+    let mut p = Pair::new();
+    p.connect();
+    p.poll();
+    let net = p.net.clone();
+    let end = End::new(&net, Side::Server);
+    let conn = p.last_conn();
+    net.borrow_mut().to_server.clear();
+    p.to_client(Event::Disconnected {
+        conn,
+        reason: DisconnectReason::PeerFailed(crate::transport::Cause::UNKNOWN),
+    });
+    let core = Box::new(ServerCore::<4, 8, 8, 16>::new(ServerConfig::new(11)));
+    let mut server: Server<End, 4, 8, 8, Box<ServerCore<4, 8, 8, 16>>, 16> =
+        Server::with_core(end, core).unwrap();
+    let mut app = App::new(11);
+    for sn in 0..3 {
+        p.client.submit(Message::Write(&payload(sn, 10))).unwrap();
+    }
+    for _ in 0..200 {
+        p.client.poll(ms(p.now), &mut p.log);
+        server.poll(ms(p.now), &mut app);
+        p.now += 1;
+    }
+    assert_eq!(p.client.session().base_sn(), 3);
+    assert_eq!(app.hashes().get(&2), Some(&workload::hash(&payload(2, 10))));
+    assert_eq!(
+        server.core().session(SESSION).map(|s| s.cumulative),
+        Some(3)
+    );
+}
+
+#[test]
+fn window_words_gives_a_tracker_window_of_at_least_the_sns_asked_for() {
+    use crate::session::window_words;
+    assert_eq!(window_words(2048), 33, "the default core's 33 words");
+    for sns in [1usize, 63, 64, 65, 1000, 4096] {
+        assert!((window_words(sns) - 1) * 64 >= sns, "{sns}");
+        assert!(
+            (window_words(sns) - 2) * 64 < sns,
+            "{sns}: not more than needed"
+        );
+    }
+    let core = Box::new(ServerCore::<4, 8, { window_words(1000) }>::new(
+        ServerConfig::new(1),
+    ));
+    assert!(core.window() >= 1000, "{}", core.window());
+}

@@ -50,10 +50,14 @@ impl Proc {
     pub fn signal(&self, sig: i32) {
         assert_eq!(self.signal_quietly(sig), 0, "kill({sig})");
     }
+    /// kill(2) on the pid of this child (started by the test, not yet
+    /// reaped): 0, or the errno.
     fn signal_quietly(&self, sig: i32) -> i32 {
-        // SAFETY: kill(2) on the pid of a child this test started and has
-        // not reaped.
-        unsafe { libc::kill(self.0.id() as i32, sig) }
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        match nix::sys::signal::Signal::try_from(sig) {
+            Ok(sig) => nix::sys::signal::kill(pid, sig).map_or_else(|e| e as i32, |()| 0),
+            Err(e) => e as i32,
+        }
     }
     /// Its resident memory in KiB, while it runs.
     pub fn rss_kib(&self) -> Option<u64> {

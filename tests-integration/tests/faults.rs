@@ -90,13 +90,10 @@ fn a_server_stopped_past_a_clients_connect_timeout_lives_on_after_sigcont() {
     srv.signal(libc::SIGSTOP);
     // A client with a 1 s connect timeout and no retry connects to the
     // stopped server, gives up and goes.
-    let cfg = UcxConfig {
-        liveness: Some(Liveness {
-            interval: Duration::from_millis(100),
-            timeout: Duration::from_secs(1),
-        }),
-        ..UcxConfig::default()
-    };
+    let cfg = UcxConfig::default().liveness(Some(Liveness {
+        interval: Duration::from_millis(100),
+        timeout: Duration::from_secs(1),
+    }));
     let mut c = UcxTransport::client(addr.parse().unwrap(), cfg).unwrap();
     let t0 = iomsg_core::Instant::from_micros(0);
     let failed = c.connect(t0).is_err() || {

@@ -113,10 +113,7 @@ fn server_process() {
             .append(true)
             .open(record)
             .unwrap();
-        let config = UcxConfig {
-            api,
-            ..UcxConfig::default()
-        };
+        let config = UcxConfig::default().api(api);
         let t = UcxTransport::server("127.0.0.1:0".parse().unwrap(), config).unwrap();
         println!("listening on {}", t.local_addr());
         type Core = ServerCore<SESSIONS, CONNS, WORDS>;
@@ -256,10 +253,7 @@ fn run(mode: Mode, api: Api) -> Outcome {
     config.max_retries = 1000;
     let storage = vec![0u8; WINDOW * SIZE + SIZE];
     let session_state = ClientSession::<WINDOW, _>::new(config, Instant::ZERO, storage);
-    let ucx = UcxConfig {
-        api,
-        ..UcxConfig::default()
-    };
+    let ucx = UcxConfig::default().api(api);
     let transport = UcxTransport::client(addr, ucx.clone()).unwrap();
     let mut client = Client::new(transport, session_state).unwrap();
     let start = Wall::now();

@@ -51,12 +51,12 @@ const USAGE: &str =
            [--recreate-context] [--stream] [--shared-memory] [--no-heartbeats] --record FILE|none
        iomsg-ucx-peer raw ADDR [--api am|tag]";
 
+/// A session id or token: 64 bits from the operating system.
 fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher, RandomState};
-    let mut h = RandomState::new().build_hasher();
-    h.write_u128(Wall::now().elapsed().as_nanos());
-    h.write_u32(std::process::id());
-    h.finish()
+    iomsg_ucx::random_u64().unwrap_or_else(|e| {
+        eprintln!("iomsg-ucx-peer: {e}");
+        std::process::exit(2)
+    })
 }
 
 /// Microseconds since the Unix epoch: a clock both peers share.
@@ -67,7 +67,7 @@ fn epoch_us() -> u128 {
 }
 
 fn clock(start: Wall) -> Instant {
-    Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+    Instant::since(start)
 }
 
 struct Recorder {
@@ -215,15 +215,13 @@ fn raw(addr: SocketAddr, ucx: UcxConfig) -> Result<(), String> {
 /// over shared memory; `--no-heartbeats` turns the transport's liveness
 /// checks off.
 fn ucx_config(args: &[String], api: Api) -> UcxConfig {
-    UcxConfig {
-        api,
-        shared_memory: args.iter().any(|a| a == "--shared-memory"),
-        liveness: match args.iter().any(|a| a == "--no-heartbeats") {
+    UcxConfig::default()
+        .api(api)
+        .shared_memory(args.iter().any(|a| a == "--shared-memory"))
+        .liveness(match args.iter().any(|a| a == "--no-heartbeats") {
             true => None,
             false => Some(Liveness::default()),
-        },
-        ..UcxConfig::default()
-    }
+        })
 }
 
 /// A server's protocol settings: a fresh instance id, the CPU's CRC32C
