@@ -47,9 +47,10 @@ pub fn epoch_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// The protocol's clock: microseconds since `start`.
+/// The protocol's clock: microseconds since `start` (the project's one
+/// clock, [`Instant::since`]).
 pub fn clock(start: Wall) -> Instant {
-    Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+    Instant::since(start)
 }
 
 /// The UCX transport's settings from the command line.
