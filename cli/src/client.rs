@@ -2,6 +2,13 @@
 //! sizes, a window of operations in flight) to one or more servers, one
 //! session each, with every read's bytes checked; with `--audit-dir` it
 //! records what it submitted and what it saw, for the soak's ground truth.
+//!
+//! With `--metrics ADDR` it also shows, every second and at the end,
+//! through the `metrics` facade (see [`crate::exporter`]), summed over its
+//! sessions: `iomsg_client_submitted_total`, `iomsg_client_acked_total`
+//! (acknowledged sns), `iomsg_client_replayed_total` (frames sent again
+//! after reconnects) and `iomsg_client_not_replayed_total` (sns given up at
+//! disconnects, replay off).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -256,6 +263,37 @@ fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Dur
     (waiting && !nap.is_zero()).then_some(nap)
 }
 
+/// How often the client's figures are given to the `metrics` facade.
+const METRICS_EVERY: Duration = Duration::from_secs(1);
+
+/// Describes the metrics [`publish_metrics`] sets.
+fn describe_metrics() {
+    use metrics::describe_counter;
+    describe_counter!("iomsg_client_submitted_total", "Messages submitted.");
+    describe_counter!("iomsg_client_acked_total", "Sns acknowledged.");
+    describe_counter!(
+        "iomsg_client_replayed_total",
+        "Frames sent again after reconnects."
+    );
+    describe_counter!(
+        "iomsg_client_not_replayed_total",
+        "Sns given up at disconnects (replay off)."
+    );
+}
+
+/// Gives the client's figures, summed over its sessions, to the `metrics`
+/// facade (nothing happens without a recorder, that is without
+/// `--metrics`).
+fn publish_metrics(peers: &[Peer]) {
+    let sum = |f: &dyn Fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
+    metrics::counter!("iomsg_client_submitted_total")
+        .absolute(sum(&|p| p.client.session().stats().submitted));
+    metrics::counter!("iomsg_client_acked_total").absolute(sum(&|p| p.seen.acked));
+    metrics::counter!("iomsg_client_replayed_total")
+        .absolute(sum(&|p| p.client.session().stats().replayed));
+    metrics::counter!("iomsg_client_not_replayed_total").absolute(sum(&|p| p.seen.not_replayed));
+}
+
 struct Peer {
     addr: SocketAddr,
     client: Driver,
@@ -276,178 +314,52 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         None => None,
     };
     let ucx = common::ucx_config(job.blocking, job.shared_memory, job.api);
-    let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
-    // Room for a full window of the largest messages, within 256 MiB, and
-    // never less than two of them.
-    let storage = (conn_window as usize * (max + 8))
-        .min(256 << 20)
-        .max(2 * max + 64);
-    let mut peers = Vec::new();
     let start = Wall::now();
+    let mut peers = Vec::new();
     for (k, &addr) in job.servers.iter().enumerate() {
-        let session = common::os_random()?;
-        let mut config = ClientConfig::new(session, common::os_random()?);
-        config.window = conn_window;
-        config.reply_timeout = job.reply_timeout;
-        config.connect_timeout = job.connect_timeout;
-        config.max_retries = job.retries.max();
-        config.retry_for = job.retry_for;
-        config.backoff = Backoff {
-            initial: job.retry_interval,
-            max: job.retry_interval,
-            jitter_per_mille: 200,
-        };
-        config.replay = job.replay;
-        config.validate = job.validate;
-        config.crc = iomsg_ucx::crc32c_provider();
-        config.seed = job.seed.wrapping_add(k as u64);
-        let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
-        config.max_payload = limit.max(1);
-        let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
-        let s = ClientSession::new(config, common::clock(start), vec![0u8; storage]);
-        let mut client = Driver::new(transport, s).map_err(|e| e.to_string())?;
-        let limits = client.session().limits();
-        let most = limits.configured.min(limits.transport).min(limits.storage);
-        if job.sizes.max > most as u64 {
-            return Err(format!(
-                "data size {} is larger than a message may be here ({most} bytes: {limits:?})",
-                job.sizes.max
+        let p = connect(job, k, addr, &ucx, start)?;
+        if let Some(a) = audit.as_mut() {
+            a.event(format_args!(
+                "session {:016x} server {addr}",
+                p.seen.session
             ));
         }
-        client.start(common::clock(start));
-        if let Some(a) = audit.as_mut() {
-            a.event(format_args!("session {session:016x} server {addr}"));
-        }
-        println!("session {session:016x} to {addr}");
-        peers.push(Peer {
-            addr,
-            client,
-            seen: Seen {
-                session,
-                ..Seen::default()
-            },
-            rebuilds: 0,
-        });
+        println!("session {:016x} to {addr}", p.seen.session);
+        peers.push(p);
     }
     if let Some(a) = audit.as_mut() {
         a.flush()?;
     }
-    let mut rng = SplitMix64::new(job.seed);
-    let mut buf = vec![0u8; max];
-    let mut next_op: Option<(Op, usize)> = None;
-    let mut submitted = 0u64;
-    let mut bytes_submitted = 0u64;
-    let mut rr = 0usize;
+    let mut work = Submitter::new(job.seed, max);
     let mut stopped_at: Option<Wall> = None;
-    let mut last_report = Wall::now();
-    let mut last_acked = 0u64;
+    let mut status = Status {
+        last: Wall::now(),
+        last_acked: 0,
+    };
+    let mut last_metrics = Wall::now();
+    describe_metrics();
     loop {
         let now = common::clock(start);
         let done_submitting = stop.load(Ordering::Relaxed)
             || job.run_time.is_some_and(|l| start.elapsed() >= l)
-            || (job.iterations != 0 && submitted >= job.iterations);
+            || (job.iterations != 0 && work.submitted >= job.iterations);
         if done_submitting && stopped_at.is_none() {
             stopped_at = Some(Wall::now());
         }
         let mut busy = false;
         if !done_submitting {
-            let outstanding: u64 = peers
-                .iter()
-                .map(|p| p.client.session().outstanding() as u64)
-                .sum();
-            let mut room = u64::from(job.window).saturating_sub(outstanding);
-            let mut refused = 0;
-            while room > 0 && refused < peers.len() {
-                if job.iterations != 0 && submitted >= job.iterations {
-                    break;
-                }
-                let (op, size) = *next_op.get_or_insert_with(|| {
-                    let op = job.ops[rng.below(job.ops.len() as u64) as usize];
-                    let span = job.sizes.max - job.sizes.min;
-                    let size = job.sizes.min + rng.below(span.saturating_add(1));
-                    (op, size as usize)
-                });
-                rr = (rr + 1) % peers.len();
-                let p = &mut peers[rr];
-                let session = p.seen.session;
-                let sn = p.client.session().next_sn();
-                let result = match op {
-                    Op::Write => {
-                        workload::fill(session, sn, &mut buf[..size]);
-                        p.client.submit(Message::Write(&buf[..size]))
-                    }
-                    Op::Read => p.client.submit(Message::Read {
-                        len: size as u32,
-                        request: &[],
-                    }),
-                };
-                match result {
-                    Ok(sn) => {
-                        let data: &[u8] = if op == Op::Write { &buf[..size] } else { &[] };
-                        if let Some(a) = audit.as_mut() {
-                            a.record(Record {
-                                session,
-                                sn,
-                                hash: workload::hash(data),
-                            });
-                        }
-                        submitted += 1;
-                        bytes_submitted += size as u64;
-                        room -= 1;
-                        refused = 0;
-                        next_op = None;
-                        busy = true;
-                    }
-                    Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => {
-                        refused += 1;
-                    }
-                    Err(SubmitError::Closed | SubmitError::Exhausted) => refused += 1,
-                    Err(e) => return Err(format!("cannot submit a {size}-byte {op:?}: {e}")),
-                }
-            }
+            busy = work.fill_window(job, &mut peers, &mut audit)?;
         }
-        for p in &mut peers {
-            busy |= p.client.poll(now, &mut p.seen);
-            if job.recreate_context && std::mem::take(&mut p.seen.disconnected) {
-                let fresh = UcxTransport::client(p.addr, ucx.clone()).map_err(|e| e.to_string())?;
-                drop(
-                    p.client
-                        .replace_transport(now, fresh)
-                        .map_err(|e| e.to_string())?,
-                );
-                p.rebuilds += 1;
-            }
-            for line in p.seen.lines.drain(..) {
-                if job.verbose {
-                    println!("{line}");
-                }
-                if let Some(a) = audit.as_mut() {
-                    a.event(format_args!("{line}"));
-                }
-            }
-        }
-        let acked: u64 = peers.iter().map(|p| p.seen.acked).sum();
-        if !job.report_interval.is_zero() && last_report.elapsed() >= job.report_interval {
-            let secs = last_report.elapsed().as_secs_f64();
-            let rate = (acked - last_acked) as f64 / secs;
-            let s = |f: fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
-            println!(
-                "status t={:.1} submitted={submitted} acked={acked} rate={rate:.0} restarts={} disconnects={} not_replayed={} reads_corrupt={}",
-                start.elapsed().as_secs_f64(),
-                s(|p| p.seen.restarts),
-                s(|p| p.client.session().stats().disconnects),
-                s(|p| p.seen.not_replayed),
-                s(|p| p.seen.reads_corrupt),
-            );
-            if let Some(a) = audit.as_mut() {
-                a.event(format_args!("sample {acked}"));
-            }
-            last_acked = acked;
-            last_report = Wall::now();
-        }
+        busy |= poll_peers(job, &mut peers, &ucx, now, &mut audit)?;
+        status.show(job, &peers, start, work.submitted, &mut audit);
         if let Some(a) = audit.as_mut() {
             a.flush()?;
+        }
+        // After the flush: what the metrics show is in the audit already.
+        if last_metrics.elapsed() >= METRICS_EVERY {
+            publish_metrics(&peers);
+            last_metrics = Wall::now();
         }
         let settled = peers
             .iter()
@@ -460,54 +372,294 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if peers.iter().all(|p| p.client.session().is_terminal()) {
             break;
         }
-        if !job.blocking && !busy {
-            if let Some(nap) = unconnected_nap(&peers, common::clock(start)) {
-                std::thread::sleep(nap);
+        if !busy {
+            wait_for_work(job, &mut peers, start)?;
+        }
+    }
+    close(&mut peers, start);
+    publish_metrics(&peers);
+    let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
+    finish(job, &report, &mut audit)?;
+    Ok(report)
+}
+
+/// The session to the server at `addr` (the `k`th), its transport made
+/// and its connection started.
+fn connect(
+    job: &ClientJob,
+    k: usize,
+    addr: SocketAddr,
+    ucx: &iomsg_ucx::UcxConfig,
+    start: Wall,
+) -> Result<Peer, String> {
+    let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
+    let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
+    // Room for a full window of the largest messages, within 256 MiB, and
+    // never less than two of them.
+    let storage = (conn_window as usize * (max + 8))
+        .min(256 << 20)
+        .max(2 * max + 64);
+    let session = common::os_random()?;
+    let mut config = ClientConfig::new(session, common::os_random()?);
+    config.window = conn_window;
+    config.reply_timeout = job.reply_timeout;
+    config.connect_timeout = job.connect_timeout;
+    config.max_retries = job.retries.max();
+    config.retry_for = job.retry_for;
+    config.backoff = Backoff {
+        initial: job.retry_interval,
+        max: job.retry_interval,
+        jitter_per_mille: 200,
+    };
+    config.replay = job.replay;
+    config.validate = job.validate;
+    config.crc = iomsg_ucx::crc32c_provider();
+    config.seed = job.seed.wrapping_add(k as u64);
+    let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
+    config.max_payload = limit.max(1);
+    let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
+    let s = ClientSession::new(config, common::clock(start), vec![0u8; storage]);
+    let mut client = Driver::new(transport, s).map_err(|e| e.to_string())?;
+    let limits = client.session().limits();
+    let most = limits.configured.min(limits.transport).min(limits.storage);
+    if job.sizes.max > most as u64 {
+        return Err(format!(
+            "data size {} is larger than a message may be here ({most} bytes: {limits:?})",
+            job.sizes.max
+        ));
+    }
+    client.start(common::clock(start));
+    Ok(Peer {
+        addr,
+        client,
+        seen: Seen {
+            session,
+            ..Seen::default()
+        },
+        rebuilds: 0,
+    })
+}
+
+/// The workload: operations drawn from the seed, submitted round-robin
+/// over the sessions.
+struct Submitter {
+    rng: SplitMix64,
+    buf: Vec<u8>,
+    /// The operation drawn and not yet taken by a session.
+    next_op: Option<(Op, usize)>,
+    submitted: u64,
+    bytes_submitted: u64,
+    rr: usize,
+}
+
+impl Submitter {
+    fn new(seed: u64, max: usize) -> Submitter {
+        Submitter {
+            rng: SplitMix64::new(seed),
+            buf: vec![0u8; max],
+            next_op: None,
+            submitted: 0,
+            bytes_submitted: 0,
+            rr: 0,
+        }
+    }
+
+    /// Submits operations until the window is full, every session
+    /// refused one, or the iterations are done; whether any was.
+    fn fill_window(
+        &mut self,
+        job: &ClientJob,
+        peers: &mut [Peer],
+        audit: &mut Option<Audit>,
+    ) -> Result<bool, String> {
+        let mut busy = false;
+        let outstanding: u64 = peers
+            .iter()
+            .map(|p| p.client.session().outstanding() as u64)
+            .sum();
+        let mut room = u64::from(job.window).saturating_sub(outstanding);
+        let mut refused = 0;
+        while room > 0 && refused < peers.len() {
+            if job.iterations != 0 && self.submitted >= job.iterations {
+                break;
+            }
+            let rng = &mut self.rng;
+            let (op, size) = *self.next_op.get_or_insert_with(|| {
+                let op = job.ops[rng.below(job.ops.len() as u64) as usize];
+                let span = job.sizes.max - job.sizes.min;
+                let size = job.sizes.min + rng.below(span.saturating_add(1));
+                (op, size as usize)
+            });
+            self.rr = (self.rr + 1) % peers.len();
+            let p = &mut peers[self.rr];
+            let session = p.seen.session;
+            let sn = p.client.session().next_sn();
+            let buf = &mut self.buf;
+            let result = match op {
+                Op::Write => {
+                    workload::fill(session, sn, &mut buf[..size]);
+                    p.client.submit(Message::Write(&buf[..size]))
+                }
+                Op::Read => p.client.submit(Message::Read {
+                    len: size as u32,
+                    request: &[],
+                }),
+            };
+            match result {
+                Ok(sn) => {
+                    let data: &[u8] = if op == Op::Write { &buf[..size] } else { &[] };
+                    if let Some(a) = audit.as_mut() {
+                        a.record(Record {
+                            session,
+                            sn,
+                            hash: workload::hash(data),
+                        });
+                    }
+                    self.submitted += 1;
+                    self.bytes_submitted += size as u64;
+                    room -= 1;
+                    refused = 0;
+                    self.next_op = None;
+                    busy = true;
+                }
+                Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => {
+                    refused += 1;
+                }
+                Err(SubmitError::Closed | SubmitError::Exhausted) => refused += 1,
+                Err(e) => return Err(format!("cannot submit a {size}-byte {op:?}: {e}")),
             }
         }
-        if job.blocking && !busy {
-            let now = common::clock(start);
-            let mut wait = Duration::from_millis(50);
-            let mut all_armed = true;
-            for p in &mut peers {
-                all_armed &= p.client.arm(now) == Readiness::Armed;
-                if let Some(d) = p.client.transport().poll_delay() {
-                    wait = wait.min(d);
-                }
-                if let Some(t) = p.client.poll_timeout() {
-                    wait = wait.min(t.saturating_since(now));
-                }
+        Ok(busy)
+    }
+}
+
+/// Polls every session (rebuilding its transport after a disconnect
+/// with `--recreate-context`) and passes on its event lines; whether any
+/// had work.
+fn poll_peers(
+    job: &ClientJob,
+    peers: &mut [Peer],
+    ucx: &iomsg_ucx::UcxConfig,
+    now: iomsg_core::time::Instant,
+    audit: &mut Option<Audit>,
+) -> Result<bool, String> {
+    let mut busy = false;
+    for p in peers {
+        busy |= p.client.poll(now, &mut p.seen);
+        if job.recreate_context && std::mem::take(&mut p.seen.disconnected) {
+            let fresh = UcxTransport::client(p.addr, ucx.clone()).map_err(|e| e.to_string())?;
+            drop(
+                p.client
+                    .replace_transport(now, fresh)
+                    .map_err(|e| e.to_string())?,
+            );
+            p.rebuilds += 1;
+        }
+        for line in p.seen.lines.drain(..) {
+            if job.verbose {
+                println!("{line}");
             }
-            if all_armed {
-                let fds = peers
-                    .iter()
-                    .map(|p| p.client.transport().event_fd())
-                    .collect::<Result<Vec<i32>, _>>()
-                    .map_err(|e| format!("no UCX event fd: {e}"))?;
-                iomsg_ucx::sleep_any(&fds, wait)
-                    .map_err(|e| format!("cannot wait for UCX: {e}"))?;
+            if let Some(a) = audit.as_mut() {
+                a.event(format_args!("{line}"));
             }
         }
     }
-    // Close the sessions (a Bye each), for a bounded while.
+    Ok(busy)
+}
+
+/// The status line, every `--report-interval`, and its audit `sample`.
+struct Status {
+    last: Wall,
+    last_acked: u64,
+}
+
+impl Status {
+    fn show(
+        &mut self,
+        job: &ClientJob,
+        peers: &[Peer],
+        start: Wall,
+        submitted: u64,
+        audit: &mut Option<Audit>,
+    ) {
+        let acked: u64 = peers.iter().map(|p| p.seen.acked).sum();
+        if job.report_interval.is_zero() || self.last.elapsed() < job.report_interval {
+            return;
+        }
+        let secs = self.last.elapsed().as_secs_f64();
+        let rate = (acked - self.last_acked) as f64 / secs;
+        let s = |f: fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
+        println!(
+            "status t={:.1} submitted={submitted} acked={acked} rate={rate:.0} restarts={} disconnects={} not_replayed={} reads_corrupt={}",
+            start.elapsed().as_secs_f64(),
+            s(|p| p.seen.restarts),
+            s(|p| p.client.session().stats().disconnects),
+            s(|p| p.seen.not_replayed),
+            s(|p| p.seen.reads_corrupt),
+        );
+        if let Some(a) = audit.as_mut() {
+            a.event(format_args!("sample {acked}"));
+        }
+        self.last_acked = acked;
+        self.last = Wall::now();
+    }
+}
+
+/// Waits while there is nothing to do: a nap while unconnected when
+/// busy polling, on the UCX event fds with `--blocking`.
+fn wait_for_work(job: &ClientJob, peers: &mut [Peer], start: Wall) -> Result<(), String> {
+    if !job.blocking {
+        if let Some(nap) = unconnected_nap(peers, common::clock(start)) {
+            std::thread::sleep(nap);
+        }
+        return Ok(());
+    }
+    let now = common::clock(start);
+    let mut wait = Duration::from_millis(50);
+    let mut all_armed = true;
+    for p in peers.iter_mut() {
+        all_armed &= p.client.arm(now) == Readiness::Armed;
+        if let Some(d) = p.client.transport().poll_delay() {
+            wait = wait.min(d);
+        }
+        if let Some(t) = p.client.poll_timeout() {
+            wait = wait.min(t.saturating_since(now));
+        }
+    }
+    if all_armed {
+        let fds = peers
+            .iter()
+            .map(|p| p.client.transport().event_fd())
+            .collect::<Result<Vec<i32>, _>>()
+            .map_err(|e| format!("no UCX event fd: {e}"))?;
+        iomsg_ucx::sleep_any(&fds, wait).map_err(|e| format!("cannot wait for UCX: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Closes the sessions (a Bye each), for a bounded while.
+fn close(peers: &mut [Peer], start: Wall) {
     let closing = Wall::now();
-    for p in &mut peers {
+    for p in peers.iter_mut() {
         p.client.close(common::clock(start));
     }
     while closing.elapsed() < Duration::from_secs(1)
         && !peers.iter().all(|p| p.client.session().is_terminal())
     {
-        for p in &mut peers {
+        for p in peers.iter_mut() {
             p.client.poll(common::clock(start), &mut p.seen);
         }
     }
-    let seconds = start.elapsed().as_secs_f64();
+}
+
+/// The report from the sessions' figures.
+fn report(peers: &[Peer], seconds: f64, bytes_submitted: u64) -> ClientReport {
     let mut report = ClientReport {
         seconds,
         ..ClientReport::default()
     };
     let mut all_acked = true;
-    for p in &peers {
+    for p in peers {
         let st = p.client.session().stats();
         all_acked &= p.seen.acked == p.client.session().next_sn();
         report.sessions.push(SessionReport {
@@ -534,6 +686,11 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
             .sessions
             .iter()
             .all(|s| s.reads_corrupt == 0 && s.failed.is_none());
+    report
+}
+
+/// Puts the report in the audit, on stdout and in `--report`.
+fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> Result<(), String> {
     if let Some(a) = audit.as_mut() {
         for s in &report.sessions {
             a.event(format_args!(
@@ -559,14 +716,15 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         );
     }
     println!(
-        "rate {:.0} ops/s, {:.1} MB/s over {seconds:.2} s",
+        "rate {:.0} ops/s, {:.1} MB/s over {:.2} s",
         report.ops_per_second,
-        report.bytes_per_second / 1e6
+        report.bytes_per_second / 1e6,
+        report.seconds
     );
     if let Some(path) = &job.report {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    Ok(report)
+    Ok(())
 }

@@ -1,8 +1,8 @@
-//! What the server and the client share: clocks, randomness from the OS,
+//! What the server and the client share: the one clock, randomness from the OS,
 //! the UCX settings, the audit files' record format.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -26,19 +26,17 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
     Ok(stop)
 }
 
-/// 64 random bits from the operating system (`/dev/urandom`): session ids
-/// and tokens, never from `--seed`, so that the same command line started
-/// on many hosts makes distinct sessions.
+/// 64 random bits, non-zero, from the operating system
+/// ([`iomsg_ucx::random_u64`]): session ids, tokens and server instances,
+/// never from `--seed`, so that the same command line started on many
+/// hosts makes distinct sessions.
 ///
 /// # Errors
 ///
-/// `/dev/urandom` could not be read.
+/// The operating system gave no random bytes (the error says what it
+/// said).
 pub fn os_random() -> Result<u64, String> {
-    let mut b = [0u8; 8];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
-    Ok(u64::from_le_bytes(b))
+    iomsg_ucx::random_u64().map_err(|e| format!("no random bits from the operating system: {e}"))
 }
 
 /// Microseconds since the Unix epoch: the clock every process of a soak
@@ -49,9 +47,10 @@ pub fn epoch_us() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// The protocol's clock: microseconds since `start`.
+/// The protocol's clock: microseconds since `start` (the project's one
+/// clock, [`Instant::since`]).
 pub fn clock(start: Wall) -> Instant {
-    Instant::from_micros(u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX))
+    Instant::since(start)
 }
 
 /// The UCX transport's settings from the command line.

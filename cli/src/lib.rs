@@ -6,6 +6,7 @@ pub mod args;
 pub mod audit;
 pub mod client;
 pub mod common;
+pub mod exporter;
 pub mod hostile;
 pub mod plot;
 pub mod server;

@@ -34,6 +34,7 @@ enum Cmd {
     Server(ServerArgs),
     /// Send io_demo's workload (random reads and writes of random sizes)
     /// to one or more servers and check every reply's bytes.
+    #[command(after_help = CLIENT_HELP)]
     Client(ClientArgs),
     /// Which UCX this is: its version, the libucp file loaded, the
     /// transports it offers here; and iomsg's protocol version.
@@ -74,6 +75,11 @@ struct HostileArgs {
     api: iomsg_ucx::Api,
 }
 
+const CLIENT_HELP: &str = "Metrics (--metrics), summed over the sessions, updated every \
+     second: iomsg_client_submitted_total, iomsg_client_acked_total, \
+     iomsg_client_replayed_total, iomsg_client_not_replayed_total (counters); and the \
+     library's iomsg_client_* metrics.";
+
 fn server_help() -> String {
     format!(
         "Capacity: {} sessions and {} connections at most (a connection past them is \
@@ -82,7 +88,11 @@ fn server_help() -> String {
          Memory: at most {:.0} MiB whatever the peers send ({:.0} MiB for the program and \
          UCX, {:.0} MiB of frames in the transport: 64 MiB received, 64 MiB being sent, \
          32 KiB of batch per connection, the buffer pool). A peer that floods, stalls \
-         mid-message or stops reading is closed alone; the others are not delayed.",
+         mid-message or stops reading is closed alone; the others are not delayed.\n\n\
+         Metrics (--metrics): iomsg_server_delivered_total, iomsg_server_duplicates_total, \
+         iomsg_server_live_loss_sns_total, iomsg_server_in_flight_loss_sns_total \
+         (counters), iomsg_server_connections, iomsg_server_sessions (gauges), updated \
+         every second; and the library's iomsg_server_* metrics.",
         server::SESSIONS,
         server::CONNS,
         server::CONNS,
@@ -137,11 +147,6 @@ struct Common {
     /// are on one host and UCX_TLS allows it; both ends must say so.
     #[arg(long)]
     shared_memory: bool,
-    /// The UCX API that carries the frames: `am` (active messages, like
-    /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
-    /// a connection between ends that differ fails saying so.
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
-    api: iomsg_ucx::Api,
     /// Keep audit files (what was handed over or submitted, and events)
     /// in this directory.
     #[arg(long, value_name = "DIR")]
@@ -149,6 +154,28 @@ struct Common {
     /// The audit files' name (default: the role and the process id).
     #[arg(long, value_name = "NAME", requires = "audit_dir")]
     audit_name: Option<String>,
+    /// Serve the process's metrics in the Prometheus text format over
+    /// HTTP on this address (`GET /metrics`; port 0: any free port, the
+    /// one chosen is printed). The names are listed below.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
+}
+
+/// Installs the metrics recorder and its endpoint when `--metrics` asks.
+fn serve_metrics(common: &Common, role: &str) -> Result<(), ExitCode> {
+    let Some(addr) = common.metrics else {
+        return Ok(());
+    };
+    match iomsg_cli::exporter::install(addr) {
+        Ok(local) => {
+            println!("metrics on http://{local}/metrics");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("iomsg {role}: {e}");
+            Err(ExitCode::FAILURE)
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -165,19 +192,23 @@ struct ServerArgs {
     /// Check every write's bytes against io_demo's pattern.
     #[arg(short = 'q', long)]
     validate: bool,
+    /// The UCX API that carries the frames: `am` (active messages, like
+    /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
+    /// a connection between ends that differ fails saying so.
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
+    api: iomsg_ucx::Api,
     #[command(flatten)]
     common: Common,
 }
 
+/// What `client` and `soak` both take: the workload and how it is carried.
 #[derive(clap::Args)]
-struct ClientArgs {
-    /// Servers, `HOST[:PORT]`; operations are spread over them, one
-    /// session each.
-    #[arg(required = true, value_name = "ADDR[:PORT]")]
-    servers: Vec<String>,
-    /// Port of servers given without one.
-    #[arg(short, long, default_value_t = 1337)]
-    port: u16,
+struct Workload {
+    /// The UCX API that carries the frames: `am` (active messages, like
+    /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
+    /// a connection between ends that differ fails saying so.
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
+    api: iomsg_ucx::Api,
     /// Operations, drawn at random: `read`, `write` or `read,write`.
     #[arg(short, long, default_value = "write")]
     ops: Ops,
@@ -190,12 +221,35 @@ struct ClientArgs {
         default_value = "4K"
     )]
     data_size: SizeRange,
-    /// Operations in all (0: no limit).
-    #[arg(short, long, default_value_t = 1000)]
-    iterations: u64,
     /// Operations in flight at most, over all servers.
     #[arg(short, long, default_value_t = 16)]
     window: u32,
+    /// Seed of the workload (operations and sizes) and of the retry
+    /// jitter. Session ids come from the OS, never from the seed.
+    #[arg(short, long, default_value_t = 1)]
+    seed: u64,
+    /// Replay what was unacknowledged after a reconnect (`on`: nothing is
+    /// lost; `off`: in-flight io_msgs are given up and reported).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    replay: bool,
+    /// Rebuild the UCX context and worker after every disconnect, as the
+    /// field report's clients did; the session lives on above them.
+    #[arg(long)]
+    recreate_context: bool,
+}
+
+#[derive(clap::Args)]
+struct ClientArgs {
+    /// Servers, `HOST[:PORT]`; operations are spread over them, one
+    /// session each.
+    #[arg(required = true, value_name = "ADDR[:PORT]")]
+    servers: Vec<String>,
+    /// Port of servers given without one.
+    #[arg(short, long, default_value_t = 1337)]
+    port: u16,
+    /// Operations in all (0: no limit).
+    #[arg(short, long, default_value_t = 1000)]
+    iterations: u64,
     /// Operations in flight at most per server (at most 1024).
     #[arg(long, default_value_t = 16)]
     conn_window: u32,
@@ -228,29 +282,31 @@ struct ClientArgs {
     /// After stopping, wait this long at most for acknowledgements.
     #[arg(long, value_name = "TIME", default_value = "30s", value_parser = duration)]
     drain: Duration,
-    /// Seed of the workload (operations and sizes) and of the retry
-    /// jitter. Session ids come from the OS, never from the seed.
-    #[arg(short, long, default_value_t = 1)]
-    seed: u64,
     /// Payload CRCs on every frame, checked by the receiver.
     #[arg(short = 'q', long)]
     validate: bool,
-    /// Replay what was unacknowledged after a reconnect (`on`: nothing is
-    /// lost; `off`: in-flight io_msgs are given up and reported).
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
-    replay: bool,
-    /// Rebuild the UCX context and worker after every disconnect, as the
-    /// field report's clients did; the session lives on above them.
-    #[arg(long)]
-    recreate_context: bool,
     /// Write a JSON report here at the end.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    #[command(flatten)]
+    workload: Workload,
     #[command(flatten)]
     common: Common,
 }
 
 #[derive(clap::Args)]
+#[command(
+    mut_arg("window", |a| a
+        .default_value("256")
+        .help("Operations in flight per client (at most 1024)")),
+    mut_arg("data_size", |a| a.default_value("64:4K")),
+    mut_arg("seed", |a| a.help("Seed of the kill and fault times and the clients' workloads")),
+    mut_arg("replay", |a| a.help(
+        "Clients replay after reconnects (`off` shows what is lost without it, every sn named)"
+    )),
+    mut_arg("recreate_context", |a| a
+        .help("Clients rebuild their UCX context after every disconnect")),
+)]
 struct SoakArgs {
     /// Clients, each its own process and session.
     #[arg(short = 'n', long, default_value_t = 2)]
@@ -259,10 +315,6 @@ struct SoakArgs {
     /// shared memory on one host).
     #[arg(long, default_value = "tcp")]
     tls: String,
-    /// The UCX API of the server and the clients: `am` (active messages)
-    /// or `tag` (tag matching).
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
-    api: iomsg_ucx::Api,
     /// Mean time between server kills (SIGKILL), jittered ±30 % by the
     /// seed.
     #[arg(long, value_name = "TIME", default_value = "5s", value_parser = duration)]
@@ -273,13 +325,6 @@ struct SoakArgs {
     /// Run this long instead of a number of kills.
     #[arg(long, value_name = "TIME", value_parser = duration)]
     duration: Option<Duration>,
-    /// Seed of the kill times and the clients' workloads.
-    #[arg(short, long, default_value_t = 1)]
-    seed: u64,
-    /// Clients replay after reconnects (`off` shows what is lost
-    /// without it, every sn named).
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
-    replay: bool,
     /// `local` (this host, loopback device) or `netns` (root: a server
     /// host and a host per client, network namespaces joined by veth
     /// pairs, 169.254.78.0/24) [default: local; netns when the faults
@@ -306,23 +351,6 @@ struct SoakArgs {
     /// How long a cut link stays down.
     #[arg(long, value_name = "TIME", default_value = "4s", value_parser = duration)]
     cut_for: Duration,
-    /// Clients rebuild their UCX context after every disconnect.
-    #[arg(long)]
-    recreate_context: bool,
-    /// The clients' operations.
-    #[arg(short, long, default_value = "write")]
-    ops: Ops,
-    /// The clients' data sizes, `MIN:MAX`.
-    #[arg(
-        short,
-        long = "data-size",
-        value_name = "MIN:MAX",
-        default_value = "64:4K"
-    )]
-    data_size: SizeRange,
-    /// Operations in flight per client (at most 1024).
-    #[arg(short, long, default_value_t = 256)]
-    window: u32,
     /// Audit files go here (a new directory; default
     /// `iomsg-soak-<time>` in the temporary directory).
     #[arg(long, value_name = "DIR")]
@@ -348,6 +376,8 @@ struct SoakArgs {
     /// virtual time; --kills, --clients, --seed, --replay apply).
     #[arg(long)]
     sim: bool,
+    #[command(flatten)]
+    workload: Workload,
 }
 
 fn audit(common: &Common, role: &str) -> Option<(PathBuf, String)> {
@@ -360,6 +390,9 @@ fn audit(common: &Common, role: &str) -> Option<(PathBuf, String)> {
 }
 
 fn run_server(a: ServerArgs) -> ExitCode {
+    if let Err(code) = serve_metrics(&a.common, "server") {
+        return code;
+    }
     let job = server::ServerJob {
         listen: a
             .listen
@@ -370,7 +403,7 @@ fn run_server(a: ServerArgs) -> ExitCode {
         report_interval: a.common.report_interval,
         blocking: a.common.blocking,
         shared_memory: a.common.shared_memory,
-        api: a.common.api,
+        api: a.api,
         audit: audit(&a.common, "server"),
     };
     match server::run(&job) {
@@ -393,27 +426,31 @@ fn run_client(a: ClientArgs) -> ExitCode {
             }
         }
     }
-    if a.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {
+    let w = a.workload;
+    if w.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {
         eprintln!(
             "iomsg client: --data-size {}: at most {} bytes per io_msg",
-            a.data_size,
+            w.data_size,
             iomsg_core::wire::MAX_DATA_LEN
         );
         return ExitCode::from(2);
     }
-    if a.window == 0 || a.conn_window == 0 || a.conn_window > client::MAX_CONN_WINDOW {
+    if w.window == 0 || a.conn_window == 0 || a.conn_window > client::MAX_CONN_WINDOW {
         eprintln!(
             "iomsg client: --window and --conn-window must be at least 1, --conn-window at most {}",
             client::MAX_CONN_WINDOW
         );
         return ExitCode::from(2);
     }
+    if let Err(code) = serve_metrics(&a.common, "client") {
+        return code;
+    }
     let job = client::ClientJob {
         servers,
-        ops: a.ops.0,
-        sizes: a.data_size,
+        ops: w.ops.0,
+        sizes: w.data_size,
         iterations: a.iterations,
-        window: a.window,
+        window: w.window,
         conn_window: a.conn_window,
         reply_timeout: a.reply_timeout,
         connect_timeout: a.connect_timeout,
@@ -421,15 +458,15 @@ fn run_client(a: ClientArgs) -> ExitCode {
         retry_for: a.retry_for,
         retry_interval: a.retry_interval,
         run_time: a.run_time,
-        seed: a.seed,
+        seed: w.seed,
         verbose: a.common.verbose,
         validate: a.validate,
         report_interval: a.common.report_interval,
         blocking: a.common.blocking,
-        replay: a.replay,
-        recreate_context: a.recreate_context,
+        replay: w.replay,
+        recreate_context: w.recreate_context,
         shared_memory: a.common.shared_memory,
-        api: a.common.api,
+        api: w.api,
         report: a.report,
         audit: audit(&a.common, "client"),
         drain: a.drain,
@@ -499,7 +536,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if a.window == 0 || a.window > client::MAX_CONN_WINDOW {
+    if a.workload.window == 0 || a.workload.window > client::MAX_CONN_WINDOW {
         eprintln!(
             "iomsg soak: --window must be 1 to {}",
             client::MAX_CONN_WINDOW
@@ -528,21 +565,21 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     let job = soak::SoakJob {
         clients: a.clients,
         tls: a.tls,
-        api: a.api,
+        api: a.workload.api,
         kill_every: a.kill_every,
         kills: a.kills,
         duration: a.duration,
-        seed: a.seed,
-        replay: a.replay,
+        seed: a.workload.seed,
+        replay: a.workload.replay,
         hosts,
         faults,
         fault_every: a.fault_every.unwrap_or(a.kill_every),
         cut_for: a.cut_for,
         max_server_rss: a.max_server_rss.unwrap_or_else(soak::server_memory_bound),
-        recreate_context: a.recreate_context,
-        ops: a.ops.0,
-        sizes: a.data_size,
-        window: a.window,
+        recreate_context: a.workload.recreate_context,
+        ops: a.workload.ops.0,
+        sizes: a.workload.data_size,
+        window: a.workload.window,
         audit_dir,
         report,
         plot,
@@ -618,10 +655,10 @@ fn run_hostile(a: HostileArgs) -> ExitCode {
 
 fn run_sim(a: &SoakArgs) -> ExitCode {
     use iomsg_loopback::sim;
-    let mut s = sim::Scenario::field_repro(a.seed, u64::from(a.kills));
+    let mut s = sim::Scenario::field_repro(a.workload.seed, u64::from(a.kills));
     s.clients = a.clients;
-    s.replay = a.replay;
-    s.rebuild_transport = a.recreate_context;
+    s.replay = a.workload.replay;
+    s.rebuild_transport = a.workload.recreate_context;
     let report = match sim::run(&s) {
         Ok(r) => r,
         Err(e) => {

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::path::Path;
 
 use plotters::coord::Shift;
-use plotters::element::ComposedElement;
+use plotters::element::{ComposedElement, DashedPathElement};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -59,12 +59,13 @@ const HEIGHT: u32 = 500;
 const LEGEND_WIDTH: u32 = 215;
 const FONT: &str = "sans-serif";
 
-/// The kill lines' colour. Nothing else is stroked in it: the SVG is
-/// post-processed to dash every stroke of this colour (plotters' SVG
-/// backend has no dash attribute of its own), see [`dash_kill_lines`].
+/// The kill lines' colour; they are dashed ([`KILL_DASH`] long,
+/// [`KILL_GAP`] apart), drawn by plotters' dashed path element.
 const KILL: RGBColor = RGBColor(220, 30, 30);
-/// `KILL` as the SVG backend writes it.
-const KILL_STROKE: &str = "stroke=\"#DC1E1E\"";
+/// A kill line's dash length, in pixels.
+const KILL_DASH: i32 = 7;
+/// The gap between two dashes of a kill line, in pixels.
+const KILL_GAP: i32 = 4;
 const RESTART: RGBColor = RGBColor(0, 150, 60);
 const LOSS: RGBColor = RGBColor(0, 0, 0);
 const CUT_FILL: RGBAColor = RGBAColor(110, 110, 110, 0.16);
@@ -107,15 +108,7 @@ fn render(timeline: &Timeline) -> Result<String, Box<dyn Error>> {
         draw(&root, &data)?;
         root.present()?;
     }
-    Ok(dash_kill_lines(&svg))
-}
-
-/// Adds a dash pattern to every stroke in the kill colour.
-fn dash_kill_lines(svg: &str) -> String {
-    svg.replace(
-        KILL_STROKE,
-        &format!("{KILL_STROKE} stroke-dasharray=\"7 4\""),
-    )
+    Ok(svg)
 }
 
 /// One client, cleaned up for drawing.
@@ -443,11 +436,14 @@ fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
     chart.draw_series(data.restarts.iter().map(|&t| {
         EmptyElement::at((t, 0.0)) + TriangleMarker::new((0, -4), 5, RESTART.filled())
     }))?;
-    chart.draw_series(
-        data.kills
-            .iter()
-            .map(|&t| PathElement::new(vec![(t, 0.0), (t, y_max)], KILL.stroke_width(2))),
-    )?;
+    for &t in &data.kills {
+        chart.draw_series(DashedLineSeries::new(
+            [(t, 0.0), (t, y_max)],
+            KILL_DASH,
+            KILL_GAP,
+            KILL.stroke_width(2),
+        ))?;
+    }
 
     for c in &data.clients {
         chart.draw_series(LineSeries::new(
@@ -538,8 +534,10 @@ fn draw_legend(area: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
     let mut y = 20;
 
     // The events first, then as many clients as fit.
-    area.draw(&PathElement::new(
-        vec![(GLYPH + 10, y - 9), (GLYPH + 10, y + 9)],
+    area.draw(&DashedPathElement::new(
+        [(GLYPH + 10, y - 9), (GLYPH + 10, y + 9)],
+        KILL_DASH,
+        KILL_GAP,
         KILL.stroke_width(2),
     ))?;
     area.draw(&label("server killed", y))?;

@@ -62,6 +62,8 @@ fn help_explains_every_option_and_its_default() {
     let server = String::from_utf8_lossy(&iomsg(&["server", "--help"]).stdout).into_owned();
     assert!(server.contains("1024 sessions"), "{server}");
     assert!(server.contains("KiB"), "{server}");
+    assert!(server.contains("--metrics"), "{server}");
+    assert!(server.contains("iomsg_server_delivered_total"), "{server}");
     let client = String::from_utf8_lossy(&iomsg(&["client", "--help"]).stdout).into_owned();
     for opt in [
         "--ops",
@@ -82,6 +84,8 @@ fn help_explains_every_option_and_its_default() {
         "--replay",
         "--recreate-context",
         "--report",
+        "--metrics",
+        "iomsg_client_acked_total",
     ] {
         assert!(client.contains(opt), "client --help lacks {opt}");
     }

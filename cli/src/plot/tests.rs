@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// A file under the temp directory, removed when dropped (also when
@@ -210,20 +211,36 @@ fn realistic_timeline() {
     assert!(!svg.contains("no sn lost"));
 
     // One dashed, full-height red line per kill, each at a different
-    // x, plus the legend's short one.
-    let kill_lines: Vec<Vec<(f64, f64)>> = tags
+    // x, plus the legend's short one: each a column of vertical dashes of
+    // KILL_DASH pixels at most, KILL_GAP apart.
+    let mut columns: BTreeMap<i64, Vec<(f64, f64)>> = BTreeMap::new();
+    for t in tags
         .iter()
-        .filter(|t| t.starts_with("polyline") && t.contains(KILL_STROKE))
-        .map(|t| {
-            assert_eq!(attr(t, "stroke-dasharray"), Some("7 4"));
-            points(t)
-        })
-        .collect();
-    assert_eq!(kill_lines.len(), timeline.kills.len() + 1);
-    let tall: Vec<f64> = kill_lines
+        .filter(|t| t.starts_with("polyline") && t.contains("stroke=\"#DC1E1E\""))
+    {
+        let p = points(t);
+        let (top, bottom) = (p[0], p[p.len() - 1]);
+        assert!(p.iter().all(|q| q.0 == top.0), "not vertical: {t}");
+        let len = (bottom.1 - top.1).abs();
+        assert!(len > 0.0 && len <= f64::from(KILL_DASH) + 1.0, "{t}");
+        columns
+            .entry(top.0 as i64)
+            .or_default()
+            .push((top.1.min(bottom.1), top.1.max(bottom.1)));
+    }
+    assert_eq!(columns.len(), timeline.kills.len() + 1, "{columns:?}");
+    for dashes in columns.values_mut() {
+        dashes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert!(dashes.len() >= 2, "{dashes:?}");
+        for w in dashes.windows(2) {
+            let gap = w[1].0 - w[0].1;
+            assert!((gap - f64::from(KILL_GAP)).abs() <= 1.0, "{dashes:?}");
+        }
+    }
+    let tall: Vec<f64> = columns
         .iter()
-        .filter(|p| p.len() == 2 && p[0].0 == p[1].0 && (p[0].1 - p[1].1).abs() > 300.0)
-        .map(|p| p[0].0)
+        .filter(|(_, d)| d[d.len() - 1].1 - d[0].0 > 300.0)
+        .map(|(&x, _)| x as f64)
         .collect();
     assert_eq!(tall.len(), timeline.kills.len());
     assert!(tall.windows(2).all(|w| w[1] - w[0] > 50.0), "{tall:?}");

@@ -4,21 +4,28 @@
 
 use std::fs;
 
+use super::lab::World;
 use super::report::{
     self, ClientProcReport, EventReport, FaultReport, Files, HostileReport, InstanceReport,
     LongestReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
 };
 use super::verdict::{self, ClientEnd, Event, Kind, Life, ServerEnd};
-use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, World, SAMPLE_EVERY};
+use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, SAMPLE_EVERY};
 use crate::audit::{self, ClientTrail, InstanceTrail};
 use crate::plot;
 
+/// What the run itself counted, for the verdict.
 pub(super) struct VerdictInput<'a> {
     pub(super) kills: u32,
     pub(super) planned_kills: u32,
     pub(super) kills_us: &'a [u64],
     pub(super) seconds: f64,
     pub(super) t0: u64,
+}
+
+/// Seconds from `t0` to `us` (both microseconds since the epoch).
+fn secs(t0: u64, us: u64) -> f64 {
+    us.saturating_sub(t0) as f64 / 1e6
 }
 
 /// Reads the audit files, judges the run, writes the report and the
@@ -31,7 +38,92 @@ pub(super) fn verdict_and_report(
     v: VerdictInput<'_>,
 ) -> Result<SoakReport, String> {
     let dir = &job.audit_dir;
-    let at_s = |us: u64| us.saturating_sub(v.t0) as f64 / 1e6;
+    let (clients, instances) = read_trails(job, world, events)?;
+    let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
+    let client_names: Vec<&str> = world.clients.iter().map(|c| c.name.as_str()).collect();
+    let instance_names: Vec<&str> = world.instances.iter().map(|i| i.name.as_str()).collect();
+    let records = audit::sorted_records(dir, &client_names, &instance_names)?;
+    let figures = audit::reconcile(&trails, &instances, records)?;
+    let mut reasons = audit::failures(&figures, job.replay);
+    if v.kills < v.planned_kills {
+        reasons.push(format!(
+            "only {} of {} kills happened",
+            v.kills, v.planned_kills
+        ));
+    }
+    let done_faults = events
+        .iter()
+        .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
+        .count();
+    if done_faults < plan.len() {
+        reasons.push(format!(
+            "only {done_faults} of {} planned faults happened",
+            plan.len()
+        ));
+    }
+    let server = judge_servers(job, world, &mut reasons, v.t0);
+    let client_processes = judge_clients(world, &clients, &mut reasons, v.t0);
+    let hostile_runs = judge_hostiles(job, world, &mut reasons, v.t0);
+    let stall_report = judge_stalls(world, &clients, events, &mut reasons, v.t0);
+    let fault_report = fault_report(job, plan, events, v.t0);
+    let cuts: Vec<(usize, u64, u64)> = events
+        .iter()
+        .filter(|e| e.kind == Kind::LinkCut)
+        .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
+        .collect();
+    let mut report = SoakReport {
+        verdict: if reasons.is_empty() { "pass" } else { "fail" },
+        reasons,
+        msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
+        figures,
+        server_kills: u64::from(v.kills),
+        link_cuts: cuts.len() as u64,
+        faults: fault_report,
+        server,
+        client_processes,
+        hostile_runs,
+        stalls: stall_report,
+        seconds: v.seconds,
+        ucx: ucx_info(job),
+        config: config(job),
+        files: Files {
+            audit_dir: dir.display().to_string(),
+            plot: job.plot.display().to_string(),
+            records_kept: true,
+        },
+    };
+    if report.verdict == "pass" && !job.keep_records {
+        // Reconciled: the records are large (24 bytes per message and
+        // side) and the report holds what they showed.
+        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+            if e.path().extension().is_some_and(|x| x == "records") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        report.files.records_kept = false;
+    }
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    fs::write(&job.report, text + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
+    let timeline = report::timeline(
+        &report,
+        &clients,
+        job.clients,
+        &instances,
+        v.kills_us,
+        &cuts,
+        v.t0,
+    );
+    plot::write_svg(&timeline, &job.plot)?;
+    Ok(report)
+}
+
+/// Each client process's slot and trail, and each server instance's.
+type Trails = (Vec<(usize, ClientTrail)>, Vec<InstanceTrail>);
+
+/// The clients' and the server instances' trails (records apart).
+fn read_trails(job: &SoakJob, world: &World, events: &[Event]) -> Result<Trails, String> {
+    let dir = &job.audit_dir;
     // The ground truth.
     let mut clients: Vec<(usize, ClientTrail)> = Vec::new();
     for c in &world.clients {
@@ -51,26 +143,12 @@ pub(super) fn verdict_and_report(
             .collect();
         instances.push(trail);
     }
-    let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
-    let figures = audit::reconcile(&trails, &instances);
-    let mut reasons = audit::failures(&figures, job.replay);
-    if v.kills < v.planned_kills {
-        reasons.push(format!(
-            "only {} of {} kills happened",
-            v.kills, v.planned_kills
-        ));
-    }
-    let done_faults = events
-        .iter()
-        .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
-        .count();
-    if done_faults < plan.len() {
-        reasons.push(format!(
-            "only {done_faults} of {} planned faults happened",
-            plan.len()
-        ));
-    }
-    // (a) Every server instance ended as the soak ended it.
+    Ok((clients, instances))
+}
+
+/// (a) Every server instance ended as the soak ended it; (c) peak memory.
+fn judge_servers(job: &SoakJob, world: &World, reasons: &mut Vec<String>, t0: u64) -> ServerReport {
+    let at_s = |us: u64| secs(t0, us);
     let mut server = ServerReport {
         max_rss_bytes: job.max_server_rss,
         ..ServerReport::default()
@@ -106,9 +184,19 @@ pub(super) fn verdict_and_report(
     if let Err(e) = verdict::judge_rss(&peaks, job.max_server_rss) {
         reasons.push(e);
     }
-    // (d) Every client finished (or was killed by the soak).
+    server
+}
+
+/// (d) Every client finished (or was killed by the soak).
+fn judge_clients(
+    world: &World,
+    clients: &[(usize, ClientTrail)],
+    reasons: &mut Vec<String>,
+    t0: u64,
+) -> Vec<ClientProcReport> {
+    let at_s = |us: u64| secs(t0, us);
     let mut client_processes = Vec::new();
-    for (c, (_, t)) in world.clients.iter().zip(&clients) {
+    for (c, (_, t)) in world.clients.iter().zip(clients) {
         let end = c.end.unwrap_or(ClientEnd::NeverFinished);
         let judged = verdict::judge_client(&c.name, end);
         if let Err(e) = &judged {
@@ -133,7 +221,17 @@ pub(super) fn verdict_and_report(
             ok: judged.is_ok(),
         });
     }
-    // The hostile peer ran its attacks.
+    client_processes
+}
+
+/// The hostile peer ran its attacks.
+fn judge_hostiles(
+    job: &SoakJob,
+    world: &World,
+    reasons: &mut Vec<String>,
+    t0: u64,
+) -> Vec<HostileReport> {
+    let (dir, at_s) = (&job.audit_dir, |us: u64| secs(t0, us));
     let mut hostile_runs = Vec::new();
     for h in &world.hostiles {
         let (end, ok) = match h.end {
@@ -160,12 +258,23 @@ pub(super) fn verdict_and_report(
             ok,
         });
     }
-    // (b) Acknowledgements resume within the bounds after each fault.
+    hostile_runs
+}
+
+/// (b) Acknowledgements resume within the bounds after each fault.
+fn judge_stalls(
+    world: &World,
+    clients: &[(usize, ClientTrail)],
+    events: &[Event],
+    reasons: &mut Vec<String>,
+    t0: u64,
+) -> StallReport {
+    let at_s = |us: u64| secs(t0, us);
     let bounds = stall_bounds();
     let lives: Vec<Life> = world
         .clients
         .iter()
-        .zip(&clients)
+        .zip(clients)
         .map(|(c, (_, t))| Life {
             name: c.name.clone(),
             slot: c.slot,
@@ -194,7 +303,7 @@ pub(super) fn verdict_and_report(
             over.len() - 10
         ));
     }
-    let stall_report = StallReport {
+    StallReport {
         bounds,
         sample_interval_ms: SAMPLE_EVERY.as_secs_f64() * 1e3,
         longest: verdict::longest(&stalls)
@@ -221,7 +330,12 @@ pub(super) fn verdict_and_report(
                 bound_ms: s.bound_ms,
             })
             .collect(),
-    };
+    }
+}
+
+/// The faults asked, planned and done.
+fn fault_report(job: &SoakJob, plan: &[faults::Planned], events: &[Event], t0: u64) -> FaultReport {
+    let at_s = |us: u64| secs(t0, us);
     let mut fault_report = FaultReport {
         asked: job.faults.iter().map(|f| f.name().to_string()).collect(),
         planned: plan.len() as u64,
@@ -241,11 +355,11 @@ pub(super) fn verdict_and_report(
             to_s: at_s(e.to_us),
         });
     }
-    let cuts: Vec<(usize, u64, u64)> = events
-        .iter()
-        .filter(|e| e.kind == Kind::LinkCut)
-        .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
-        .collect();
+    fault_report
+}
+
+/// Which UCX ran.
+fn ucx_info(job: &SoakJob) -> UcxInfo {
     let version = iomsg_ucx::version::ucx_version();
     let transports = iomsg_ucx::resources::transports()
         .map(|v| {
@@ -254,75 +368,36 @@ pub(super) fn verdict_and_report(
                 .collect()
         })
         .unwrap_or_default();
-    let mut report = SoakReport {
-        verdict: if reasons.is_empty() { "pass" } else { "fail" },
-        reasons,
-        msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
-        figures,
-        server_kills: u64::from(v.kills),
-        link_cuts: cuts.len() as u64,
-        faults: fault_report,
-        server,
-        client_processes,
-        hostile_runs,
-        stalls: stall_report,
-        seconds: v.seconds,
-        ucx: UcxInfo {
-            version: version.number(),
-            library_path: version.library_path.map(|p| p.display().to_string()),
-            tls: job.tls.clone(),
-            api: job.api.name().to_string(),
-            transports,
-        },
-        config: SoakConfig {
-            clients: job.clients,
-            kill_every_s: job.kill_every.as_secs_f64(),
-            fault_every_s: job.fault_every.as_secs_f64(),
-            seed: job.seed,
-            replay: job.replay,
-            hosts: match job.hosts {
-                Hosts::Local => "local".into(),
-                Hosts::Netns => "netns".into(),
-            },
-            cut_links: job.faults.contains(&Fault::LinkCut),
-            recreate_context: job.recreate_context,
-            data_size: job.sizes.to_string(),
-            ops: job
-                .ops
-                .iter()
-                .map(|o| format!("{o:?}").to_lowercase())
-                .collect::<Vec<_>>()
-                .join(","),
-            window: job.window,
-        },
-        files: Files {
-            audit_dir: dir.display().to_string(),
-            plot: job.plot.display().to_string(),
-            records_kept: true,
-        },
-    };
-    if report.verdict == "pass" && !job.keep_records {
-        // Reconciled: the records are large (24 bytes per message and
-        // side) and the report holds what they showed.
-        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
-            if e.path().extension().is_some_and(|x| x == "records") {
-                let _ = fs::remove_file(e.path());
-            }
-        }
-        report.files.records_kept = false;
+    UcxInfo {
+        version: version.number(),
+        library_path: version.library_path.map(|p| p.display().to_string()),
+        tls: job.tls.clone(),
+        api: job.api.name().to_string(),
+        transports,
     }
-    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    fs::write(&job.report, text + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
-    let timeline = report::timeline(
-        &report,
-        &clients,
-        job.clients,
-        &instances,
-        v.kills_us,
-        &cuts,
-        v.t0,
-    );
-    plot::write_svg(&timeline, &job.plot)?;
-    Ok(report)
+}
+
+/// The run's configuration, for the report.
+fn config(job: &SoakJob) -> SoakConfig {
+    SoakConfig {
+        clients: job.clients,
+        kill_every_s: job.kill_every.as_secs_f64(),
+        fault_every_s: job.fault_every.as_secs_f64(),
+        seed: job.seed,
+        replay: job.replay,
+        hosts: match job.hosts {
+            Hosts::Local => "local".into(),
+            Hosts::Netns => "netns".into(),
+        },
+        cut_links: job.faults.contains(&Fault::LinkCut),
+        recreate_context: job.recreate_context,
+        data_size: job.sizes.to_string(),
+        ops: job
+            .ops
+            .iter()
+            .map(|o| format!("{o:?}").to_lowercase())
+            .collect::<Vec<_>>()
+            .join(","),
+        window: job.window,
+    }
 }

@@ -1,9 +1,18 @@
-//! The network namespaces of `--hosts netns`: a server host and a host
-//! per client on a bridge, link-local addresses; a client's link can be
-//! cut and restored.
+//! The soak's lab: the processes it starts (server instances, clients,
+//! runs of the hostile peer), how they are started, and the network
+//! namespaces of `--hosts netns` (a server host and a host per client on a
+//! bridge, link-local addresses; a client's link can be cut and restored).
 
-use std::process::{Command, Stdio};
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as Wall};
+
+use super::verdict::{self, ClientEnd, Exit, ServerEnd};
+use super::{hostile_modes, SoakJob, CONNECT_TIMEOUT, REPLY_TIMEOUT, SAMPLE_EVERY};
+use crate::args::Op;
+use crate::common::epoch_us;
 
 /// The network namespaces of `--hosts netns`, deleted on drop.
 pub struct Lab {
@@ -145,4 +154,331 @@ impl Drop for Lab {
             let _ = ip(&["netns", "delete", ns]);
         }
     }
+}
+
+/// One server instance.
+pub(super) struct Instance {
+    pub(super) name: String,
+    pub(super) child: Option<Child>,
+    pub(super) pid: u32,
+    pub(super) from_us: u64,
+    /// When it ended (0 while it runs).
+    pub(super) to_us: u64,
+    pub(super) peak_rss: u64,
+    pub(super) end: ServerEnd,
+}
+
+impl Instance {
+    /// Takes the peak of its resident memory so far.
+    pub(super) fn sample_rss(&mut self) {
+        if let Some((hwm, now)) = verdict::rss(self.pid) {
+            self.peak_rss = self.peak_rss.max(hwm).max(now);
+        }
+    }
+}
+
+/// One client process.
+pub(super) struct ClientProc {
+    pub(super) slot: usize,
+    pub(super) name: String,
+    pub(super) child: Option<Child>,
+    pub(super) pid: u32,
+    pub(super) from_us: u64,
+    pub(super) to_us: Option<u64>,
+    pub(super) restarted: bool,
+    pub(super) end: Option<ClientEnd>,
+}
+
+/// One run of the hostile peer.
+pub(super) struct HostileRun {
+    pub(super) name: String,
+    pub(super) child: Option<Child>,
+    pub(super) from_us: u64,
+    pub(super) to_us: u64,
+    pub(super) end: Option<Result<Exit, &'static str>>,
+}
+
+/// Every process the soak started; those still running are killed (by
+/// pid) on drop.
+#[derive(Default)]
+pub(super) struct World {
+    pub(super) instances: Vec<Instance>,
+    pub(super) clients: Vec<ClientProc>,
+    pub(super) hostiles: Vec<HostileRun>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let children = self
+            .instances
+            .iter_mut()
+            .filter_map(|i| i.child.as_mut())
+            .chain(self.clients.iter_mut().filter_map(|c| c.child.as_mut()))
+            .chain(self.hostiles.iter_mut().filter_map(|h| h.child.as_mut()));
+        for c in children {
+            if c.try_wait().ok().flatten().is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl World {
+    /// The server instance running, if one is.
+    pub(super) fn server(&mut self) -> Option<&mut Instance> {
+        self.instances.last_mut().filter(|i| i.child.is_some())
+    }
+
+    /// The client process of `slot` running, if one is.
+    pub(super) fn client(&mut self, slot: usize) -> Option<&mut ClientProc> {
+        self.clients
+            .iter_mut()
+            .rev()
+            .find(|c| c.slot == slot && c.end.is_none())
+    }
+}
+
+/// What starts the soak's processes: the program, where they run, the
+/// server's port, the faults log.
+pub(super) struct Runner<'a> {
+    pub(super) job: &'a SoakJob,
+    pub(super) exe: PathBuf,
+    pub(super) lab: Option<Lab>,
+    pub(super) port: u16,
+    pub(super) faults_log: Option<fs::File>,
+    pub(super) t0: u64,
+}
+
+impl Runner<'_> {
+    fn command(&self, host: Option<usize>, device: &str) -> Command {
+        let mut c = match (&self.lab, host) {
+            (Some(lab), h) => {
+                let ns = h.map_or(&lab.server_ns, |k| &lab.client_ns[k]);
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&self.exe);
+                c
+            }
+            (None, _) => Command::new(&self.exe),
+        };
+        c.env("UCX_TLS", &self.job.tls)
+            .env("UCX_NET_DEVICES", device)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn shared_memory(&self) -> bool {
+        ["posix", "sysv", "cma", "shm"]
+            .iter()
+            .any(|t| self.job.tls.split(',').any(|x| x == *t))
+    }
+
+    fn server_addr(&self) -> String {
+        match self.lab {
+            Some(_) => format!("{LAB_NET}.1:{}", self.port),
+            None => format!("127.0.0.1:{}", self.port),
+        }
+    }
+
+    fn server_device(&self) -> String {
+        self.lab
+            .as_ref()
+            .map_or("lo".to_string(), |l| l.bridge.clone())
+    }
+
+    /// Notes a fault in `faults.log` (time, what, details).
+    pub(super) fn note(&mut self, what: std::fmt::Arguments<'_>) {
+        if let Some(f) = self.faults_log.as_mut() {
+            let _ = writeln!(f, "{} {what}", epoch_us());
+        }
+    }
+
+    /// Starts server instance `n` and waits until it listens.
+    pub(super) fn start_server(&self, n: usize) -> Result<Instance, String> {
+        let dir = &self.job.audit_dir;
+        let device = self.server_device();
+        let bind = match self.lab {
+            Some(_) => format!("0.0.0.0:{}", self.port),
+            None => format!("127.0.0.1:{}", self.port),
+        };
+        let name = format!("server-{n}");
+        for attempt in 0..20 {
+            let out = dir.join(format!("{name}.out"));
+            let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            let mut c = self.command(None, &device);
+            c.args(["server", "--listen", &bind, "--audit-dir"])
+                .arg(dir)
+                .args(["--audit-name", &name])
+                .stdout(file.try_clone().map_err(|e| e.to_string())?)
+                .stderr(file);
+            if self.shared_memory() {
+                c.arg("--shared-memory");
+            }
+            c.args(["--api", self.job.api.name()]);
+            let from_us = epoch_us();
+            let mut child = c
+                .spawn()
+                .map_err(|e| format!("cannot start the server: {e}"))?;
+            let deadline = Wall::now() + Duration::from_secs(15);
+            loop {
+                let text = fs::read_to_string(&out).unwrap_or_default();
+                if text.contains("listening on") {
+                    return Ok(Instance {
+                        name,
+                        pid: child.id(),
+                        child: Some(child),
+                        from_us,
+                        to_us: 0,
+                        peak_rss: 0,
+                        end: ServerEnd::Unknown,
+                    });
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                if Wall::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!("{name} did not listen in 15 s: {text}"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // It exited (its port still held, say): try again shortly.
+            if attempt == 19 {
+                return Err(format!(
+                    "{name} could not start: {}",
+                    fs::read_to_string(&out).unwrap_or_default()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err("unreachable".into())
+    }
+
+    /// Starts client process `gen` of slot `k` (a new session, its own
+    /// audit files).
+    pub(super) fn start_client(&self, k: usize, gen: u32) -> Result<ClientProc, String> {
+        let dir = &self.job.audit_dir;
+        let device = self
+            .lab
+            .as_ref()
+            .map_or("lo".to_string(), |l| l.client_dev[k].clone());
+        let name = if gen == 0 {
+            format!("client-{k}")
+        } else {
+            format!("client-{k}.{gen}")
+        };
+        let out = dir.join(format!("{name}.out"));
+        let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let ops: Vec<&str> = self
+            .job
+            .ops
+            .iter()
+            .map(|o| match o {
+                Op::Write => "write",
+                Op::Read => "read",
+            })
+            .collect();
+        let seed = self
+            .job
+            .seed
+            .wrapping_add(k as u64 + 1)
+            .wrapping_add(u64::from(gen) << 32);
+        let mut c = self.command(Some(k), &device);
+        c.args(["client", &self.server_addr()])
+            .args(["--ops", &ops.join(",")])
+            .args(["--data-size", &self.job.sizes.to_string()])
+            .args(["--window", &self.job.window.to_string()])
+            .args(["--conn-window", &self.job.window.to_string()])
+            .args([
+                "--iterations",
+                "0",
+                "--retries",
+                "inf",
+                "--retry-interval",
+                "10ms",
+            ])
+            .args([
+                "--connect-timeout",
+                &format!("{}ms", CONNECT_TIMEOUT.as_millis()),
+                "--reply-timeout",
+                &format!("{}ms", REPLY_TIMEOUT.as_millis()),
+            ])
+            .args([
+                "--report-interval",
+                &format!("{}ms", SAMPLE_EVERY.as_millis()),
+            ])
+            .args(["--seed", &seed.to_string()])
+            .args(["--replay", if self.job.replay { "on" } else { "off" }])
+            .args(["--drain", &format!("{}s", self.job.drain.as_secs_f64())])
+            .arg("--audit-dir")
+            .arg(dir)
+            .args(["--audit-name", &name])
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file);
+        if self.job.recreate_context {
+            c.arg("--recreate-context");
+        }
+        if self.shared_memory() {
+            c.arg("--shared-memory");
+        }
+        c.args(["--api", self.job.api.name()]);
+        let from_us = epoch_us();
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(ClientProc {
+            slot: k,
+            name,
+            pid: child.id(),
+            child: Some(child),
+            from_us,
+            to_us: None,
+            restarted: gen > 0,
+            end: None,
+        })
+    }
+
+    /// Starts run `i` of the hostile peer, for `hold`.
+    pub(super) fn start_hostile(&self, i: usize, hold: Duration) -> Result<HostileRun, String> {
+        let name = format!("hostile-{i}");
+        let out = self.job.audit_dir.join(format!("{name}.out"));
+        let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        // In the lab it runs on the server's host, through its bridge.
+        let mut c = self.command(None, &self.server_device());
+        c.args(["hostile", "--server", &self.server_addr()])
+            .args(["--modes", &hostile_modes(self.job.api)])
+            .args(["--api", self.job.api.name()])
+            .args([
+                "--seed",
+                &self.job.seed.wrapping_add(1000 + i as u64).to_string(),
+            ])
+            .args(["--duration", &format!("{}ms", hold.as_millis())])
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file);
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(HostileRun {
+            name,
+            child: Some(child),
+            from_us: epoch_us(),
+            to_us: 0,
+            end: None,
+        })
+    }
+}
+
+/// Whether this program has the `hostile` subcommand.
+pub(super) fn has_hostile(exe: &Path) -> bool {
+    Command::new(exe)
+        .args(["hostile", "--help"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A free TCP port on 127.0.0.1 (the OS's pick), for the server to use
+/// across its restarts.
+pub(super) fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }

@@ -1,0 +1,464 @@
+//! The soak's supervision while it runs: the server killed on its
+//! schedule and replaced when it dies, the planned faults started and
+//! ended (client kills, pauses, link cuts, the hostile peer), clients that
+//! end by themselves noted, and at the end every process stopped.
+
+use std::time::{Duration, Instant as Wall};
+
+use iomsg_core::rng::SplitMix64;
+
+use super::faults::{self, Fault};
+use super::lab::{HostileRun, Runner, World};
+use super::verdict::{ClientEnd, Event, Exit, Kind, ServerEnd};
+use super::SoakJob;
+use crate::common::epoch_us;
+
+/// Sends `sig` to process `pid` (one the soak started).
+fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    }
+}
+
+/// Waits for `child` to exit, at most `limit`; kills it (SIGKILL) after.
+fn reap(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let until = Wall::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Wall::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A fault under way.
+#[derive(Clone, Copy)]
+struct Active {
+    fault: Fault,
+    client: usize,
+    pid: u32,
+    from_us: u64,
+    until: Wall,
+    /// The hostile run's index in `World::hostiles`.
+    hostile: Option<usize>,
+}
+
+/// The running soak: its processes, its plan, what happened so far.
+pub(super) struct Supervisor<'a> {
+    /// Dropped first (fields drop in order): the processes are killed
+    /// before the lab's namespaces are deleted.
+    pub(super) world: World,
+    pub(super) job: &'a SoakJob,
+    pub(super) runner: Runner<'a>,
+    pub(super) plan: Vec<faults::Planned>,
+    pub(super) started: Wall,
+    /// Server kills done, and when.
+    pub(super) kills: u32,
+    pub(super) kills_us: Vec<u64>,
+    /// Server kills and deaths, and faults over.
+    pub(super) events: Vec<Event>,
+    rng: SplitMix64,
+    gens: Vec<u32>,
+    next_kill: Wall,
+    last_kill_at: Wall,
+    last_fault_end: Wall,
+    active: Vec<Active>,
+    next_planned: usize,
+    last_rss: Wall,
+}
+
+impl<'a> Supervisor<'a> {
+    /// Starts the first server instance and the clients.
+    ///
+    /// # Errors
+    ///
+    /// A process could not be started.
+    pub(super) fn start(
+        runner: Runner<'a>,
+        plan: Vec<faults::Planned>,
+        started: Wall,
+    ) -> Result<Supervisor<'a>, String> {
+        let job = runner.job;
+        let mut world = World::default();
+        world.instances.push(runner.start_server(0)?);
+        for k in 0..job.clients {
+            world.clients.push(runner.start_client(k, 0)?);
+        }
+        let mut s = Supervisor {
+            job,
+            runner,
+            world,
+            plan,
+            started,
+            kills: 0,
+            kills_us: Vec::new(),
+            events: Vec::new(),
+            rng: SplitMix64::new(job.seed),
+            gens: vec![0u32; job.clients],
+            next_kill: Wall::now(),
+            last_kill_at: Wall::now(),
+            last_fault_end: Wall::now(),
+            active: Vec::new(),
+            next_planned: 0,
+            last_rss: Wall::now(),
+        };
+        s.next_kill = Wall::now() + s.jitter(job.kill_every);
+        Ok(s)
+    }
+
+    /// `mean` jittered ±30 % by the seed.
+    fn jitter(&mut self, mean: Duration) -> Duration {
+        let f = 0.7 + 0.6 * (self.rng.below(1_000_000) as f64 / 1_000_000.0);
+        mean.mul_f64(f)
+    }
+
+    /// Whether the kills are done: their number, or `--duration` passed.
+    pub(super) fn kills_done(&self) -> bool {
+        match self.job.duration {
+            Some(d) => self.started.elapsed() >= d,
+            None => self.kills >= self.job.kills,
+        }
+    }
+
+    /// Whether the run is over: kills and faults done, then traffic after
+    /// the last kill and the last fault, so that the last instance and the
+    /// last recovery are seen to work.
+    pub(super) fn over(&self, now: Wall, kills_done: bool) -> bool {
+        let faults_done = self.next_planned >= self.plan.len() && self.active.is_empty();
+        if !(kills_done && faults_done) {
+            return false;
+        }
+        let job = self.job;
+        let settled = now >= self.last_fault_end + job.kill_every.min(Duration::from_secs(5));
+        settled && (job.duration.is_some() || now >= self.last_kill_at + job.kill_every)
+    }
+
+    /// A server instance that died by itself: noted, and replaced.
+    ///
+    /// # Errors
+    ///
+    /// The next instance could not be started.
+    pub(super) fn replace_dead_server(&mut self) -> Result<(), String> {
+        let died = self.world.server().and_then(|s| {
+            let status = s.child.as_mut()?.try_wait().ok()??;
+            Some((s.name.clone(), Exit::of(status)))
+        });
+        let Some((name, exit)) = died else {
+            return Ok(());
+        };
+        let at = epoch_us();
+        if let Some(s) = self.world.server() {
+            s.end = ServerEnd::Died(exit);
+            s.to_us = at;
+            s.child = None;
+        }
+        self.active.retain(|a| a.fault != Fault::ServerPause);
+        self.runner.note(format_args!("died {name} {exit}"));
+        eprintln!("soak: {name} died: {exit}; starting another");
+        let n = self.world.instances.len();
+        self.world.instances.push(self.runner.start_server(n)?);
+        self.events.push(Event {
+            kind: Kind::ServerDied,
+            client: None,
+            from_us: at,
+            to_us: epoch_us(),
+        });
+        Ok(())
+    }
+
+    /// Samples the server's memory every 100 ms.
+    pub(super) fn sample_rss(&mut self, now: Wall) {
+        if now >= self.last_rss + Duration::from_millis(100) {
+            if let Some(s) = self.world.server() {
+                s.sample_rss();
+            }
+            self.last_rss = now;
+        }
+    }
+
+    /// Kills the server (SIGKILL) and starts the next instance when the
+    /// time has come, unless it is paused.
+    ///
+    /// # Errors
+    ///
+    /// The next instance could not be started.
+    pub(super) fn kill_server_if_due(&mut self, now: Wall, kills_done: bool) -> Result<(), String> {
+        let server_paused = self.active.iter().any(|a| a.fault == Fault::ServerPause);
+        if kills_done || now < self.next_kill || server_paused {
+            return Ok(());
+        }
+        let at = epoch_us();
+        if let Some(s) = self.world.server() {
+            s.sample_rss();
+            if let Some(mut c) = s.child.take() {
+                let _ = c.kill();
+                s.end = c
+                    .wait()
+                    .map_or(ServerEnd::Unknown, |st| ServerEnd::Killed(Exit::of(st)));
+            }
+            s.to_us = at;
+        }
+        self.kills_us.push(at);
+        self.kills += 1;
+        self.last_kill_at = Wall::now();
+        let n = self.world.instances.len();
+        self.world.instances.push(self.runner.start_server(n)?);
+        self.events.push(Event {
+            kind: Kind::ServerKill,
+            client: None,
+            from_us: at,
+            to_us: epoch_us(),
+        });
+        self.next_kill = Wall::now() + self.jitter(self.job.kill_every);
+        Ok(())
+    }
+
+    /// Starts the faults whose time has come, unless their target is
+    /// still busy.
+    ///
+    /// # Errors
+    ///
+    /// A process could not be started or a link not cut.
+    pub(super) fn start_due_faults(&mut self) -> Result<(), String> {
+        while let Some(&p) = self.plan.get(self.next_planned) {
+            if self.started.elapsed() < p.at {
+                break;
+            }
+            let busy = self.active.iter().any(|a| {
+                a.fault == p.fault && !p.fault.on_client()
+                    || a.fault.on_client() && p.fault.on_client() && a.client == p.client
+            });
+            if busy {
+                break;
+            }
+            self.next_planned += 1;
+            self.start_fault(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Starts fault `p`.
+    fn start_fault(&mut self, p: &faults::Planned) -> Result<(), String> {
+        let at = epoch_us();
+        let until = Wall::now() + p.hold;
+        let k = p.client;
+        let started = |client: usize, pid: u32, hostile: Option<usize>| Active {
+            fault: p.fault,
+            client,
+            pid,
+            from_us: at,
+            until,
+            hostile,
+        };
+        match p.fault {
+            Fault::ClientKill => self.kill_client(k, at)?,
+            Fault::ClientPause | Fault::ServerPause => {
+                let target = if p.fault == Fault::ClientPause {
+                    self.world.client(k).map(|c| (c.pid, c.name.clone(), k))
+                } else {
+                    self.world.server().map(|s| (s.pid, s.name.clone(), 0))
+                };
+                let Some((pid, name, client)) = target else {
+                    return Ok(());
+                };
+                signal(pid, nix::sys::signal::Signal::SIGSTOP);
+                self.runner.note(format_args!(
+                    "{} {name} for {:.3}s",
+                    p.fault.name(),
+                    p.hold.as_secs_f64()
+                ));
+                self.active.push(started(client, pid, None));
+            }
+            Fault::LinkCut => {
+                if let Some(lab) = self.runner.lab.as_ref() {
+                    lab.link(k, false)?;
+                }
+                self.runner.note(format_args!(
+                    "link-cut client-{k} for {:.3}s",
+                    p.hold.as_secs_f64()
+                ));
+                self.active.push(started(k, 0, None));
+            }
+            Fault::Hostile => {
+                let h = self
+                    .runner
+                    .start_hostile(self.world.hostiles.len(), p.hold)?;
+                self.runner.note(format_args!(
+                    "hostile {} for {:.3}s",
+                    h.name,
+                    p.hold.as_secs_f64()
+                ));
+                self.world.hostiles.push(h);
+                let n = self.world.hostiles.len() - 1;
+                self.active.push(started(0, 0, Some(n)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills client slot `k`'s process (SIGKILL) and starts a new one, with
+    /// a new session, in its place.
+    fn kill_client(&mut self, k: usize, at: u64) -> Result<(), String> {
+        let Some(c) = self.world.client(k) else {
+            return Ok(());
+        };
+        let name = c.name.clone();
+        if let Some(mut child) = c.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        c.end = Some(ClientEnd::Killed);
+        c.to_us = Some(at);
+        self.gens[k] += 1;
+        let fresh = self.runner.start_client(k, self.gens[k])?;
+        self.runner
+            .note(format_args!("client-kill {name} new {}", fresh.name));
+        self.events.push(Event {
+            kind: Kind::ClientKill,
+            client: Some(k),
+            from_us: at,
+            to_us: fresh.from_us,
+        });
+        self.world.clients.push(fresh);
+        Ok(())
+    }
+
+    /// Ends the faults whose time is up.
+    ///
+    /// # Errors
+    ///
+    /// A cut link could not be restored.
+    pub(super) fn end_due_faults(&mut self) -> Result<(), String> {
+        let mut i = 0;
+        while i < self.active.len() {
+            if self.end_fault(i)? {
+                self.active.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends active fault `i` if its time is up; whether it is over.
+    fn end_fault(&mut self, i: usize) -> Result<bool, String> {
+        let a = self.active[i];
+        let now = Wall::now();
+        if now < a.until {
+            return Ok(false);
+        }
+        let (kind, client) = match a.fault {
+            Fault::ClientPause => {
+                signal(a.pid, nix::sys::signal::Signal::SIGCONT);
+                (Kind::ClientPause, Some(a.client))
+            }
+            Fault::ServerPause => {
+                signal(a.pid, nix::sys::signal::Signal::SIGCONT);
+                (Kind::ServerPause, None)
+            }
+            Fault::LinkCut => {
+                if let Some(lab) = self.runner.lab.as_ref() {
+                    lab.link(a.client, true)?;
+                }
+                (Kind::LinkCut, Some(a.client))
+            }
+            Fault::Hostile => {
+                let Some(h) = a.hostile.and_then(|n| self.world.hostiles.get_mut(n)) else {
+                    return Ok(true);
+                };
+                if !hostile_over(h, now, a.until) {
+                    return Ok(false);
+                }
+                (Kind::Hostile, None)
+            }
+            Fault::ClientKill => (Kind::ClientKill, Some(a.client)),
+        };
+        self.runner.note(format_args!("end {}", a.fault.name()));
+        self.events.push(Event {
+            kind,
+            client,
+            from_us: a.from_us,
+            to_us: epoch_us(),
+        });
+        self.last_fault_end = Wall::now();
+        Ok(true)
+    }
+
+    /// A client that ended by itself is a failure; it is not replaced.
+    pub(super) fn note_clients_ended(&mut self) {
+        for c in self.world.clients.iter_mut().filter(|c| c.end.is_none()) {
+            let Some(child) = c.child.as_mut() else {
+                continue;
+            };
+            if let Ok(Some(status)) = child.try_wait() {
+                let exit = Exit::of(status);
+                eprintln!("soak: {} ended by itself: {exit}", c.name);
+                c.end = Some(ClientEnd::EndedEarly(exit));
+                c.to_us = Some(epoch_us());
+                c.child = None;
+            }
+        }
+    }
+
+    /// Stops the clients (they drain what is in flight and exit), then
+    /// the server; notes how each ended.
+    pub(super) fn stop_all(&mut self) {
+        let stop_us = epoch_us();
+        let world = &mut self.world;
+        for c in world.clients.iter().filter(|c| c.end.is_none()) {
+            signal(c.pid, nix::sys::signal::Signal::SIGTERM);
+        }
+        for c in world.clients.iter_mut().filter(|c| c.end.is_none()) {
+            c.to_us = Some(stop_us);
+            let Some(child) = c.child.as_mut() else {
+                continue;
+            };
+            c.end = Some(
+                match reap(child, self.job.drain + Duration::from_secs(10)) {
+                    Some(st) => ClientEnd::Finished(Exit::of(st)),
+                    None => {
+                        eprintln!("soak: {} did not finish in time and was killed", c.name);
+                        ClientEnd::NeverFinished
+                    }
+                },
+            );
+            c.child = None;
+        }
+        if let Some(s) = world.server() {
+            s.sample_rss();
+            signal(s.pid, nix::sys::signal::Signal::SIGTERM);
+            s.to_us = epoch_us();
+            if let Some(mut child) = s.child.take() {
+                s.end = match reap(&mut child, Duration::from_secs(10)) {
+                    Some(st) => ServerEnd::Stopped(Exit::of(st)),
+                    None => ServerEnd::Hung,
+                };
+            }
+        }
+    }
+}
+
+/// Whether hostile run `h`, due to stop at `until`, is over: it stops by
+/// itself after its --duration; it is given 15 s more, then killed.
+fn hostile_over(h: &mut HostileRun, now: Wall, until: Wall) -> bool {
+    let exited = h.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+    match exited {
+        Some(st) => h.end = Some(Ok(Exit::of(st))),
+        None if now >= until + Duration::from_secs(15) => {
+            if let Some(mut c) = h.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            h.end = Some(Err("did not stop 15 s after its duration; killed"));
+        }
+        None => return false,
+    }
+    h.child = None;
+    h.to_us = epoch_us();
+    true
+}
