@@ -66,7 +66,7 @@ fn roundtrip(addr: &str) {
     let (session, sent) = send_all(&local);
     stop.store(true, Ordering::Relaxed);
     thread.join().expect("the server thread");
-    let across = reconcile(session, &sent, &[record.taken()]);
+    let across = reconcile(session, &sent, &[record.taken()]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(across, 0, "one instance, so no copies across instances");
 }
 

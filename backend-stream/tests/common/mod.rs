@@ -55,26 +55,29 @@ impl ServerHandler for Record {
 /// against the server instances' records alone: every sn in some record
 /// with the same hash, no record holding an sn twice, no record holding
 /// an sn never sent. Returns the number of copies past the first across
-/// instances (possible duplicates after restarts).
-pub fn reconcile(session: u64, sent: &HashMap<u64, u64>, instances: &[Vec<Taken>]) -> usize {
+/// instances (possible duplicates after restarts), or what is wrong.
+pub fn reconcile(
+    session: u64,
+    sent: &HashMap<u64, u64>,
+    instances: &[Vec<Taken>],
+) -> Result<usize, String> {
     let mut seen = HashSet::new();
     let mut across = 0;
     for (i, record) in instances.iter().enumerate() {
         let mut within = HashSet::new();
         for t in record.iter().filter(|t| t.session == session) {
-            assert!(
-                within.insert(t.sn),
-                "instance {i} took sn {} twice",
-                t.sn
-            );
-            let want = sent.get(&t.sn).unwrap_or_else(|| {
-                panic!("instance {i} recorded sn {} that was never sent", t.sn)
-            });
-            assert_eq!(
-                *want, t.hash,
-                "instance {i}: sn {} arrived with other bytes than were sent",
-                t.sn
-            );
+            if !within.insert(t.sn) {
+                return Err(format!("instance {i} took sn {} twice", t.sn));
+            }
+            let Some(want) = sent.get(&t.sn) else {
+                return Err(format!("instance {i} recorded sn {}, never sent", t.sn));
+            };
+            if *want != t.hash {
+                return Err(format!(
+                    "instance {i}: sn {} arrived with other bytes than were sent",
+                    t.sn
+                ));
+            }
             if !seen.insert(t.sn) {
                 across += 1;
             }
@@ -82,8 +85,14 @@ pub fn reconcile(session: u64, sent: &HashMap<u64, u64>, instances: &[Vec<Taken>
     }
     let mut lost: Vec<u64> = sent.keys().filter(|sn| !seen.contains(sn)).copied().collect();
     lost.sort_unstable();
-    assert!(lost.is_empty(), "{} sent sns in no record: {:?}", lost.len(), &lost[..lost.len().min(20)]);
-    across
+    if !lost.is_empty() {
+        return Err(format!(
+            "{} sent sns in no record: {:?}",
+            lost.len(),
+            &lost[..lost.len().min(20)]
+        ));
+    }
+    Ok(across)
 }
 
 /// A fresh directory under the system's temp dir, removed when dropped.
