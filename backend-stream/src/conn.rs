@@ -107,7 +107,14 @@ impl Conn {
                 self.gone = Some(DisconnectReason::PeerClosed);
                 0
             }
-            Ok(n) => n,
+            Ok(n) => {
+                // A short read emptied the socket: bytes that come later
+                // raise a new edge, so no read is needed to find it empty.
+                if n < READ_CHUNK {
+                    self.readable = false;
+                }
+                n
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 self.readable = false;
                 0
