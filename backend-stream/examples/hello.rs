@@ -7,7 +7,13 @@ use std::time::Duration;
 use iomsg_stream::{Client, Delivery, Server};
 
 fn main() -> Result<(), iomsg_stream::Error> {
-    let handler = |d: Delivery<'_>| println!("server took sn {}: {}", d.sn, String::from_utf8_lossy(d.data));
+    let handler = |d: Delivery<'_>| {
+        println!(
+            "server took sn {}: {}",
+            d.sn,
+            String::from_utf8_lossy(d.data)
+        )
+    };
     let mut server = Server::bind("127.0.0.1:0", Default::default(), handler)?;
     let addr = server.local_addr().clone();
     let serving = std::thread::spawn(move || server.run_for(Duration::from_secs(2)));

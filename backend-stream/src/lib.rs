@@ -42,3 +42,8 @@ pub use endpoint::server::{ServerCore, ServerDriver};
 pub use endpoint::{random_u64, Client, ClientOptions, Error, Server, ServerOptions};
 pub use iomsg_core::session::{ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler};
 pub use transport::{Accept, Dial, Role, StreamConfig, StreamRx, StreamTransport, StreamTx};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(all(doctest, feature = "tokio"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -30,7 +30,7 @@ use iomsg_core::transport::{
 };
 use iomsg_core::wire::{Crc32c, MAX_FRAME_LEN};
 use iomsg_core::Instant;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Events, Interest, Poll, Token};
 
 use crate::conn::{corrupt, Conn, Phase};
 use crate::socket::{cause, Listen, Stream};
@@ -286,7 +286,8 @@ impl<R: Role> StreamTransport<R> {
 
     /// A second handle on the poller, whose fd is readable when a socket
     /// has something: for an async runtime to wait on.
-    pub(crate) fn registry(&self) -> io::Result<Registry> {
+    #[cfg(feature = "tokio")]
+    pub(crate) fn registry(&self) -> io::Result<mio::Registry> {
         self.poll.registry().try_clone()
     }
 

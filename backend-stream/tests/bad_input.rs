@@ -83,8 +83,8 @@ fn corrupt_disconnects(record: &Record) -> Vec<&'static str> {
 #[test]
 fn bad_peers_are_dropped_while_a_good_client_is_served() {
     let record = Record::default();
-    let mut server = Server::bind("127.0.0.1:0", Default::default(), record.clone())
-        .expect("the server binds");
+    let mut server =
+        Server::bind("127.0.0.1:0", Default::default(), record.clone()).expect("the server binds");
     let addr = server.local_addr().clone();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::clone(&stop);
@@ -120,7 +120,11 @@ fn bad_peers_are_dropped_while_a_good_client_is_served() {
     reconcile(session, &sent, &[record.taken()]).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(stats.disconnects, 0, "the good client was never cut off");
     let dropped = corrupt_disconnects(&record);
-    assert_eq!(dropped.len(), 2, "both raw peers dropped as corrupt: {dropped:?}");
+    assert_eq!(
+        dropped.len(),
+        2,
+        "both raw peers dropped as corrupt: {dropped:?}"
+    );
     assert!(dropped[0].contains("bad magic"), "{}", dropped[0]);
     assert!(dropped[1].contains("1 MiB"), "{}", dropped[1]);
 }

@@ -41,8 +41,14 @@ struct FileRecord {
 
 impl ServerHandler for FileRecord {
     fn deliver(&mut self, d: Delivery<'_>) {
-        writeln!(self.out, "{:016x} {} {:016x}", d.session, d.sn, hash(d.data))
-            .expect("the record takes the line");
+        writeln!(
+            self.out,
+            "{:016x} {} {:016x}",
+            d.session,
+            d.sn,
+            hash(d.data)
+        )
+        .expect("the record takes the line");
     }
     fn respond(&mut self, _read: ReadRequest<'_>, out: &mut [u8]) {
         out.fill(0);
@@ -115,9 +121,15 @@ fn start(dir: &Path, n: usize, addr: &str) -> (Instance, String) {
             return (instance, addr);
         }
         if let Ok(Some(status)) = instance.child.try_wait() {
-            panic!("server {n} exited ({status}) before it listened; see {:?}", instance.log);
+            panic!(
+                "server {n} exited ({status}) before it listened; see {:?}",
+                instance.log
+            );
         }
-        assert!(started.elapsed() < STEP, "server {n} did not listen within {STEP:?}");
+        assert!(
+            started.elapsed() < STEP,
+            "server {n} did not listen within {STEP:?}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -188,7 +200,10 @@ fn client(addr: Addr, finished: Arc<AtomicBool>) -> Sent {
 fn kill(mut instance: Instance) -> usize {
     let pid = instance.child.id().to_string();
     let stopped = Command::new("kill").args(["-STOP", &pid]).status();
-    assert!(stopped.is_ok_and(|s| s.success()), "cannot SIGSTOP pid {pid}");
+    assert!(
+        stopped.is_ok_and(|s| s.success()),
+        "cannot SIGSTOP pid {pid}"
+    );
     std::thread::sleep(Duration::from_millis(100));
     let delivered = lines(&instance.record);
     instance.child.kill().expect("SIGKILL");
@@ -209,10 +224,16 @@ fn kill_twice_and_reconcile(addr: &str) {
         let started = Instant::now();
         while lines(&instance.record) < KILL_AFTER {
             assert!(!client.is_finished(), "the client ended before kill {k}");
-            assert!(started.elapsed() < STEP, "server {k} recorded too little in {STEP:?}");
+            assert!(
+                started.elapsed() < STEP,
+                "server {k} recorded too little in {STEP:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(!finished.load(Ordering::Relaxed), "kill {k} would not be mid-stream");
+        assert!(
+            !finished.load(Ordering::Relaxed),
+            "kill {k} would not be mid-stream"
+        );
         let delivered = kill(instance);
         eprintln!("kill {k}: SIGKILLed server {k} after it recorded {delivered} messages");
         (instance, _) = start(&dir.0, k + 1, &bound);
@@ -221,8 +242,7 @@ fn kill_twice_and_reconcile(addr: &str) {
     let sent = client.join().expect("the client thread");
     drop(instance);
     let instances: Vec<Vec<Taken>> = records.iter().map(|r| read_record(r)).collect();
-    let across =
-        reconcile(sent.session, &sent.sent, &instances).unwrap_or_else(|e| panic!("{e}"));
+    let across = reconcile(sent.session, &sent.sent, &instances).unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "{} messages, {KILLS} kills: none lost, {across} copies across instances \
          ({} announced as possible duplicates)",
@@ -273,5 +293,9 @@ fn reconcile_catches_a_lost_a_changed_and_a_doubled_message() {
     let twice = reconcile(1, &sent, &[doubled]).expect_err("an sn taken twice noticed");
     assert!(twice.contains("twice"), "{twice}");
     let split = [whole[..5].to_vec(), whole.clone()];
-    assert_eq!(reconcile(1, &sent, &split), Ok(5), "copies across instances counted");
+    assert_eq!(
+        reconcile(1, &sent, &split),
+        Ok(5),
+        "copies across instances counted"
+    );
 }

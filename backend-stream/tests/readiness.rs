@@ -14,8 +14,8 @@ use iomsg_stream::{Accept, Addr, StreamConfig, StreamTransport};
 const LIMIT: Duration = Duration::from_secs(10);
 
 fn server(config: StreamConfig) -> (StreamTransport<Accept>, std::net::SocketAddr) {
-    let t = StreamTransport::server(&"127.0.0.1:0".parse().expect("addr"), config)
-        .expect("listens");
+    let t =
+        StreamTransport::server(&"127.0.0.1:0".parse().expect("addr"), config).expect("listens");
     let Ok(Addr::Tcp(addr)) = t.local_addr() else {
         panic!("a TCP address")
     };
@@ -100,7 +100,10 @@ fn armed_only_when_idle_and_the_sleep_wakes_for_data() {
         peer
     });
     let started = Wall::now();
-    assert!(t.sleep(Duration::from_secs(5)).expect("sleeps"), "woken by the socket");
+    assert!(
+        t.sleep(Duration::from_secs(5)).expect("sleeps"),
+        "woken by the socket"
+    );
     let woke = started.elapsed();
     assert!(woke < Duration::from_secs(2), "woke after {woke:?}");
     assert_eq!(t.arm(), Readiness::Pending, "a frame waits");
@@ -131,22 +134,33 @@ fn the_send_buffer_is_bounded_and_drains_when_the_peer_reads() {
         }
         frames += 1;
         let _ = t.poll(Instant::ZERO);
-        assert!(frames < 100_000, "never refused: the send buffer is not bounded");
+        assert!(
+            frames < 100_000,
+            "never refused: the send buffer is not bounded"
+        );
     };
     assert_eq!(blocked, SendError::WouldBlock);
-    assert_eq!(t.arm(), Readiness::Armed, "waits for the socket to take more");
+    assert_eq!(
+        t.arm(),
+        Readiness::Armed,
+        "waits for the socket to take more"
+    );
 
     // The peer reads: the socket wakes the sleeper, the buffer drains.
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 16];
         let mut total = 0usize;
-        peer.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        peer.set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
         while let Ok(n @ 1..) = peer.read(&mut buf) {
             total += n;
         }
         total
     });
-    assert!(t.sleep(Duration::from_secs(5)).expect("sleeps"), "woken: writable");
+    assert!(
+        t.sleep(Duration::from_secs(5)).expect("sleeps"),
+        "woken: writable"
+    );
     let started = Wall::now();
     while t.transmit(Instant::ZERO, conn, 16).is_err() {
         assert!(started.elapsed() < LIMIT, "the send buffer never drained");
@@ -156,7 +170,10 @@ fn the_send_buffer_is_bounded_and_drains_when_the_peer_reads() {
     }
     drop(t);
     let total = reader.join().expect("reader");
-    assert!(total >= frames as usize * 16 * 1024, "read {total} of {frames} frames");
+    assert!(
+        total >= frames as usize * 16 * 1024,
+        "read {total} of {frames} frames"
+    );
 }
 
 #[test]
@@ -172,12 +189,19 @@ fn connections_past_the_bound_are_refused() {
         .expect("timeout");
     let started = Wall::now();
     while t.refused() == 0 {
-        assert!(started.elapsed() < LIMIT, "the third connection was never refused");
+        assert!(
+            started.elapsed() < LIMIT,
+            "the third connection was never refused"
+        );
         let _ = t.poll(Instant::ZERO);
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut buf = [0u8; 8];
-    assert_eq!(third.read(&mut buf).expect("EOF"), 0, "closed by the server");
+    assert_eq!(
+        third.read(&mut buf).expect("EOF"),
+        0,
+        "closed by the server"
+    );
     assert_eq!(t.connections(), 2);
     drop((first, second));
 }

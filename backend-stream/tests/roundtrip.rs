@@ -18,14 +18,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// Serves `addr` on a thread until told to stop (or `LIMIT` passed);
 /// returns the address it listens on, its record and the stop switch.
-fn serve(
-    addr: &str,
-) -> (
-    Addr,
-    Record,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
+fn serve(addr: &str) -> (Addr, Record, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let record = Record::default();
     let mut server =
         Server::bind(addr, ServerOptions::default(), record.clone()).expect("the server binds");

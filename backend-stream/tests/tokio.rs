@@ -65,7 +65,7 @@ async fn tcp_sends_resolve_once_the_server_took_them() {
         .expect("within the limit");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "current_thread")]
 async fn unix_sends_resolve_once_the_server_took_them() {
     let dir = TempDir::new("tokio");
     let addr = format!("unix:{}", dir.0.join("s.sock").display());

@@ -103,10 +103,7 @@ impl Client {
     /// [`Error::Poll`] if no poller can be made, [`Error::ConnectTimeout`]
     /// (with how the last attempt ended) if no handshake completed in
     /// time, [`Error::Failed`] if the server refused the session.
-    pub fn connect(
-        addr: impl ToAddr,
-        options: ClientOptions,
-    ) -> Result<Client, Error> {
+    pub fn connect(addr: impl ToAddr, options: ClientOptions) -> Result<Client, Error> {
         let addr = addr.to_addr()?;
         let mut config = ClientConfig::new(
             random_u64().map_err(Error::Random)?,
@@ -116,7 +113,8 @@ impl Client {
         config.replay = options.replay;
         config.retry_for = options.retry_for;
         config.validate = options.validate;
-        let transport = StreamTransport::client(addr.clone(), options.stream).map_err(Error::Poll)?;
+        let transport =
+            StreamTransport::client(addr.clone(), options.stream).map_err(Error::Poll)?;
         let clock = Clock::start();
         let storage = vec![0u8; options.window_bytes].into_boxed_slice();
         let session = ClientSession::new(config, clock.now(), storage);
@@ -388,7 +386,10 @@ impl Client {
         }
         if self.driver.arm(self.clock.now()) == Readiness::Armed {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
-            self.driver.transport_mut().sleep(wait).map_err(Error::Poll)?;
+            self.driver
+                .transport_mut()
+                .sleep(wait)
+                .map_err(Error::Poll)?;
         }
         Ok(false)
     }

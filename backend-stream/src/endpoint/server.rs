@@ -131,7 +131,10 @@ impl<H: ServerHandler> Server<H> {
         }
         if self.arm() {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
-            self.driver.transport_mut().sleep(wait).map_err(Error::Poll)?;
+            self.driver
+                .transport_mut()
+                .sleep(wait)
+                .map_err(Error::Poll)?;
         }
         Ok(())
     }

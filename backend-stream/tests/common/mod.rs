@@ -83,7 +83,11 @@ pub fn reconcile(
             }
         }
     }
-    let mut lost: Vec<u64> = sent.keys().filter(|sn| !seen.contains(sn)).copied().collect();
+    let mut lost: Vec<u64> = sent
+        .keys()
+        .filter(|sn| !seen.contains(sn))
+        .copied()
+        .collect();
     lost.sort_unstable();
     if !lost.is_empty() {
         return Err(format!(
