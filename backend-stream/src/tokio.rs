@@ -55,9 +55,12 @@ trait Endpoint: Send + 'static {
     fn paused(&self) -> bool {
         false
     }
+    /// The endpoint is done for good (closed or failed): the thread ends.
     fn finished(&self) -> bool;
     /// After a poll: wake the futures whose outcome it decided.
     fn wake(&mut self);
+    /// The thread ends: wake every future still waiting, to learn why.
+    fn release(&mut self) {}
 }
 
 /// An endpoint, the waker of its thread, and whether its handles are gone.
@@ -142,6 +145,7 @@ fn drive<E: Endpoint>(shared: &Shared<E>, sleeper: &mut Sleeper) {
         let sleep = {
             let mut st = shared.lock();
             if st.dropped || st.endpoint.finished() {
+                st.endpoint.release();
                 return;
             }
             let busy = !st.endpoint.paused() && st.endpoint.poll();
@@ -235,6 +239,12 @@ impl Endpoint for ClientEnd {
                 .into_values()
                 .for_each(Waker::wake);
         }
+        self.room.drain(..).for_each(Waker::wake);
+    }
+    fn release(&mut self) {
+        std::mem::take(&mut self.acks)
+            .into_values()
+            .for_each(Waker::wake);
         self.room.drain(..).for_each(Waker::wake);
     }
 }

@@ -235,7 +235,7 @@ impl StreamTransport<Accept> {
     ///
     /// # Errors
     ///
-    /// The socket cannot tell (it should always can).
+    /// The socket cannot tell (a system error).
     pub fn local_addr(&self) -> io::Result<Addr> {
         self.role.listener.local_addr()
     }

@@ -88,7 +88,6 @@ fn child_server() {
 struct Instance {
     child: Child,
     record: PathBuf,
-    log: PathBuf,
 }
 
 impl Drop for Instance {
@@ -114,17 +113,15 @@ fn start(dir: &Path, n: usize, addr: &str) -> (Instance, String) {
         .stderr(File::create(dir.join(format!("server-{n}.err"))).expect("log"))
         .spawn()
         .expect("the server process starts");
-    let mut instance = Instance { child, record, log };
+    let mut instance = Instance { child, record };
     let started = Instant::now();
     loop {
         if let Ok(addr) = std::fs::read_to_string(&ready) {
             return (instance, addr);
         }
         if let Ok(Some(status)) = instance.child.try_wait() {
-            panic!(
-                "server {n} exited ({status}) before it listened; see {:?}",
-                instance.log
-            );
+            let err = std::fs::read_to_string(dir.join(format!("server-{n}.err")));
+            panic!("server {n} exited ({status}) before it listened: {err:?}");
         }
         assert!(
             started.elapsed() < STEP,

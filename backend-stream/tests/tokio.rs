@@ -73,3 +73,34 @@ async fn unix_sends_resolve_once_the_server_took_them() {
         .await
         .expect("within the limit");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_outliving_its_client_resolves_to_dropped() {
+    let server = Server::bind("127.0.0.1:0", Default::default())
+        .await
+        .expect("binds");
+    let client = Client::connect(server.local_addr(), Default::default())
+        .await
+        .expect("connects");
+    // No server: nothing will be acknowledged.
+    drop(server);
+    let receipt = client.submit(b"never acknowledged").await.expect("queued");
+    // Already waiting when the client goes.
+    let waiting = tokio::spawn(tokio::time::timeout(Duration::from_secs(5), receipt));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let dropped = std::time::Instant::now();
+    drop(client);
+    let outcome = waiting
+        .await
+        .expect("the waiting task")
+        .expect("the receipt resolves once its client is gone");
+    let took = dropped.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "resolved only after {took:?}"
+    );
+    assert!(
+        matches!(outcome, Err(iomsg_stream::Error::Dropped)),
+        "{outcome:?}"
+    );
+}
