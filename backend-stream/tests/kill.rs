@@ -180,6 +180,11 @@ fn client(addr: Addr, finished: Arc<AtomicBool>) -> Sent {
         fill(session, i, &mut buf);
         let sn = client.send(&buf).expect("send");
         sent.insert(sn, hash(&buf));
+        if i % 10 == 9 {
+            // Paced (at most 10 messages a millisecond), so that even an
+            // optimised build is still sending when a kill comes.
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
     client.flush(STEP).expect("every message acknowledged");
     let stats = *client.stats();
@@ -195,8 +200,11 @@ fn client(addr: Addr, finished: Arc<AtomicBool>) -> Sent {
 
 /// Freezes (so that frames are in flight), then SIGKILLs, `instance`.
 fn kill(mut instance: Instance) -> usize {
-    let pid = instance.child.id().to_string();
-    let stopped = Command::new("kill").args(["-STOP", &pid]).status();
+    let pid = instance.child.id();
+    // The shell's own `kill`: no procps needed.
+    let stopped = Command::new("sh")
+        .args(["-c", &format!("kill -STOP {pid}")])
+        .status();
     assert!(
         stopped.is_ok_and(|s| s.success()),
         "cannot SIGSTOP pid {pid}"
