@@ -36,7 +36,7 @@ impl Clock {
     }
 
     pub(crate) fn now(self) -> Instant {
-        Instant::from_micros(u64::try_from(self.0.elapsed().as_micros()).unwrap_or(u64::MAX))
+        Instant::since(self.0)
     }
 
     /// How long from now until `at` (zero if it passed).
