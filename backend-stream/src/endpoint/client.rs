@@ -44,7 +44,7 @@ pub type ClientDriver = transport::Client<StreamTransport<Dial>, WINDOW, Box<[u8
 /// A client does work only inside its calls: `send`, the waits, `poll`.
 /// One that has nothing to send calls [`wait`](Self::wait) (or `poll` in
 /// its own loop, sleeping at most [`poll_timeout`](Self::poll_timeout))
-/// so that acknowledgements arrive, heartbeats go out and a lost server is
+/// so that acknowledgements arrive, probes go out and a lost server is
 /// noticed.
 pub struct Client {
     driver: ClientDriver,

@@ -19,7 +19,7 @@ pub(crate) const WORDS: usize = 33;
 /// The server's session table with the sizes [`Server`] uses.
 pub type ServerCore = iomsg_core::session::ServerCore<SESSIONS, CONNS, WORDS>;
 
-/// A [`ServerCore`] on the heap. The core (2.3 MB) is built by value,
+/// A [`ServerCore`] on the heap. The core (megabytes) is built by value,
 /// and an unoptimised build keeps copies of it on the stack: more than a
 /// spawned thread's 2 MiB. It is built on a thread of its own with room
 /// for them.
