@@ -1,0 +1,139 @@
+//! The one error type of [`Client`](super::Client) and
+//! [`Server`](super::Server).
+
+use std::fmt;
+use std::ops::Range;
+use std::time::Duration;
+
+use iomsg_core::session::{DisconnectCause, FailReason, SubmitError};
+use iomsg_core::transport::DriverError;
+
+use crate::{Addr, AddrError};
+
+/// Why a call of [`Client`](super::Client) or [`Server`](super::Server)
+/// failed. Each says what was being done and, where one is known, what to
+/// change.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The address given did not parse or resolve.
+    Address(AddrError),
+    /// The server could not listen on its address.
+    Bind {
+        /// The address.
+        addr: Addr,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The socket poller could not be created or waited on.
+    Poll(std::io::Error),
+    /// The transport cannot carry the protocol.
+    Transport(DriverError),
+    /// No thread could be started (to build the server's session table).
+    Thread(std::io::Error),
+    /// No random session id from the operating system.
+    Random(std::io::Error),
+    /// [`Client::connect`](super::Client::connect) saw no handshake
+    /// complete in time.
+    ConnectTimeout {
+        /// The server's address.
+        addr: Addr,
+        /// How long it tried.
+        waited: Duration,
+        /// How the last attempt ended, if one did.
+        last: Option<DisconnectCause>,
+    },
+    /// The client gave up for good (every later call fails the same way);
+    /// messages not acknowledged by then are lost to it.
+    Failed(FailReason),
+    /// The message can never be sent: longer than the largest message
+    /// (the wire's, the window storage's), or sns exhausted.
+    Rejected(SubmitError),
+    /// The message was given up without an acknowledgement: replay is off
+    /// and it was in flight when a connection ended, so the server may or
+    /// may not have it.
+    Lost {
+        /// The message.
+        sn: u64,
+        /// The sns given up with it.
+        range: Range<u64>,
+    },
+    /// The async runtime is shutting down (feature `tokio`).
+    Shutdown,
+    /// The client was dropped before the message's outcome was known
+    /// (feature `tokio`: a receipt outlived its client).
+    Dropped,
+    /// A wait ended before what it waited for.
+    Timeout {
+        /// What was awaited.
+        what: &'static str,
+        /// How long.
+        waited: Duration,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Address(e) => write!(f, "{e}"),
+            Error::Bind { addr, source } => write!(
+                f,
+                "cannot listen on {addr}: {source}; pick another address, or stop what holds it"
+            ),
+            Error::Poll(e) => write!(f, "cannot poll the sockets: {e}"),
+            Error::Transport(e) => write!(f, "the stream transport cannot carry iomsg: {e}"),
+            Error::Random(e) => write!(f, "no random session id from the system: {e}"),
+            Error::Thread(e) => write!(f, "cannot start a thread: {e}"),
+            Error::ConnectTimeout { addr, waited, last } => {
+                write!(
+                    f,
+                    "no connection to {addr} within {:.1} s",
+                    waited.as_secs_f64()
+                )?;
+                match last {
+                    Some(cause) => write!(f, " (last attempt: {cause})"),
+                    None => write!(f, " (no attempt ended: is the address reachable?)"),
+                }
+            }
+            Error::Failed(reason) => write!(f, "the client gave up: {reason}"),
+            Error::Rejected(e) => write!(f, "message refused: {e}"),
+            Error::Lost { sn, range } => write!(
+                f,
+                "message {sn} was given up unacknowledged (sns {}..{} were in flight when \
+                 a connection ended, and replay is off): the server may or may not have it",
+                range.start, range.end
+            ),
+            Error::Shutdown => write!(f, "the async runtime is shutting down"),
+            Error::Dropped => write!(
+                f,
+                "the client was dropped before the message was acknowledged"
+            ),
+            Error::Timeout { what, waited } => {
+                write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Address(e) => Some(e),
+            Error::Bind { source, .. } => Some(source),
+            Error::Poll(e) | Error::Random(e) | Error::Thread(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<AddrError> for Error {
+    fn from(e: AddrError) -> Error {
+        Error::Address(e)
+    }
+}
+
+impl From<DriverError> for Error {
+    fn from(e: DriverError) -> Error {
+        Error::Transport(e)
+    }
+}
