@@ -733,7 +733,11 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 });
             }
         }
-        self.ack_to(confirmed);
+        // The Welcome acknowledges what the last connection's acks had not
+        // reached yet: said as any ack is, before what is given up.
+        if self.ack_to(confirmed) > 0 {
+            self.push_event(ClientEvent::Acked { upto: confirmed });
+        }
         if self.config.replay {
             if !proven {
                 self.stats.possible_duplicates += next_sn - confirmed;

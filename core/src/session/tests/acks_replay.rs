@@ -280,3 +280,23 @@ fn with_replay_off_each_sn_given_up_at_a_server_restart_is_named_once_and_never_
     assert_eq!(c.stats().acked, 2);
     assert_eq!(c.stats().not_replayed, 6);
 }
+
+#[test]
+fn sns_a_welcome_confirms_are_announced_as_acked() {
+    let (mut c, mut s, mut out) = setup();
+    connect(&mut c, &mut s, &mut out, 1, t(0));
+    submit_writes(&mut c, 3);
+    to_server(&mut s, &mut out, 1, &client_frames(&mut c, t(1)), t(1));
+    out.take(); // delivered; the completions are lost with the connection
+    c.handle_disconnected(
+        t(2),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
+    s.handle_disconnected(cid(1));
+    events(&mut c);
+    connect(&mut c, &mut s, &mut out, 2, t(60));
+    let ev = events(&mut c);
+    assert!(ev.contains(&ClientEvent::Acked { upto: 3 }), "{ev:?}");
+    assert_eq!(c.stats().acked, 3);
+    assert_eq!(c.outstanding(), 0);
+}
