@@ -4,10 +4,13 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant as Wall};
 
-use iomsg_core::session::{ServerConfig, ServerHandler, ServerStats};
+use iomsg_core::session::{
+    Delivery, ReadRequest, ServerConfig, ServerEvent, ServerHandler, ServerStats,
+};
 use iomsg_core::transport::{self, Readiness};
 
 use super::{random_u64, sooner, Clock, Error, ServerOptions};
+use crate::observe::ServerObserver;
 use crate::{Accept, UcxTransport, WaitMode};
 
 /// Sessions the server's table holds.
@@ -67,6 +70,39 @@ pub struct Server<H> {
     handler: H,
     clock: Clock,
     blocking: bool,
+    /// Metrics and traces (empty without their features).
+    observer: ServerObserver,
+}
+
+/// The application's handler with the observer beside it: each delivery
+/// and event goes to both.
+struct Observed<'a, H> {
+    handler: &'a mut H,
+    observer: &'a mut ServerObserver,
+}
+
+impl<H: ServerHandler> ServerHandler for Observed<'_, H> {
+    #[inline]
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        self.handler.deliver(msg);
+        self.observer.on_deliver(&msg);
+    }
+
+    #[inline]
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        self.handler.respond(read, out);
+    }
+
+    #[inline]
+    fn event(&mut self, event: ServerEvent) {
+        self.observer.on_event(&event);
+        self.handler.event(event);
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.handler.flush();
+    }
 }
 
 impl<H: ServerHandler> Server<H> {
@@ -104,6 +140,7 @@ impl<H: ServerHandler> Server<H> {
             handler,
             clock: Clock::start(),
             blocking,
+            observer: ServerObserver::new(),
         })
     }
 
@@ -116,7 +153,11 @@ impl<H: ServerHandler> Server<H> {
     /// Does all the work possible now without waiting; returns whether
     /// anything happened.
     pub fn poll(&mut self) -> bool {
-        self.driver.poll(self.clock.now(), &mut self.handler)
+        let mut observed = Observed {
+            handler: &mut self.handler,
+            observer: &mut self.observer,
+        };
+        self.driver.poll(self.clock.now(), &mut observed)
     }
 
     /// How long the server may sleep before it must [`poll`](Self::poll)

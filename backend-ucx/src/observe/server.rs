@@ -1,0 +1,42 @@
+//! [`ServerObserver`]: what one server's metrics and traces see.
+
+use iomsg_core::session::{Delivery, ServerEvent};
+
+/// One server's observer: counts deliveries, duplicates, losses,
+/// handshakes and rejections (feature `metrics`), traces sessions and
+/// losses (feature `tracing`). Empty without either feature.
+///
+/// Make one per server, after installing the metrics recorder.
+#[derive(Debug, Default)]
+pub struct ServerObserver {
+    #[cfg(feature = "metrics")]
+    meter: super::meter::ServerMeter,
+}
+
+impl ServerObserver {
+    /// An observer for a new server (registers its metrics with the
+    /// installed recorder).
+    #[must_use]
+    pub fn new() -> ServerObserver {
+        ServerObserver::default()
+    }
+
+    /// The application took `delivery` (its handler's `deliver`
+    /// returned).
+    #[inline]
+    pub fn on_deliver(&mut self, delivery: &Delivery<'_>) {
+        #[cfg(feature = "metrics")]
+        self.meter.deliver();
+        let _ = delivery;
+    }
+
+    /// The server told `event`.
+    #[inline]
+    pub fn on_event(&mut self, event: &ServerEvent) {
+        #[cfg(feature = "metrics")]
+        self.meter.event(event);
+        #[cfg(feature = "tracing")]
+        super::trace::server_event(event);
+        let _ = event;
+    }
+}
