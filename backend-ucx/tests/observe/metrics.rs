@@ -14,6 +14,11 @@ use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, Share
 
 use super::support::{one_at_a_time, run};
 
+/// Counts allocations, for the test that an observer makes none per
+/// message (the tests run one at a time).
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
 /// Every counter and histogram sample recorded in this process, by name.
 #[derive(Default)]
 struct Recorded {
@@ -266,4 +271,76 @@ fn a_scripted_session_gives_exact_counts_and_latencies() {
         [3_000, 2_990, 2_980, 2_970, 6_460, 6_450, 500],
         "µs"
     );
+}
+
+/// A recorder that allocates nothing per count: counters and histograms
+/// are atomics (a histogram counts its samples).
+struct Counting {
+    counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+    histograms: Mutex<BTreeMap<String, Arc<SampleCount>>>,
+}
+
+#[derive(Default)]
+struct SampleCount(AtomicU64);
+
+impl metrics::HistogramFn for SampleCount {
+    fn record(&self, _: f64) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Recorder for Counting {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let mut counters = self.counters.lock().unwrap();
+        Counter::from_arc(Arc::clone(
+            counters.entry(key.name().to_owned()).or_default(),
+        ))
+    }
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        panic!("no gauge expected, got {key:?}");
+    }
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let mut histograms = self.histograms.lock().unwrap();
+        Histogram::from_arc(Arc::clone(
+            histograms.entry(key.name().to_owned()).or_default(),
+        ))
+    }
+}
+
+#[test]
+fn the_client_observer_allocates_nothing_per_message() {
+    let _one = one_at_a_time();
+    let recorder = Counting {
+        counters: Mutex::default(),
+        histograms: Mutex::default(),
+    };
+    let mut o = metrics::with_local_recorder(&recorder, ClientObserver::new);
+    let rounds = 10_000u64;
+    let region = stats_alloc::Region::new(GLOBAL);
+    for round in 0..rounds {
+        let base = round * 100;
+        for sn in base..base + 100 {
+            o.on_submit(sn, Instant::from_micros(sn));
+        }
+        let upto = base + 100;
+        o.on_event(&ClientEvent::Acked { upto }, Instant::from_micros(upto + 7));
+    }
+    let change = region.change();
+    assert_eq!(
+        (change.allocations, change.reallocations),
+        (0, 0),
+        "{change:?}"
+    );
+    let counters = recorder.counters.lock().unwrap();
+    let count = |name: &str| counters[name].load(Ordering::Relaxed);
+    assert_eq!(count("iomsg_client_submitted_total"), rounds * 100);
+    assert_eq!(count("iomsg_client_acked_total"), rounds * 100);
+    let histograms = recorder.histograms.lock().unwrap();
+    let samples = histograms["iomsg_client_ack_latency_seconds"]
+        .0
+        .load(Ordering::Relaxed);
+    assert_eq!(samples, rounds * 100);
 }
