@@ -76,7 +76,7 @@
 mod client;
 #[cfg(feature = "metrics")]
 mod meter;
-mod server;
+pub(crate) mod server;
 #[cfg(feature = "tracing")]
 mod trace;
 

@@ -4,13 +4,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant as Wall};
 
-use iomsg_core::session::{
-    Delivery, ReadRequest, ServerConfig, ServerEvent, ServerHandler, ServerStats,
-};
+use iomsg_core::session::{ServerConfig, ServerHandler, ServerStats};
 use iomsg_core::transport::{self, Readiness};
 
 use super::{random_u64, sooner, Clock, Error, ServerOptions};
-use crate::observe::ServerObserver;
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+use crate::observe::{server::Observed, ServerObserver};
 use crate::{Accept, UcxTransport, WaitMode};
 
 /// Sessions the server's table holds.
@@ -70,39 +69,9 @@ pub struct Server<H> {
     handler: H,
     clock: Clock,
     blocking: bool,
-    /// Metrics and traces (empty without their features).
+    /// Metrics and traces.
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
     observer: ServerObserver,
-}
-
-/// The application's handler with the observer beside it: each delivery
-/// and event goes to both.
-struct Observed<'a, H> {
-    handler: &'a mut H,
-    observer: &'a mut ServerObserver,
-}
-
-impl<H: ServerHandler> ServerHandler for Observed<'_, H> {
-    #[inline]
-    fn deliver(&mut self, msg: Delivery<'_>) {
-        self.handler.deliver(msg);
-        self.observer.on_deliver(&msg);
-    }
-
-    #[inline]
-    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
-        self.handler.respond(read, out);
-    }
-
-    #[inline]
-    fn event(&mut self, event: ServerEvent) {
-        self.observer.on_event(&event);
-        self.handler.event(event);
-    }
-
-    #[inline]
-    fn flush(&mut self) {
-        self.handler.flush();
-    }
 }
 
 impl<H: ServerHandler> Server<H> {
@@ -140,6 +109,7 @@ impl<H: ServerHandler> Server<H> {
             handler,
             clock: Clock::start(),
             blocking,
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
             observer: ServerObserver::new(),
         })
     }
@@ -153,11 +123,19 @@ impl<H: ServerHandler> Server<H> {
     /// Does all the work possible now without waiting; returns whether
     /// anything happened.
     pub fn poll(&mut self) -> bool {
-        let mut observed = Observed {
-            handler: &mut self.handler,
-            observer: &mut self.observer,
-        };
-        self.driver.poll(self.clock.now(), &mut observed)
+        let now = self.clock.now();
+        // Without an observer the handler is the sink itself: the same
+        // code as if there were no observing at all.
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        return self.driver.poll(
+            now,
+            &mut Observed {
+                handler: &mut self.handler,
+                observer: &mut self.observer,
+            },
+        );
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
+        self.driver.poll(now, &mut self.handler)
     }
 
     /// How long the server may sleep before it must [`poll`](Self::poll)

@@ -1,6 +1,8 @@
 //! [`ServerObserver`]: what one server's metrics and traces see.
 
 use iomsg_core::session::{Delivery, ServerEvent};
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+use iomsg_core::session::{ReadRequest, ServerHandler};
 
 /// One server's observer: counts deliveries, duplicates, losses,
 /// handshakes and rejections (feature `metrics`), traces sessions and
@@ -38,5 +40,38 @@ impl ServerObserver {
         #[cfg(feature = "tracing")]
         super::trace::server_event(event);
         let _ = event;
+    }
+}
+
+/// The application's handler with the observer beside it: each delivery
+/// and event goes to both.
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+pub(crate) struct Observed<'a, H> {
+    pub(crate) handler: &'a mut H,
+    pub(crate) observer: &'a mut ServerObserver,
+}
+
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+impl<H: ServerHandler> ServerHandler for Observed<'_, H> {
+    #[inline]
+    fn deliver(&mut self, msg: Delivery<'_>) {
+        self.handler.deliver(msg);
+        self.observer.on_deliver(&msg);
+    }
+
+    #[inline]
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
+        self.handler.respond(read, out);
+    }
+
+    #[inline]
+    fn event(&mut self, event: ServerEvent) {
+        self.observer.on_event(&event);
+        self.handler.event(event);
+    }
+
+    #[inline]
+    fn flush(&mut self) {
+        self.handler.flush();
     }
 }
