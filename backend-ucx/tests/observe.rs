@@ -65,15 +65,48 @@ mod support {
         }
     }
 
-    /// A server on a thread of its own until `stop`; returns its record.
+    /// Tells a server thread to stop, or to stop polling for a while.
+    #[derive(Default)]
+    pub struct Control {
+        stop: AtomicBool,
+        pause: AtomicBool,
+        parked: AtomicBool,
+    }
+
+    impl Control {
+        /// Stops the server from polling, and waits until it stopped.
+        fn park(&self) {
+            self.pause.store(true, Ordering::SeqCst);
+            let started = std::time::Instant::now();
+            while !self.parked.load(Ordering::SeqCst) {
+                assert!(started.elapsed() < Duration::from_secs(10), "no park");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+
+        /// Asked between the server's waits: parks while paused, then
+        /// says whether to stop.
+        fn done(&self) -> bool {
+            let started = std::time::Instant::now();
+            while self.pause.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(30) {
+                self.parked.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.parked.store(false, Ordering::SeqCst);
+            self.stop.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A server on a thread of its own until `control` stops it; returns
+    /// its record.
     pub fn serve(
         addr: SocketAddr,
-        stop: Arc<AtomicBool>,
+        control: Arc<Control>,
     ) -> (SocketAddr, std::thread::JoinHandle<Taken>) {
         let mut server = Server::bind(addr, ServerOptions::default(), Taken::default()).unwrap();
         let addr = server.local_addr();
         let thread = std::thread::spawn(move || {
-            server.run_until(|_| stop.load(Ordering::Relaxed)).unwrap();
+            server.run_until(|_| control.done()).unwrap();
             server.into_handler()
         });
         (addr, thread)
@@ -118,29 +151,44 @@ mod support {
         }
     }
 
+    /// Messages sent to a parked server right before it goes away: none
+    /// is taken by it, all are in flight at the disconnect.
+    pub const IN_FLIGHT: u64 = 100;
+
     /// Sends `rounds` × `per_round` messages of 512 bytes; after each
-    /// round but the last the server goes away with messages in flight and
-    /// a new instance takes its port. Then flushes and closes.
+    /// round but the last the server stops polling, takes [`IN_FLIGHT`]
+    /// more messages it never reads, and goes away; a new instance takes
+    /// its port. Then flushes and closes.
     pub fn run(options: ClientOptions, rounds: usize, per_round: u64) -> Run {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (addr, mut thread) = serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&stop));
+        let control = Arc::new(Control::default());
+        let (addr, mut thread) = serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&control));
         let mut client = Client::connect(addr, options).unwrap();
         let session = client.session_id();
         let mut sent = BTreeMap::new();
         let mut instances = Vec::new();
         let mut buf = [0u8; 512];
-        for round in 0..rounds {
-            for _ in 0..per_round {
+        let mut send = |client: &mut Client, n: u64| {
+            for _ in 0..n {
                 let sn = client.next_sn();
                 workload::fill(session, sn, &mut buf);
                 assert_eq!(client.send(&buf).unwrap(), sn);
                 sent.insert(sn, workload::hash(&buf));
             }
+        };
+        for round in 0..rounds {
+            send(&mut client, per_round);
             if round + 1 < rounds {
-                stop.store(true, Ordering::Relaxed);
+                // Room in the window for what the parked server will
+                // not acknowledge.
+                let _ = client.flush(Duration::from_secs(20));
+                assert_eq!(client.outstanding(), 0);
+                control.park();
+                send(&mut client, IN_FLIGHT);
+                control.stop.store(true, Ordering::SeqCst);
+                control.pause.store(false, Ordering::SeqCst);
                 instances.push(thread.join().unwrap());
-                stop.store(false, Ordering::Relaxed);
-                (_, thread) = serve(addr, Arc::clone(&stop));
+                control.stop.store(false, Ordering::SeqCst);
+                (_, thread) = serve(addr, Arc::clone(&control));
             }
         }
         let _ = client.flush(Duration::from_secs(30));
@@ -157,7 +205,7 @@ mod support {
         }
         let established = client.stats().established;
         client.close(Duration::from_secs(5)).unwrap_or(());
-        stop.store(true, Ordering::Relaxed);
+        control.stop.store(true, Ordering::SeqCst);
         instances.push(thread.join().unwrap());
         Run {
             session,
