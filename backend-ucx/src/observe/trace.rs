@@ -26,7 +26,7 @@ fn sns(range: &Range<u64>) -> u64 {
 pub(super) fn client_event(event: &ClientEvent) {
     const T: &str = "iomsg_ucx::observe::client";
     match event {
-        ClientEvent::Connecting { epoch, attempt } => {
+        ClientEvent::Connecting { epoch, attempt, .. } => {
             info!(target: T, epoch, attempt, "connecting");
         }
         ClientEvent::Established {
@@ -34,6 +34,7 @@ pub(super) fn client_event(event: &ClientEvent) {
             instance,
             known,
             resume_from,
+            ..
         } => {
             let instance = Hex(*instance);
             info!(target: T, epoch, %instance, known, resume_from, "established");
@@ -42,6 +43,7 @@ pub(super) fn client_event(event: &ClientEvent) {
             previous,
             instance,
             unconfirmed,
+            ..
         } => {
             let previous = previous.map(|p| display(Hex(p)));
             let instance = Hex(*instance);
@@ -53,7 +55,7 @@ pub(super) fn client_event(event: &ClientEvent) {
             let (start, end, sns) = (range.start, range.end, sns(range));
             warn!(target: T, start, end, sns, "not replayed: sns given up");
         }
-        ClientEvent::Disconnected { epoch, cause } => {
+        ClientEvent::Disconnected { epoch, cause, .. } => {
             info!(target: T, epoch, %cause, "disconnected");
         }
         ClientEvent::Failed(reason) => warn!(target: T, %reason, "failed"),
@@ -90,6 +92,7 @@ fn server_life(event: &ServerEvent) {
             conn,
             known,
             resume_from,
+            ..
         } => {
             let session = Hex(*session);
             info!(target: S, %session, epoch, %conn, known, resume_from, "session opened");
