@@ -10,6 +10,9 @@
 //!   `Connector`) or a server ([`UcxTransport::server`], a `Listener`),
 //!   for the sans-IO drivers of `iomsg_core::transport`; see [`transport`]
 //!   for how connections, tags, buffers and requests work.
+//! - [`observe`]: metrics (feature `metrics`) and tracing events
+//!   (feature `tracing`) for clients and servers, which [`Client`] and
+//!   [`Server`] report to; nothing without the features.
 //! - [`version`]: which UCX the crate was built against and which libucp
 //!   this process loaded; [`crc32c_provider`]: the CPU's CRC32C for the
 //!   core.
@@ -22,6 +25,18 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Features
+//!
+//! - `tokio`: the async API, [`tokio`].
+//! - `metrics`: counters and histograms (submits, acks, replays, losses,
+//!   handshake and ack latency) through the `metrics` facade; names,
+//!   types and units in [`observe`].
+//! - `tracing`: `tracing` events for connections, handshakes, losses and
+//!   replays; levels and fields in [`observe`].
+//!
+//! None is on by default; without `metrics` and `tracing` the observers
+//! are empty and cost nothing.
+//!
 //! This crate holds the project's only unsafe code, over the
 //! `iomsg-ucx-sys` bindings (linked to the UCX that `pkg-config ucx` finds
 //! or the one under `IOMSG_UCX_PREFIX`).
@@ -31,6 +46,7 @@
 mod crc;
 pub(crate) mod endpoint;
 pub mod hostile;
+pub mod observe;
 pub mod resources;
 mod sockaddr;
 pub mod status;

@@ -10,6 +10,8 @@
 //! Handles are `Send + Sync`: a multi-threaded runtime may run them on
 //! any of its threads, and a `Client` may be shared (`Arc`) by tasks that
 //! send concurrently. Create them inside a runtime; drop them there too.
+//! The blocking endpoints underneath report to [`crate::observe`]
+//! (features `metrics`, `tracing`), so the async ones do too.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), iomsg_ucx::Error> {

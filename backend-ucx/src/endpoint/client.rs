@@ -10,8 +10,10 @@ use iomsg_core::session::{
     SubmitError,
 };
 use iomsg_core::transport::{self, ClientHandler, Readiness};
+use iomsg_core::Instant;
 
 use super::{random_u64, sooner, ClientOptions, Clock, Error};
+use crate::observe::ClientObserver;
 use crate::{Dial, UcxTransport, WaitMode};
 
 /// The send window's capacity in messages (the most a client may have
@@ -68,10 +70,28 @@ struct Seen {
     last_cause: Option<DisconnectCause>,
     events: VecDeque<ClientEvent>,
     events_dropped: u64,
+    /// Metrics and traces (empty without their features).
+    observer: ClientObserver,
+    /// The instant of the poll under way, for the observer's timings.
+    #[cfg(feature = "metrics")]
+    now: Instant,
+}
+
+impl Seen {
+    /// The instant of the poll under way (the observer uses it only with
+    /// feature `metrics`).
+    #[inline]
+    fn now(&self) -> Instant {
+        #[cfg(feature = "metrics")]
+        return self.now;
+        #[cfg(not(feature = "metrics"))]
+        Instant::ZERO
+    }
 }
 
 impl ClientHandler for Seen {
     fn event(&mut self, event: ClientEvent) {
+        self.observer.on_event(&event, self.now());
         match &event {
             ClientEvent::Acked { upto } => self.acked = self.acked.max(*upto),
             ClientEvent::NotReplayed { range } if !range.is_empty() => {
@@ -179,7 +199,13 @@ impl Client {
     pub fn try_send(&mut self, data: &[u8]) -> Result<Option<u64>, Error> {
         self.check()?;
         match self.driver.submit(Message::Write(data)) {
-            Ok(sn) => Ok(Some(sn)),
+            Ok(sn) => {
+                if ClientObserver::OBSERVES_SUBMITS {
+                    let now = self.clock.now();
+                    self.seen.observer.on_submit(sn, now);
+                }
+                Ok(Some(sn))
+            }
             Err(SubmitError::WindowFull { .. } | SubmitError::BufferFull(_)) => Ok(None),
             Err(e) => Err(Error::Rejected(e)),
         }
@@ -309,7 +335,14 @@ impl Client {
     /// Does all the work possible now without waiting (receive, send,
     /// timers); returns whether anything happened.
     pub fn poll(&mut self) -> bool {
-        self.driver.poll(self.clock.now(), &mut self.seen)
+        let now = self.clock.now();
+        #[cfg(feature = "metrics")]
+        {
+            self.seen.now = now;
+        }
+        let busy = self.driver.poll(now, &mut self.seen);
+        self.seen.observer.on_stats(self.driver.session().stats());
+        busy
     }
 
     /// How long the client may sleep before it must [`poll`](Self::poll)

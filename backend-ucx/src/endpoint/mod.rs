@@ -9,6 +9,10 @@
 //! and run on another) and not `Sync`: one thread at a time drives it,
 //! through `&mut self`.
 //!
+//! Both report every submit, delivery and event to the observers of
+//! [`crate::observe`] (metrics with feature `metrics`, events with
+//! feature `tracing`; nothing without them).
+//!
 //! [`UcxTransport`]: crate::UcxTransport
 
 pub(crate) mod client;

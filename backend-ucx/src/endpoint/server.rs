@@ -8,6 +8,8 @@ use iomsg_core::session::{ServerConfig, ServerHandler, ServerStats};
 use iomsg_core::transport::{self, Readiness};
 
 use super::{random_u64, sooner, Clock, Error, ServerOptions};
+#[cfg(any(feature = "metrics", feature = "tracing"))]
+use crate::observe::{server::Observed, ServerObserver};
 use crate::{Accept, UcxTransport, WaitMode};
 
 /// Sessions the server's table holds.
@@ -67,6 +69,9 @@ pub struct Server<H> {
     handler: H,
     clock: Clock,
     blocking: bool,
+    /// Metrics and traces.
+    #[cfg(any(feature = "metrics", feature = "tracing"))]
+    observer: ServerObserver,
 }
 
 impl<H: ServerHandler> Server<H> {
@@ -104,6 +109,8 @@ impl<H: ServerHandler> Server<H> {
             handler,
             clock: Clock::start(),
             blocking,
+            #[cfg(any(feature = "metrics", feature = "tracing"))]
+            observer: ServerObserver::new(),
         })
     }
 
@@ -116,7 +123,19 @@ impl<H: ServerHandler> Server<H> {
     /// Does all the work possible now without waiting; returns whether
     /// anything happened.
     pub fn poll(&mut self) -> bool {
-        self.driver.poll(self.clock.now(), &mut self.handler)
+        let now = self.clock.now();
+        // Without an observer the handler is the sink itself: the same
+        // code as if there were no observing at all.
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        return self.driver.poll(
+            now,
+            &mut Observed {
+                handler: &mut self.handler,
+                observer: &mut self.observer,
+            },
+        );
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
+        self.driver.poll(now, &mut self.handler)
     }
 
     /// How long the server may sleep before it must [`poll`](Self::poll)
