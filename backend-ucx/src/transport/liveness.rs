@@ -4,11 +4,11 @@ use super::*;
 
 /// The longest a waiter sleeps on the event fd while UCX has work in
 /// progress that it may not signal (see [`UcxTransport::poll_delay`]).
-pub const PROGRESS_GAP: Duration = Duration::from_millis(1);
+pub(crate) const PROGRESS_GAP: Duration = Duration::from_millis(1);
 
 /// How long after its last arrival a connection counts as streaming (see
 /// [`UcxTransport::poll_delay`]).
-pub const RECENT: Duration = Duration::from_millis(20);
+pub(crate) const RECENT: Duration = Duration::from_millis(20);
 
 impl<R: Role> UcxTransport<R> {
     /// Heartbeats on the connections that sent nothing for a while, and
@@ -57,15 +57,15 @@ impl<R: Role> UcxTransport<R> {
     /// within it.
     ///
     /// While a connection is opening, or has received anything in the
-    /// last [`RECENT`], it is at most [`PROGRESS_GAP`]: UCX does not
+    /// last 20 ms, it is at most 1 ms: UCX does not
     /// signal everything on the event fd. UCX 1.13.1 schedules an accepted
     /// endpoint's accept callback without waking it, and its tcp transport
     /// arms nothing (`iface_event_arm` is a no-op): bytes that reached a
     /// socket while the worker was being armed wake nobody, so a waiter
     /// that trusted the fd alone would sleep through them until its next
-    /// timer (measured: 40–60 ms stalls of a stream, a handshake missed
-    /// for a whole connect timeout). A connection quiet for longer sleeps
-    /// until its heartbeat.
+    /// timer (measured through the async API: a stream stalled 40–60 ms
+    /// at a time). A connection quiet for longer sleeps until its
+    /// heartbeat.
     pub fn poll_delay(&self) -> Option<Duration> {
         let any = self.conns.iter().any(Option::is_some);
         let beat = (any && self.config.liveness.is_some())
