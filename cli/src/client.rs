@@ -152,10 +152,15 @@ struct Seen {
     failed: Option<FailReason>,
     /// Event lines for the audit and `--verbose`.
     lines: Vec<String>,
+    /// The library's metrics and tracing of this session (see
+    /// `iomsg_ucx::observe`), and the time of the poll under way.
+    observer: iomsg_ucx::observe::ClientObserver,
+    now: iomsg_core::time::Instant,
 }
 
 impl ClientHandler for Seen {
     fn event(&mut self, event: ClientEvent) {
+        self.observer.on_event(&event, self.now);
         let s = self.session;
         let line = match event {
             ClientEvent::Acked { upto } => {
@@ -263,37 +268,6 @@ fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Dur
     (waiting && !nap.is_zero()).then_some(nap)
 }
 
-/// How often the client's figures are given to the `metrics` facade.
-const METRICS_EVERY: Duration = Duration::from_secs(1);
-
-/// Describes the metrics [`publish_metrics`] sets.
-fn describe_metrics() {
-    use metrics::describe_counter;
-    describe_counter!("iomsg_client_submitted_total", "Messages submitted.");
-    describe_counter!("iomsg_client_acked_total", "Sns acknowledged.");
-    describe_counter!(
-        "iomsg_client_replayed_total",
-        "Frames sent again after reconnects."
-    );
-    describe_counter!(
-        "iomsg_client_not_replayed_total",
-        "Sns given up at disconnects (replay off)."
-    );
-}
-
-/// Gives the client's figures, summed over its sessions, to the `metrics`
-/// facade (nothing happens without a recorder, that is without
-/// `--metrics`).
-fn publish_metrics(peers: &[Peer]) {
-    let sum = |f: &dyn Fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
-    metrics::counter!("iomsg_client_submitted_total")
-        .absolute(sum(&|p| p.client.session().stats().submitted));
-    metrics::counter!("iomsg_client_acked_total").absolute(sum(&|p| p.seen.acked));
-    metrics::counter!("iomsg_client_replayed_total")
-        .absolute(sum(&|p| p.client.session().stats().replayed));
-    metrics::counter!("iomsg_client_not_replayed_total").absolute(sum(&|p| p.seen.not_replayed));
-}
-
 struct Peer {
     addr: SocketAddr,
     client: Driver,
@@ -337,10 +311,11 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         last: Wall::now(),
         last_acked: 0,
     };
-    let mut last_metrics = Wall::now();
-    describe_metrics();
     loop {
         let now = common::clock(start);
+        for p in &mut peers {
+            p.seen.now = now;
+        }
         let done_submitting = stop.load(Ordering::Relaxed)
             || job.run_time.is_some_and(|l| start.elapsed() >= l)
             || (job.iterations != 0 && work.submitted >= job.iterations);
@@ -355,11 +330,6 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         status.show(job, &peers, start, work.submitted, &mut audit);
         if let Some(a) = audit.as_mut() {
             a.flush()?;
-        }
-        // After the flush: what the metrics show is in the audit already.
-        if last_metrics.elapsed() >= METRICS_EVERY {
-            publish_metrics(&peers);
-            last_metrics = Wall::now();
         }
         let settled = peers
             .iter()
@@ -377,7 +347,6 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
     }
     close(&mut peers, start);
-    publish_metrics(&peers);
     let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
     finish(job, &report, &mut audit)?;
     Ok(report)
@@ -507,6 +476,7 @@ impl Submitter {
             };
             match result {
                 Ok(sn) => {
+                    p.seen.observer.on_submit(sn, p.seen.now);
                     let data: &[u8] = if op == Op::Write { &buf[..size] } else { &[] };
                     if let Some(a) = audit.as_mut() {
                         a.record(Record {
@@ -545,7 +515,9 @@ fn poll_peers(
 ) -> Result<bool, String> {
     let mut busy = false;
     for p in peers {
+        p.seen.now = now;
         busy |= p.client.poll(now, &mut p.seen);
+        p.seen.observer.on_stats(p.client.session().stats());
         if job.recreate_context && std::mem::take(&mut p.seen.disconnected) {
             let fresh = UcxTransport::client(p.addr, ucx.clone()).map_err(|e| e.to_string())?;
             drop(

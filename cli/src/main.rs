@@ -75,10 +75,11 @@ struct HostileArgs {
     api: iomsg_ucx::Api,
 }
 
-const CLIENT_HELP: &str = "Metrics (--metrics), summed over the sessions, updated every \
-     second: iomsg_client_submitted_total, iomsg_client_acked_total, \
-     iomsg_client_replayed_total, iomsg_client_not_replayed_total (counters); and the \
-     library's iomsg_client_* metrics.";
+const CLIENT_HELP: &str = "Metrics (--metrics), summed over the sessions, as they change \
+     (iomsg_ucx::observe): iomsg_client_submitted_total, iomsg_client_acked_total, \
+     iomsg_client_replayed_total, iomsg_client_not_replayed_total, \
+     iomsg_client_reconnects_total (counters), iomsg_client_handshake_seconds, \
+     iomsg_client_ack_latency_seconds (histograms, shown as count and sum).";
 
 fn server_help() -> String {
     format!(
@@ -90,9 +91,10 @@ fn server_help() -> String {
          32 KiB of batch per connection, the buffer pool). A peer that floods, stalls \
          mid-message or stops reading is closed alone; the others are not delayed.\n\n\
          Metrics (--metrics): iomsg_server_delivered_total, iomsg_server_duplicates_total, \
-         iomsg_server_live_loss_sns_total, iomsg_server_in_flight_loss_sns_total \
-         (counters), iomsg_server_connections, iomsg_server_sessions (gauges), updated \
-         every second; and the library's iomsg_server_* metrics.",
+         iomsg_server_live_loss_sns_total, iomsg_server_in_flight_loss_sns_total, \
+         iomsg_server_sessions_opened_total, iomsg_server_rejected_total (counters, as \
+         they change: iomsg_ucx::observe), iomsg_server_connections, \
+         iomsg_server_sessions (gauges, every second).",
         server::SESSIONS,
         server::CONNS,
         server::CONNS,

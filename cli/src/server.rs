@@ -65,10 +65,13 @@ struct App {
     verbose: bool,
     corrupt: u64,
     error: Option<String>,
+    /// The library's metrics and tracing (see `iomsg_ucx::observe`).
+    observer: iomsg_ucx::observe::ServerObserver,
 }
 
 impl ServerHandler for App {
     fn deliver(&mut self, d: Delivery<'_>) {
+        self.observer.on_deliver(&d);
         if let Some(a) = self.audit.as_mut() {
             a.record(Record {
                 session: d.session,
@@ -95,6 +98,7 @@ impl ServerHandler for App {
     }
 
     fn event(&mut self, event: ServerEvent) {
+        self.observer.on_event(&event);
         let line = match event {
             ServerEvent::LiveLoss {
                 session,
@@ -170,25 +174,10 @@ impl ServerHandler for App {
 /// How often the server's figures are given to the `metrics` facade.
 const METRICS_EVERY: Duration = Duration::from_secs(1);
 
-/// Describes the metrics [`publish_metrics`] sets.
+/// Describes the gauges [`publish_metrics`] sets (the library's
+/// observer describes its iomsg_server_* counters).
 fn describe_metrics() {
-    use metrics::{describe_counter, describe_gauge};
-    describe_counter!(
-        "iomsg_server_delivered_total",
-        "Sns handed to the application."
-    );
-    describe_counter!(
-        "iomsg_server_duplicates_total",
-        "Duplicate frames discarded."
-    );
-    describe_counter!(
-        "iomsg_server_live_loss_sns_total",
-        "Sns lost on live connections (given up or slid out of the window)."
-    );
-    describe_counter!(
-        "iomsg_server_in_flight_loss_sns_total",
-        "Sns lost in flight at a disconnect (clients without replay)."
-    );
+    use metrics::describe_gauge;
     describe_gauge!("iomsg_server_connections", "Connections open.");
     describe_gauge!("iomsg_server_sessions", "Sessions held.");
 }
@@ -196,11 +185,6 @@ fn describe_metrics() {
 /// Gives the server's figures to the `metrics` facade (nothing happens
 /// without a recorder, that is without `--metrics`).
 fn publish_metrics(core: &Core) {
-    let s = core.stats();
-    metrics::counter!("iomsg_server_delivered_total").absolute(s.delivered);
-    metrics::counter!("iomsg_server_duplicates_total").absolute(s.duplicates);
-    metrics::counter!("iomsg_server_live_loss_sns_total").absolute(s.lost_live);
-    metrics::counter!("iomsg_server_in_flight_loss_sns_total").absolute(s.lost_in_flight);
     metrics::gauge!("iomsg_server_connections").set(core.conn_count() as f64);
     metrics::gauge!("iomsg_server_sessions").set(core.session_count() as f64);
 }
@@ -239,6 +223,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         verbose: job.verbose,
         corrupt: 0,
         error: None,
+        observer: iomsg_ucx::observe::ServerObserver::new(),
     };
     let start = Wall::now();
     let mut last_report = Wall::now();
