@@ -135,6 +135,15 @@ fn metrics_endpoints_show_what_the_audit_files_record() {
         Some(0),
         "{mid}"
     );
+    // One session, one handshake; an ack latency per acknowledged sn
+    // (at most: a sn whose submit slot was reused has none).
+    assert_eq!(
+        value(&mid, "iomsg_client_handshake_seconds_count"),
+        Some(1),
+        "{mid}"
+    );
+    let latencies = value(&mid, "iomsg_client_ack_latency_seconds_count").unwrap_or(0);
+    assert!(latencies > 0 && latencies <= acked, "{mid}");
     assert!(client.wait().unwrap().success());
     assert!(
         submitted <= records(&dir.join("client.records")).len() as u64,
