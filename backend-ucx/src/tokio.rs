@@ -470,6 +470,13 @@ impl Endpoint for crate::Server<Queue> {
 /// past that the server takes nothing more until the application catches
 /// up). A process that dies loses what its queue held, as one that dies
 /// inside a handler loses what the handler had not kept.
+///
+/// While the queue is full the server does no work at all: no frames,
+/// no acknowledgements, no heartbeats. Its clients see a silent server
+/// after their liveness timeout (3 s by default) and reconnect until the
+/// application takes deliveries again, or fail once their `retry_for`
+/// (30 s by default) has passed: take deliveries promptly, or move them
+/// to storage of the application's own.
 pub struct Server {
     handle: Handle<crate::Server<Queue>>,
     addr: SocketAddr,
