@@ -98,7 +98,7 @@ fn fail(msg: impl Display) -> ! {
 
 fn find_ucx() -> Ucx {
     let Some(prefix) = env::var_os(PREFIX_VAR).filter(|p| !p.is_empty()) else {
-        return probe("pkg-config".to_owned());
+        return probe("ucx", "pkg-config".to_owned());
     };
     let prefix = PathBuf::from(prefix);
     let found_by = format!("{PREFIX_VAR}={}", prefix.display());
@@ -119,19 +119,14 @@ fn find_ucx() -> Ucx {
              (the directory holding include/ucp and lib/libucp.so)"
         ));
     };
-    // pkg-config searches PKG_CONFIG_PATH before its default directories.
-    let mut path = pcdir.clone().into_os_string();
-    if let Some(old) = env::var_os("PKG_CONFIG_PATH").filter(|p| !p.is_empty()) {
-        path.push(":");
-        path.push(old);
-    }
-    env::set_var("PKG_CONFIG_PATH", path);
-    let ucx = probe(found_by);
-    if canonical(&ucx.pcfile) != canonical(&pcdir.join("ucx.pc")) {
+    // pkg-config reads a package from a .pc file named by its path: the
+    // prefix's, whatever PKG_CONFIG_PATH says, and without changing this
+    // process's environment.
+    let pc = pcdir.join("ucx.pc");
+    let ucx = probe(&pc.display().to_string(), found_by);
+    if canonical(&ucx.pcfile) != canonical(&pc) {
         fail(format_args!(
-            "{} is set, but pkg-config read {} instead of {}/ucx.pc \
-             (PKG_CONFIG_PATH_<target> and HOST_/TARGET_PKG_CONFIG_PATH take the \
-             place of PKG_CONFIG_PATH): unset those",
+            "{} is set, but pkg-config read {} instead of {}/ucx.pc",
             ucx.found_by,
             ucx.pcfile.display(),
             pcdir.display()
@@ -160,11 +155,12 @@ fn canonical(path: &Path) -> PathBuf {
     fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// Runs pkg-config for `ucx`, printing the link flags for cargo.
-fn probe(found_by: String) -> Ucx {
+/// Runs pkg-config for `package` (`ucx`, or the path of a `ucx.pc`),
+/// printing the link flags for cargo.
+fn probe(package: &str, found_by: String) -> Ucx {
     let lib = pkg_config::Config::new()
         .cargo_metadata(true)
-        .probe("ucx")
+        .probe(package)
         .unwrap_or_else(|e| {
             let under = match found_by.as_str() {
                 "pkg-config" => String::new(),
@@ -175,7 +171,7 @@ fn probe(found_by: String) -> Ucx {
             ))
         });
     let var = |name: &str| {
-        pkg_config::get_variable("ucx", name).unwrap_or_else(|e| {
+        pkg_config::get_variable(package, name).unwrap_or_else(|e| {
             fail(format_args!(
                 "pkg-config found UCX but not its `{name}` variable ({found_by}): {e}"
             ))
