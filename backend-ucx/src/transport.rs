@@ -107,16 +107,19 @@ mod clock;
 mod config;
 mod conns;
 mod counters;
+mod driven;
 mod handshake;
 mod liveness;
 mod rx;
 mod tx;
+mod wait;
 mod wire;
 
 use clock::Clock;
 pub use config::{raise_open_files, Api, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub use rx::UcxRx;
 pub use tx::UcxTx;
+pub use wait::sleep_any;
 pub(crate) use wire::*;
 pub use wire::{AM_MARK, FULL_MARK};
 
@@ -611,55 +614,6 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// The worker's event fd, in blocking mode: readable when
-    /// [`arm`](Transport::arm) said `Armed` and work has come.
-    ///
-    /// # Errors
-    ///
-    /// Busy-poll mode has none.
-    pub fn event_fd(&self) -> Result<i32, Status> {
-        self.worker.event_fd()
-    }
-
-    /// For waiters that are edge-triggered (tokio's `AsyncFd`), after
-    /// [`arm`](Transport::arm) said `Armed`: takes what the event fd (an
-    /// epoll set of UCX's) has ready, without waiting, and returns how
-    /// many there were. The set keeps an entry ready until someone waits
-    /// on it — `poll(2)` on the fd does, an edge-triggered waiter does
-    /// not — and while one is kept, new work wakes nobody. Non-zero: work
-    /// came since the last progress; poll before sleeping.
-    ///
-    /// # Errors
-    ///
-    /// Busy-poll mode (no event fd), or `epoll_wait(2)` failed other than
-    /// by a signal.
-    pub fn take_wakeups(&self) -> Result<usize, Status> {
-        let fd = self.event_fd()?;
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 16];
-        // SAFETY: events is a live array of 16 epoll_event for the call;
-        // a zero timeout never blocks.
-        let n = unsafe { libc::epoll_wait(fd, events.as_mut_ptr(), 16, 0) };
-        if n >= 0 {
-            return Ok(usize::try_from(n).unwrap_or(0));
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR) => Ok(1),
-            _ => Err(Status(sys::UCS_ERR_IO_ERROR)),
-        }
-    }
-
-    /// In blocking mode, after [`arm`](Transport::arm) said `Armed`:
-    /// sleeps until the worker's event fd is readable or `timeout`
-    /// passed. Returns whether it woke for work.
-    ///
-    /// # Errors
-    ///
-    /// Busy-poll mode (no event fd), or `poll(2)` failed other than by a
-    /// signal.
-    pub fn sleep(&self, timeout: Duration) -> Result<bool, Status> {
-        sleep_any(&[self.event_fd()?], timeout)
-    }
-
     /// Starts an operation in a new slot. `call` gets the slot's buffer
     /// and the request parameters. Returns `Some(status)` when it
     /// completed (or failed) at once: the caller finishes the slot.
@@ -952,160 +906,6 @@ impl<R: Role> UcxTransport<R> {
     }
 }
 
-impl<R: Role> Transport for UcxTransport<R> {
-    type TxToken<'a>
-        = UcxTx<'a, R>
-    where
-        Self: 'a;
-    type RxToken<'a>
-        = UcxRx<'a, R>
-    where
-        Self: 'a;
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_frame: self.config.max_frame,
-            // One endpoint, tag matching: in order or not at all.
-            in_order: true,
-        }
-    }
-
-    fn transmit(
-        &mut self,
-        _now: Instant,
-        conn: ConnId,
-        len: usize,
-    ) -> Result<UcxTx<'_, R>, SendError> {
-        if len > self.config.max_frame {
-            return Err(SendError::TooLarge {
-                len,
-                max: self.config.max_frame,
-            });
-        }
-        match self.conn(conn) {
-            Some(c) if c.state == State::Up => {}
-            _ => return Err(SendError::NotConnected),
-        }
-        if self.send_blocked(conn, len) {
-            self.drive();
-            if self.conn(conn).is_none() {
-                return Err(SendError::NotConnected);
-            }
-            if self.send_blocked(conn, len) {
-                return Err(SendError::WouldBlock);
-            }
-        }
-        if self.config.coalesce && len <= COALESCE_MAX_FRAME {
-            return Ok(UcxTx {
-                transport: self,
-                conn,
-                buf: Vec::new(),
-                batched: Some(len),
-            });
-        }
-        // A large frame goes alone, after what is batched before it.
-        self.flush_batch(conn);
-        let buf = self.buffer(len);
-        Ok(UcxTx {
-            transport: self,
-            conn,
-            buf,
-            batched: None,
-        })
-    }
-
-    fn poll(&mut self, _now: Instant) -> Option<Event<UcxRx<'_, R>>> {
-        // The driver polls after it emitted: what it batched goes now.
-        self.flush_batches();
-        if let Some(n) = self.notices.pop_front() {
-            return Some(lift(n));
-        }
-        // A frame already received (the rest of a batch) is handed over
-        // without a progress call: one `ucp_worker_progress` (an
-        // `epoll_wait` on the tcp sockets among others) per frame was the
-        // bound of small frames over shared memory.
-        let ready = match self.next_frame() {
-            Some(ready) => ready,
-            None => {
-                self.drive();
-                self.keep_alive();
-                if let Some(n) = self.notices.pop_front() {
-                    return Some(lift(n));
-                }
-                self.next_frame()?
-            }
-        };
-        let (conn, slot, frame) = ready;
-        Some(Event::Received {
-            conn,
-            frame: UcxRx {
-                transport: self,
-                slot,
-                frame,
-            },
-        })
-    }
-
-    fn close(&mut self, _now: Instant, conn: ConnId) {
-        // What the driver emitted before closing (a `Bye`) goes first.
-        self.flush_batch(conn);
-        self.batched.retain(|&c| c != conn);
-        self.notices.retain(|n| match *n {
-            Notice::Connected(c) | Notice::Accepted(c) | Notice::Disconnected(c, _) => c != conn,
-        });
-        self.release(conn);
-    }
-
-    fn arm(&mut self) -> Readiness {
-        self.flush_batches();
-        if self.worker.mode != WaitMode::Blocking {
-            return Readiness::Unsupported;
-        }
-        // Sends in flight need progress calls to complete (UCX's tcp
-        // transport does not wake the event fd for them).
-        if !self.notices.is_empty() || !self.ready.is_empty() || self.in_flight_sends > 0 {
-            return Readiness::Pending;
-        }
-        // Active messages a callback recorded since the last drive.
-        let arrivals = self.worker.shared.arrivals.take();
-        let arrived = !arrivals.is_empty();
-        self.worker.shared.arrivals.set(arrivals);
-        if arrived {
-            return Readiness::Pending;
-        }
-        match self.worker.arm() {
-            Ok(true) => Readiness::Armed,
-            _ => Readiness::Pending,
-        }
-    }
-}
-
-/// Sleeps until one of `fds` (transports' [`event_fd`](UcxTransport::event_fd)s,
-/// each armed) is readable or `timeout` passed: one thread waiting on
-/// several transports. Returns whether it woke for work.
-///
-/// # Errors
-///
-/// `poll(2)` failed other than by a signal.
-pub fn sleep_any(fds: &[i32], timeout: Duration) -> Result<bool, Status> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = i32::try_from(timeout.as_millis().max(1)).unwrap_or(i32::MAX);
-    let n = pfds.len() as libc::nfds_t;
-    // SAFETY: pfds is a live array of `n` pollfds for the call's duration.
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
-    if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-        return Err(Status(sys::UCS_ERR_IO_ERROR));
-    }
-    Ok(r > 0)
-}
-
 /// Endpoint parameters in peer error mode, whose failures reach
 /// `on_ep_error` with `err_arg` (which must outlive the endpoint).
 fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
@@ -1118,38 +918,6 @@ fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
     params.err_handler.arg = (err_arg as *const ErrArg).cast_mut().cast();
     params
 }
-
-fn lift<Rx>(n: Notice) -> Event<Rx> {
-    match n {
-        Notice::Connected(conn) => Event::Connected { conn },
-        Notice::Accepted(conn) => Event::Accepted { conn },
-        Notice::Disconnected(conn, reason) => Event::Disconnected { conn, reason },
-    }
-}
-
-impl Connector for UcxTransport<Dial> {
-    fn connect(&mut self, _now: Instant) -> Result<ConnId, DisconnectReason> {
-        let worker = self.worker.worker;
-        let addr = self.role.server.as_ucs();
-        let peer = self.role.addr;
-        self.add_conn(Some(peer), |err_arg| {
-            let mut params = peer_mode(err_arg);
-            params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
-                | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-            params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-            params.sockaddr = addr;
-            let mut ep: sys::ucp_ep_h = ptr::null_mut();
-            // SAFETY: worker is live; the socket address lives in
-            // self.role for the transport's lifetime; err_arg is boxed in
-            // the connection and outlives the endpoint.
-            Status(unsafe { sys::ucp_ep_create(worker, &params, &mut ep) }).check()?;
-            Ok(ep)
-        })
-        .map_err(|status| DisconnectReason::ConnectFailed(status.cause()))
-    }
-}
-
-impl Listener for UcxTransport<Accept> {}
 
 #[cfg(test)]
 mod tests;
