@@ -39,12 +39,14 @@ mod server;
 pub use backoff::Backoff;
 pub use client::{
     Action, ClientConfig, ClientEvent, ClientSession, ClientState, ClientStats, DisconnectCause,
-    FailReason, Message, MessageLimits, ProtocolError, ReadData, RequestOp, SubmitError, Transmit,
+    FailReason, Message, MessageLimits, ProtocolError, ReadData, RequestOp, ResumePoint,
+    SubmitError, Transmit,
 };
 pub use server::{
-    window_words, wire_error_code, Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent,
-    ServerHandler, ServerStats, ServerTransmit, SessionInfo, CONN_REPLIES, MAX_READ_REQUEST,
-    MIN_WINDOW, STRAY_REPLIES, UNCHECKED_BODY,
+    window_words, wire_error_code, Delivery, JournalError, JournalRecord, ReadRequest,
+    ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats, ServerTransmit, SessionInfo,
+    CONN_REPLIES, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD, JOURNAL_MAX_WORDS,
+    JOURNAL_VERSION, MAX_READ_REQUEST, MIN_WINDOW, STRAY_REPLIES, UNCHECKED_BODY,
 };
 
 #[cfg(test)]

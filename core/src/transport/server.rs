@@ -2,7 +2,7 @@
 
 use core::borrow::BorrowMut;
 
-use crate::session::{ServerConfig, ServerCore, ServerEvent, ServerHandler};
+use crate::session::{JournalError, ServerConfig, ServerCore, ServerEvent, ServerHandler};
 use crate::time::Instant;
 use crate::transport::{
     check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken,
@@ -77,6 +77,26 @@ where
     /// The session table and counters.
     pub fn core(&self) -> &ServerCore<SESSIONS, CONNS, WORDS, TOMBS> {
         self.core.borrow()
+    }
+
+    /// Takes back one journal record before serving (see
+    /// [`ServerCore::restore`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerCore::restore`].
+    pub fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError> {
+        self.core.borrow_mut().restore(now, record)
+    }
+
+    /// Hands the journal records of changed sessions to
+    /// [`ServerHandler::journal`] (journal on), then calls
+    /// [`ServerHandler::flush`]. `poll` does this before replies leave;
+    /// call it once more before stopping, so that what was delivered
+    /// since is kept with its journal.
+    pub fn flush(&mut self, app: &mut impl ServerHandler) {
+        self.core.borrow_mut().drain_journal(|r| app.journal(r));
+        app.flush();
     }
 
     /// Takes the driver apart.
@@ -173,7 +193,7 @@ where
         let mut progress = false;
         if self.core.borrow_mut().pending_replies() > 0 {
             // Whatever the replies acknowledge is kept before they leave.
-            app.flush();
+            self.flush(app);
         }
         loop {
             if let Some(conn) = self.core.borrow_mut().poll_close() {

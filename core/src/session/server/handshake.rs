@@ -92,6 +92,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     conn_seq,
                     hello_next: next_sn,
                     given_up_from: tomb.given_up_from,
+                    dirty: false,
                 };
                 // Out of the tomb table first, so that making room (which
                 // may bury another session) cannot forget this one.
@@ -185,6 +186,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 hello_next: next_sn,
                 // Without replay, [base_sn, next_sn) is skipped unseen.
                 given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
+                dirty: false,
             };
             if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
                 let n = self.max_sessions() as u64;
@@ -198,6 +200,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             c.session = Some(id);
             c.epoch = epoch;
         }
+        // Kept before the Welcome leaves: a restarted instance knows the
+        // token, the epoch and the incarnation this client now trusts.
+        self.mark_dirty(id);
         self.recompute_handshake_due();
         let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
             (s.tracker.cumulative(), s.incarnation)
@@ -266,6 +271,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 sink.event(ServerEvent::LostLive { session: id, range });
             });
             self.bury(id, &s, now, sink);
+            self.mark_dirty(id);
         }
         self.retire_conn(conn);
         sink.event(ServerEvent::Closed { session: id });
@@ -293,6 +299,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 .min_by_key(|(_, t)| t.at)
                 .map(|(&id, _)| id);
             if let Some(oldest) = oldest {
+                // Its latest state goes to the journal before it is
+                // forgotten here: a later instance still knows it.
+                self.journal_tomb(oldest, sink);
                 if let Some(t) = self.tombs.remove(&oldest) {
                     self.forgotten_upto = self.forgotten_upto.max(t.conn_seq);
                 }

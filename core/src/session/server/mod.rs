@@ -1,10 +1,15 @@
 //! The server side: a bounded table of sessions and connections.
 
 mod handshake;
+mod journal;
 mod replies;
 mod table;
 mod types;
 
+pub use journal::{
+    JournalError, JournalRecord, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD,
+    JOURNAL_MAX_WORDS, JOURNAL_VERSION,
+};
 use replies::{Outbox, Queued, Reply, Strays};
 pub use replies::{CONN_REPLIES, STRAY_REPLIES};
 
@@ -66,6 +71,8 @@ struct Session<const WORDS: usize> {
     /// `base_sn` passes it, `resume_from` never exceeds it, so a later
     /// Welcome cannot pass a given-up sn off as delivered.
     given_up_from: Option<u64>,
+    /// Changed since its last journal record (only with the journal on).
+    dirty: bool,
 }
 
 /// What a closed or evicted session leaves behind, so that this instance
@@ -232,6 +239,10 @@ pub struct ServerCore<
     next_ack_due: Option<Instant>,
     /// The largest payload the transport carries in one frame.
     transport_limit: usize,
+    /// Sessions changed since the journal last took them (journal on).
+    dirty: heapless::Vec<u64, SESSIONS>,
+    /// `dirty` overflowed: the next journal round takes every session.
+    dirty_all: bool,
     stats: ServerStats,
 }
 
@@ -268,6 +279,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             forgotten_upto: 0,
             next_ack_due: None,
             transport_limit: MAX_DATA_LEN as usize,
+            dirty: heapless::Vec::new(),
+            dirty_all: false,
             stats: ServerStats::ZERO,
         }
     }
@@ -287,6 +300,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.accepted = 0;
         self.forgotten_upto = 0;
         self.next_ack_due = None;
+        self.dirty.clear();
+        self.dirty_all = false;
         // The transport's limit stays: the driver set it for its backend.
         self.stats = ServerStats::ZERO;
     }
@@ -690,6 +705,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 s.stream_unacked = 0;
                 s.ack_due = None;
                 let msg = control(d.session, s.epoch, 0, ack, Body::Ack);
+                self.mark_dirty(d.session);
                 if self.push_reply(conn, Reply::Frame { msg }, sink) == Queued::Yes {
                     self.stats.acks += 1;
                 }
@@ -740,6 +756,12 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 }
                 stats.delivered += 1;
                 s.delivered += 1;
+                if self.config.journal && !s.dirty {
+                    s.dirty = true;
+                    if self.dirty.push(session).is_err() {
+                        self.dirty_all = true;
+                    }
+                }
                 // Synchronous: returning is taking it, and only then can
                 // the ack below cover it.
                 sink.deliver(Delivery {

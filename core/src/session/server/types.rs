@@ -44,6 +44,13 @@ pub struct ServerConfig {
     /// own ([`Crc32c::BUILTIN`]) unless a backend hands in a faster one
     /// (iomsg-ucx's `crc32c_provider()` detects the CPU's instruction).
     pub crc: Crc32c,
+    /// Keep a journal: every session whose state changed is handed to
+    /// [`ServerHandler::journal`] before [`ServerHandler::flush`], so that
+    /// an instance started after a crash, given the records back through
+    /// [`ServerCore::restore`](super::ServerCore::restore), recognises
+    /// its past (see the [journal format](super::JournalRecord)). Off by
+    /// default: it costs a record per changed session and flush.
+    pub journal: bool,
 }
 
 impl ServerConfig {
@@ -61,6 +68,7 @@ impl ServerConfig {
             max_read: crate::wire::MAX_DATA_LEN,
             handshake_timeout: Duration::from_secs(5),
             crc: Crc32c::BUILTIN,
+            journal: false,
         }
     }
 }
@@ -97,6 +105,17 @@ pub trait ServerHandler {
     ///
     /// [`Server`]: crate::transport::Server
     fn flush(&mut self) {}
+
+    /// One session's journal record (with [`ServerConfig::journal`] on):
+    /// keep it with what [`deliver`](Self::deliver) took, in the same
+    /// batch, before the [`flush`](Self::flush) that follows returns — the
+    /// acknowledgements that leave after it count on both. The last record
+    /// of a session replaces the ones before; hand them all back, in
+    /// order, to [`ServerCore::restore`](super::ServerCore::restore) of
+    /// the next instance.
+    fn journal(&mut self, record: &[u8]) {
+        let _ = record;
+    }
 }
 
 /// A closure that takes each delivered message is a handler for writes
@@ -349,6 +368,9 @@ pub struct ServerStats {
     pub completions: u64,
     /// `Ack` frames sent.
     pub acks: u64,
+    /// Sessions taken back from the journal
+    /// ([`ServerCore::restore`](super::ServerCore::restore)).
+    pub restored: u64,
     /// Rejections, indexed by `RejectReason::as_u16()`.
     pub rejects: [u64; 16],
     /// The last parse error seen.
@@ -381,6 +403,7 @@ impl ServerStats {
         probes: 0,
         completions: 0,
         acks: 0,
+        restored: 0,
         rejects: [0; 16],
         last_wire_error: None,
     };

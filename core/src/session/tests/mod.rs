@@ -66,6 +66,8 @@ pub(super) struct Out {
     pub(super) responses: Vec<(u64, u64)>,
     /// Read data the client returned from `handle_frame`: sn and bytes.
     pub(super) reads: Vec<(u64, Vec<u8>)>,
+    /// Journal records, in the order the server handed them over.
+    pub(super) journal: Vec<Vec<u8>>,
 }
 
 impl ServerHandler for Out {
@@ -92,6 +94,9 @@ impl ServerHandler for Out {
     }
     fn event(&mut self, event: ServerEvent) {
         self.events.push(event);
+    }
+    fn journal(&mut self, record: &[u8]) {
+        self.journal.push(record.to_vec());
     }
 }
 
@@ -235,6 +240,8 @@ pub(super) fn drain<const A: usize, const B: usize, const C: usize, const D: usi
     s: &mut ServerCore<A, B, C, D>,
     out: &mut Out,
 ) {
+    // As the driver does: the journal is kept before any reply leaves.
+    s.drain_journal(|r| out.journal.push(r.to_vec()));
     loop {
         if let Some(conn) = s.poll_close() {
             out.closed.push(conn);
@@ -343,6 +350,7 @@ mod bad_input;
 mod epochs_not_bound;
 mod handshake;
 mod isolation;
+mod journal;
 mod loss_guarantees;
 mod lost_welcome;
 mod payloads;
