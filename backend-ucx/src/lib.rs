@@ -60,7 +60,9 @@ pub use crc::crc32c_provider;
 pub use endpoint::client::ClientDriver;
 pub use endpoint::server::{ServerCore, ServerDriver};
 pub use endpoint::{random_u64, Client, ClientOptions, Error, Server, ServerOptions};
-pub use iomsg_core::session::{ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler};
+pub use iomsg_core::session::{
+    ClientEvent, Delivery, JournalError, ReadRequest, ResumePoint, ServerEvent, ServerHandler,
+};
 pub use status::Status;
 pub use transport::{
     raise_open_files, sleep_any, Accept, Api, Dial, Liveness, UcxConfig, UcxError, UcxTransport,

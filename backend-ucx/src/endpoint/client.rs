@@ -7,7 +7,7 @@ use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
     ClientConfig, ClientEvent, ClientSession, ClientStats, DisconnectCause, FailReason, Message,
-    SubmitError,
+    ResumePoint, SubmitError,
 };
 use iomsg_core::transport::{self, ClientHandler, Readiness};
 use iomsg_core::Instant;
@@ -128,11 +128,59 @@ impl Client {
         addr: impl std::net::ToSocketAddrs,
         options: ClientOptions,
     ) -> Result<Client, Error> {
+        let id = random_u64().map_err(Error::Random)?;
+        let token = random_u64().map_err(Error::Random)?;
+        Client::open(
+            addr,
+            options,
+            (id, token),
+            ResumePoint::new(0, 0),
+            [[0u8; 0]; 0],
+        )
+    }
+
+    /// Goes on with a session of an earlier process, as kept in its
+    /// outbox: the same `identity` (session id and token, see
+    /// [`identity`](Self::identity)), its [`resume_point`](Self::resume_point),
+    /// and the messages it still `held` from the point's `base_sn` on, in
+    /// sn order, with the bytes they had. They keep their sns and are sent
+    /// again; a server that keeps a journal
+    /// ([`ServerOptions::journal`](crate::ServerOptions::journal))
+    /// acknowledges what it already took without taking it twice. Then
+    /// waits for the handshake, as [`connect`](Self::connect).
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); [`Error::Rejected`] if a held message
+    /// no longer fits the window ([`ClientOptions::window`] and
+    /// [`ClientOptions::window_bytes`] must hold them all).
+    pub fn resume<I>(
+        addr: impl std::net::ToSocketAddrs,
+        options: ClientOptions,
+        identity: (u64, u64),
+        point: ResumePoint,
+        held: I,
+    ) -> Result<Client, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        Client::open(addr, options, identity, point, held)
+    }
+
+    fn open<I>(
+        addr: impl std::net::ToSocketAddrs,
+        options: ClientOptions,
+        (id, token): (u64, u64),
+        point: ResumePoint,
+        held: I,
+    ) -> Result<Client, Error>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
         let addr = super::resolve(addr)?;
-        let mut config = ClientConfig::new(
-            random_u64().map_err(Error::Random)?,
-            random_u64().map_err(Error::Random)?,
-        );
+        let mut config = ClientConfig::new(id, token);
         config.window = options.window;
         config.replay = options.replay;
         config.retry_for = options.retry_for;
@@ -142,7 +190,12 @@ impl Client {
         let transport = UcxTransport::client(addr, options.ucx)?;
         let clock = Clock::start();
         let storage = vec![0u8; options.window_bytes].into_boxed_slice();
-        let session = ClientSession::new(config, clock.now(), storage);
+        let mut session = ClientSession::resume(config, clock.now(), storage, point);
+        for data in held {
+            session
+                .submit(Message::Write(data.as_ref()))
+                .map_err(Error::Rejected)?;
+        }
         let mut driver = transport::Client::new(transport, session)?;
         driver.start(clock.now());
         let mut client = Client {
@@ -167,6 +220,22 @@ impl Client {
             client.step(options.connect_timeout - waited)?;
         }
         Ok(client)
+    }
+
+    /// The session id and its token: with [`resume_point`](Self::resume_point)
+    /// and the unacknowledged messages, what an outbox keeps to
+    /// [`resume`](Self::resume) this session in another process.
+    #[must_use]
+    pub fn identity(&self) -> (u64, u64) {
+        let c = self.driver.session().config();
+        (c.session, c.token)
+    }
+
+    /// Where the session stands (see [`ResumePoint`]): messages from its
+    /// `base_sn` on are not yet acknowledged.
+    #[must_use]
+    pub fn resume_point(&self) -> ResumePoint {
+        self.driver.session().resume_point()
     }
 
     /// Queues `data` as the next message and starts sending it; returns

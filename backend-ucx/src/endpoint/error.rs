@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::Duration;
 
-use iomsg_core::session::{DisconnectCause, FailReason, SubmitError};
+use iomsg_core::session::{DisconnectCause, FailReason, JournalError, SubmitError};
 use iomsg_core::transport::DriverError;
 
 use crate::{Status, UcxError};
@@ -66,6 +66,10 @@ pub enum Error {
         /// How long.
         waited: Duration,
     },
+    /// A journal record given to [`Server::restore`](super::Server::restore)
+    /// was not taken back (torn, changed, or no room): that session's
+    /// client is told it is new and announces what may arrive twice.
+    Journal(JournalError),
 }
 
 impl fmt::Display for Error {
@@ -104,6 +108,7 @@ impl fmt::Display for Error {
             Error::Timeout { what, waited } => {
                 write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
             }
+            Error::Journal(e) => write!(f, "cannot restore from the journal: {e}"),
         }
     }
 }
@@ -113,6 +118,7 @@ impl std::error::Error for Error {
         match self {
             Error::Ucx(e) => Some(e),
             Error::Random(e) | Error::Thread(e) | Error::Address(e) => Some(e),
+            Error::Journal(e) => Some(e),
             _ => None,
         }
     }

@@ -138,6 +138,7 @@ pub struct ServerOptions {
     pub(crate) ucx: UcxConfig,
     pub(crate) validate: bool,
     pub(crate) handshake_timeout: Duration,
+    pub(crate) journal: bool,
 }
 
 impl Default for ServerOptions {
@@ -152,11 +153,24 @@ impl Default for ServerOptions {
             },
             validate: false,
             handshake_timeout: Duration::from_secs(5),
+            journal: false,
         }
     }
 }
 
 impl ServerOptions {
+    /// Keep a journal (default off): before any acknowledgement leaves,
+    /// the handler's [`ServerHandler::journal`](crate::ServerHandler::journal)
+    /// gets a record of every session that changed, to keep with what
+    /// `deliver` took; give the records back to the next instance with
+    /// [`Server::restore`](crate::Server::restore) and it recognises its
+    /// past: replays of what it delivered are acknowledged, not delivered
+    /// again.
+    #[must_use]
+    pub fn journal(mut self, on: bool) -> Self {
+        self.journal = on;
+        self
+    }
     /// Which UCX API carries the frames; clients must use the same
     /// (default [`Api::Tag`]).
     #[must_use]

@@ -99,6 +99,7 @@ impl<H: ServerHandler> Server<H> {
         config.handshake_timeout = options.handshake_timeout;
         config.max_sessions = SESSIONS;
         config.crc = crate::crc32c_provider();
+        config.journal = options.journal;
         let mut ucx = options.ucx;
         ucx.max_connections = ucx.max_connections.min(CONNS);
         let blocking = ucx.mode == WaitMode::Blocking;
@@ -208,6 +209,27 @@ impl<H: ServerHandler> Server<H> {
             self.wait(Duration::from_millis(100))?;
         }
         Ok(())
+    }
+
+    /// Takes back one journal record of an earlier instance (see
+    /// [`ServerOptions::journal`](crate::ServerOptions::journal)); give
+    /// every record, in the order they were kept, before the first
+    /// [`poll`](Self::poll). Returns the session id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Journal`]: the record is torn, changed, or finds no room.
+    pub fn restore(&mut self, record: &[u8]) -> Result<u64, Error> {
+        let now = self.clock.now();
+        self.driver.restore(now, record).map_err(Error::Journal)
+    }
+
+    /// Hands the journal records of changed sessions and then the
+    /// handler's `flush` their turn, as `poll` does before replies leave:
+    /// call it before stopping, so that the journal covers every message
+    /// the handler took.
+    pub fn flush(&mut self) {
+        self.driver.flush(&mut self.handler);
     }
 
     /// The handler.

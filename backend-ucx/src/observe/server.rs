@@ -74,4 +74,9 @@ impl<H: ServerHandler> ServerHandler for Observed<'_, H> {
     fn flush(&mut self) {
         self.handler.flush();
     }
+
+    #[inline]
+    fn journal(&mut self, record: &[u8]) {
+        self.handler.journal(record);
+    }
 }
