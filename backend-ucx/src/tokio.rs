@@ -488,7 +488,8 @@ impl Server {
     ///
     /// # Errors
     ///
-    /// As [`crate::Server::bind`].
+    /// As [`crate::Server::bind`]; [`Error::Unsupported`] with
+    /// [`ServerOptions::journal`] on (the blocking server keeps one).
     pub async fn bind(
         addr: impl std::net::ToSocketAddrs,
         options: ServerOptions,
@@ -519,6 +520,12 @@ impl Server {
         options: ServerOptions,
         respond: Option<Respond>,
     ) -> Result<Server, Error> {
+        if options.journal {
+            return Err(Error::Unsupported(
+                "the async server keeps no journal (ServerOptions::journal): use \
+                 iomsg_ucx::Server, whose handler keeps the records",
+            ));
+        }
         let queue = Queue {
             items: VecDeque::new(),
             bytes: 0,

@@ -70,6 +70,9 @@ pub enum Error {
     /// was not taken back (torn, changed, or no room): that session's
     /// client is told it is new and announces what may arrive twice.
     Journal(JournalError),
+    /// An option this endpoint does not offer (the text says which, and
+    /// what offers it).
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -109,6 +112,7 @@ impl fmt::Display for Error {
                 write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
             }
             Error::Journal(e) => write!(f, "cannot restore from the journal: {e}"),
+            Error::Unsupported(what) => write!(f, "not supported: {what}"),
         }
     }
 }
