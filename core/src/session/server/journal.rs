@@ -378,6 +378,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     /// [`ServerHandler::flush`]; a bare `ServerCore` user does the same
     /// before taking its transmits.
     pub fn drain_journal(&mut self, mut keep: impl FnMut(&[u8])) {
+        if self.dirty.is_empty() && !self.dirty_all {
+            return;
+        }
         if self.dirty_all {
             self.dirty_all = false;
             self.dirty.clear();
