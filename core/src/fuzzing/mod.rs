@@ -6,6 +6,7 @@
 #![allow(missing_docs)]
 
 pub mod crc;
+pub mod journal;
 pub mod seq;
 pub mod session;
 mod session_checks;
@@ -63,6 +64,11 @@ mod tests {
     #[test]
     fn session_seeds_replay_clean() {
         replay("session", super::session::session);
+    }
+
+    #[test]
+    fn journal_seeds_replay_clean() {
+        replay("journal", super::journal::journal);
     }
 
     #[test]
