@@ -18,6 +18,19 @@ fn full_protocol(c: &mut Criterion) {
         g.bench_function(format!("io_msgs_{size}B"), |b| b.iter(|| pair.run(batch)));
         assert!(pair.taken() > 0, "no message reached the server");
     }
+    // The server journal's share in the core: a record per changed
+    // session and flush, handed to an application that only counts it.
+    for size in [64usize, 4096] {
+        g.throughput(Throughput::Elements(1000));
+        let mut pair = Pair::with_journal(size, iomsg_ucx::crc32c_provider());
+        g.bench_function(format!("io_msgs_{size}B_journal"), |b| {
+            b.iter(|| pair.run(1000))
+        });
+        assert!(
+            pair.journal_bytes() > 0,
+            "no journal record was handed over"
+        );
+    }
     g.finish();
 }
 

@@ -34,7 +34,7 @@ struct Kernel {
     run: fn(u64),
 }
 
-const KERNELS: [Kernel; 13] = [
+const KERNELS: [Kernel; 14] = [
     Kernel {
         name: "empty",
         call: "nothing: the loop and black_box alone",
@@ -99,6 +99,11 @@ const KERNELS: [Kernel; 13] = [
         name: "loopback_64",
         call: "one streamed 64 B write through the full protocol over loopback",
         run: loopback_64,
+    },
+    Kernel {
+        name: "loopback_64_journal",
+        call: "loopback_64 with the server keeping a journal (records counted)",
+        run: loopback_64_journal,
     },
 ];
 
@@ -297,6 +302,15 @@ fn loopback_64(n: u64) {
     pair.run(n);
     if pair.taken() - before != n {
         refused("loopback_64", "not every write reached the server once");
+    }
+}
+
+fn loopback_64_journal(n: u64) {
+    let mut pair = iomsg_benches::Pair::with_journal(64, crc());
+    let before = pair.taken();
+    pair.run(n);
+    if pair.taken() - before != n || pair.journal_bytes() == 0 {
+        refused("loopback_64_journal", "a write lost, or no journal record");
     }
 }
 

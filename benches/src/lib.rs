@@ -33,6 +33,8 @@ pub fn ack() -> IoMsg<'static> {
 pub struct Sink {
     /// Messages taken.
     pub taken: u64,
+    /// Bytes of journal records handed over (journal on).
+    pub journal_bytes: u64,
 }
 
 impl ServerHandler for Sink {
@@ -41,6 +43,9 @@ impl ServerHandler for Sink {
     }
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         workload::fill(read.session, read.sn, out);
+    }
+    fn journal(&mut self, record: &[u8]) {
+        self.journal_bytes += record.len() as u64;
     }
 }
 
@@ -74,6 +79,20 @@ impl Pair {
     ///
     /// If the loopback network refuses to listen (it never does here).
     pub fn with_crc(size: usize, crc: Crc32c) -> Pair {
+        Pair::build(size, crc, false)
+    }
+
+    /// [`Pair::with_crc`] with the server keeping a journal (its records
+    /// are counted, not stored: the core's share of the cost).
+    ///
+    /// # Panics
+    ///
+    /// If the loopback network refuses to listen (it never does here).
+    pub fn with_journal(size: usize, crc: Crc32c) -> Pair {
+        Pair::build(size, crc, true)
+    }
+
+    fn build(size: usize, crc: Crc32c, journal: bool) -> Pair {
         let net = Network::new(NetworkConfig {
             latency: Duration::from_micros(1),
             detect_delay: Duration::from_micros(50),
@@ -81,6 +100,7 @@ impl Pair {
         let port = net.listen(1, Instant::ZERO).expect("a fresh network");
         let mut server_config = ServerConfig::new(1);
         server_config.crc = crc;
+        server_config.journal = journal;
         let server = Server::new(port, server_config).expect("loopback carries the protocol");
         let storage = vec![0u8; 1025 * size.max(1)];
         let mut client_config = ClientConfig::new(7, 8);
@@ -126,6 +146,11 @@ impl Pair {
     /// Messages the server's application took.
     pub fn taken(&self) -> u64 {
         self.sink.taken
+    }
+
+    /// Bytes of journal records the server handed over.
+    pub fn journal_bytes(&self) -> u64 {
+        self.sink.journal_bytes
     }
 }
 
