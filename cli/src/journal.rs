@@ -665,3 +665,179 @@ pub struct JournalJob {
     /// lowers it).
     pub compact_over: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    // Test setup that fails should stop the test where it failed.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("iomsg-journal-unit-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A batch committing `path` at `committed` with `records`.
+    fn batch(path: &str, committed: u64, records: &[&[u8]]) -> Vec<u8> {
+        let mut recs = Vec::new();
+        for r in records {
+            push_record(r, &mut recs);
+        }
+        let mut out = Vec::new();
+        Batch::encode(path.as_bytes(), committed, &recs, &mut out);
+        out
+    }
+
+    fn open(dir: &Path) -> (Journal, Recovered) {
+        Journal::open(dir, SyncPolicy::None, COMPACT_OVER).unwrap()
+    }
+
+    #[test]
+    fn a_last_batch_torn_at_every_byte_is_dropped_and_the_rest_restored() {
+        let dir = scratch("torn");
+        let mut good = batch("/a.records", 48, &[b"one", b"two"]);
+        good.extend(batch("/b.records", 0, &[b"three"]));
+        let last = batch("/b.records", 24, &[b"four", b"", b"five"]);
+        for cut in 0..last.len() {
+            let mut bytes = good.clone();
+            bytes.extend_from_slice(&last[..cut]);
+            std::fs::write(dir.join("journal"), &bytes).unwrap();
+            let (j, rec) = open(&dir);
+            assert_eq!(rec.batches, 2, "cut at {cut}");
+            assert_eq!(rec.dropped, cut as u64, "cut at {cut}");
+            let records: Vec<&[u8]> = rec.records().collect();
+            assert_eq!(records, [&b"one"[..], b"two", b"three"], "cut at {cut}");
+            assert_eq!(
+                rec.last_commit,
+                Some((PathBuf::from("/b.records"), 0)),
+                "cut at {cut}"
+            );
+            assert_eq!(j.len(), good.len() as u64);
+            drop(j);
+            let on_disk = std::fs::metadata(dir.join("journal")).unwrap().len();
+            assert_eq!(on_disk, good.len() as u64, "the torn tail stays on disk");
+        }
+        // Whole, it is taken.
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(&last);
+        std::fs::write(dir.join("journal"), &bytes).unwrap();
+        let (_j, rec) = open(&dir);
+        assert_eq!((rec.batches, rec.dropped), (3, 0));
+        assert_eq!(rec.records().count(), 6);
+        assert_eq!(rec.last_commit, Some((PathBuf::from("/b.records"), 24)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_changed_byte_anywhere_in_a_batch_ends_the_journal_there() {
+        let dir = scratch("flip");
+        let first = batch("/a.records", 24, &[b"one"]);
+        let second = batch("/a.records", 48, &[b"two", b"three"]);
+        for at in 0..second.len() {
+            let mut bytes = first.clone();
+            let mut changed = second.clone();
+            changed[at] ^= 0x40;
+            bytes.extend_from_slice(&changed);
+            std::fs::write(dir.join("journal"), &bytes).unwrap();
+            let (_j, rec) = open(&dir);
+            assert_eq!(rec.batches, 1, "byte {at} changed");
+            assert_eq!(rec.records().collect::<Vec<_>>(), [&b"one"[..]]);
+            assert_eq!(rec.dropped, second.len() as u64);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_opener_of_one_directory_is_refused_until_the_first_is_gone() {
+        let dir = scratch("lock");
+        let first = open(&dir);
+        let err = Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).unwrap_err();
+        assert!(err.contains("in use"), "{err}");
+        assert!(err.contains("lock"), "{err}");
+        drop(first);
+        assert!(Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn batches_commit_the_records_file_and_compaction_keeps_the_snapshot_alone() {
+        let dir = scratch("compact");
+        let records = dir.join("s.records");
+        std::fs::write(&records, [7u8; 48]).unwrap();
+        let (mut j, _) = Journal::open(&dir, SyncPolicy::Always, 200).unwrap();
+        j.name(&records).unwrap();
+        let synced = std::cell::Cell::new(0);
+        let sync = || {
+            synced.set(synced.get() + 1);
+            Ok(())
+        };
+        assert!(j.commit(48, sync).unwrap());
+        assert!(!j.commit(48, sync).unwrap(), "nothing changed: no batch");
+        for i in 0..20u8 {
+            j.keep(&[i; 10]);
+            assert!(j.commit(48 + 24 * u64::from(i), sync).unwrap());
+        }
+        assert!(
+            synced.get() >= 21,
+            "--sync always syncs the records each batch"
+        );
+        assert!(j.over_limit());
+        let mut snapshot = Vec::new();
+        push_record(b"all", &mut snapshot);
+        j.compact(500, &snapshot, sync).unwrap();
+        assert!(!j.over_limit());
+        drop(j);
+        let (_j, rec) = open(&dir);
+        assert_eq!(rec.batches, 1);
+        assert_eq!(rec.records().collect::<Vec<_>>(), [&b"all"[..]]);
+        assert_eq!(
+            rec.last_commit,
+            Some((std::path::absolute(&records).unwrap(), 500))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn roll_back_cuts_the_named_file_to_its_commit_point_and_no_further() {
+        let dir = scratch("rollback");
+        let f = dir.join("s.records");
+        std::fs::write(&f, [1u8; 120]).unwrap();
+        let commit = (f.clone(), 72);
+        assert_eq!(
+            roll_back(Some(&commit), SyncPolicy::Always).unwrap(),
+            Rollback::Cut {
+                path: f.clone(),
+                from: 120,
+                to: 72
+            }
+        );
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72);
+        assert_eq!(
+            roll_back(Some(&commit), SyncPolicy::None).unwrap(),
+            Rollback::Nothing
+        );
+        let beyond = (f.clone(), 96);
+        assert!(matches!(
+            roll_back(Some(&beyond), SyncPolicy::None).unwrap(),
+            Rollback::Short { len: 72, .. }
+        ));
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72, "never grown");
+        assert_eq!(
+            roll_back(Some(&(PathBuf::new(), 5)), SyncPolicy::None).unwrap(),
+            Rollback::Nothing
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sync_policies_parse_and_print() {
+        for p in [SyncPolicy::None, SyncPolicy::Batch, SyncPolicy::Always] {
+            assert_eq!(p.to_string().parse::<SyncPolicy>(), Ok(p));
+        }
+        assert!("sometimes".parse::<SyncPolicy>().is_err());
+    }
+}

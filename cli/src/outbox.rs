@@ -459,3 +459,138 @@ impl Outbox {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    // Test setup that fails should stop the test where it failed.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("iomsg-outbox-unit-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn job(dir: &Path, compact_over: u64) -> OutboxJob {
+        OutboxJob {
+            dir: dir.to_path_buf(),
+            sync: SyncPolicy::None,
+            compact_over,
+        }
+    }
+
+    fn data(sn: u64) -> Vec<u8> {
+        vec![sn as u8; 100 + sn as usize]
+    }
+
+    #[test]
+    fn compaction_keeps_the_identity_the_point_and_the_unreleased_messages() {
+        let dir = scratch("compact");
+        let (mut o, stored) = Outbox::open(&job(&dir, 4000)).unwrap();
+        assert!(stored.identity.is_none());
+        o.identity(0xabc, 0xdef);
+        o.note(ResumePoint::new(0, 0));
+        for sn in 0..50 {
+            let d = data(sn);
+            if sn % 7 == 3 {
+                o.message(
+                    sn,
+                    &Message::Read {
+                        len: 77,
+                        request: &d[..3],
+                    },
+                );
+            } else {
+                o.message(sn, &Message::Write(&d));
+            }
+        }
+        o.note(ResumePoint::new(30, 3000).trusting(11, 22));
+        o.write().unwrap();
+        let before = o.len();
+        assert!(o.compact_if_large().unwrap());
+        assert!(o.len() < before / 2, "{} of {before}", o.len());
+        assert!(!o.compact_if_large().unwrap());
+        o.message(50, &Message::Write(&data(50)));
+        o.write().unwrap();
+        drop(o);
+        let (_o, s) = Outbox::open(&job(&dir, 4000)).unwrap();
+        assert_eq!(s.identity, Some((0xabc, 0xdef)));
+        assert_eq!(
+            s.point,
+            Point {
+                base: 30,
+                reservation: 3000 + EPOCH_RESERVE,
+                instance: Some(11),
+                incarnation: Some(22)
+            }
+        );
+        assert_eq!(
+            s.messages.keys().copied().collect::<Vec<_>>(),
+            (30..51).collect::<Vec<_>>()
+        );
+        for (&sn, m) in &s.messages {
+            if sn % 7 == 3 {
+                assert_eq!(
+                    (m.op, m.read_len, &m.bytes[..]),
+                    (RequestOp::Read, 77, &data(sn)[..3])
+                );
+            } else {
+                assert_eq!((m.op, &m.bytes), (RequestOp::Write, &data(sn)));
+            }
+        }
+        assert_eq!(
+            s.resume_point(),
+            ResumePoint::new(30, 3000 + EPOCH_RESERVE).trusting(11, 22)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_epoch_reservation_is_renewed_only_near_its_end() {
+        let dir = scratch("epoch");
+        let (mut o, _) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+        o.note(ResumePoint::new(0, 1));
+        assert_eq!(o.reservation(), 1 + EPOCH_RESERVE);
+        o.write().unwrap();
+        let len = o.len();
+        o.note(ResumePoint::new(0, 1 + EPOCH_RESERVE - RENEW_WITHIN));
+        o.write().unwrap();
+        assert_eq!(
+            (o.reservation(), o.len()),
+            (1 + EPOCH_RESERVE, len),
+            "not yet"
+        );
+        o.note(ResumePoint::new(0, 2 + EPOCH_RESERVE - RENEW_WITHIN));
+        assert_eq!(o.reservation(), 2 + 2 * EPOCH_RESERVE - RENEW_WITHIN);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_entry_is_dropped_and_the_rest_kept() {
+        let dir = scratch("torn");
+        let (mut o, _) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+        o.identity(1, 2);
+        o.message(0, &Message::Write(&data(0)));
+        o.write().unwrap();
+        let good = o.len();
+        o.message(1, &Message::Write(&data(1)));
+        o.write().unwrap();
+        let whole = o.len();
+        drop(o);
+        for cut in good..whole {
+            let f = dir.join("outbox");
+            let bytes = std::fs::read(&f).unwrap();
+            std::fs::write(&f, &bytes[..cut as usize]).unwrap();
+            let (o, s) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+            assert_eq!(s.messages.len(), 1, "cut at {cut}");
+            assert_eq!(s.dropped, cut - good);
+            assert_eq!(o.len(), good);
+            drop(o);
+            std::fs::write(&f, &bytes).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
