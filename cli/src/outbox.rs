@@ -4,7 +4,7 @@
 //!
 //! `DIR/outbox` is a sequence of entries, each a frame (magic `IOOB`,
 //! `u32` length, `u32` CRC32C of the body, the body; see
-//! [`crate::journal::frame`]). The body's first byte says what it is, the
+//! [`crate::durable`]). The body's first byte says what it is, the
 //! rest (little-endian):
 //!
 //! | kind | body |
@@ -28,9 +28,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use iomsg_core::session::{Message, RequestOp, ResumePoint};
+use iomsg_core::session::{Message, RequestOp, ResumePoint, SubmitError};
 
-use crate::journal::{self, frame, next_frame, u32_at, u64_at, DirLock, SyncPolicy, Syncer};
+use crate::durable::{self, frame, next_frame, u32_at, u64_at, DirLock, SyncPolicy, Syncer};
 
 /// The first bytes of every outbox entry.
 pub const OUTBOX_MAGIC: [u8; 4] = *b"IOOB";
@@ -51,7 +51,7 @@ pub struct OutboxJob {
     pub dir: PathBuf,
     /// When to sync.
     pub sync: SyncPolicy,
-    /// Compact past this many bytes ([`journal::COMPACT_OVER`] unless a
+    /// Compact past this many bytes ([`durable::COMPACT_OVER`] unless a
     /// test lowers it).
     pub compact_over: u64,
 }
@@ -160,6 +160,58 @@ impl Stored {
         };
         self.entries += u64::from(ok);
         ok
+    }
+
+    /// Submits the messages kept again through `submit`, in sn order:
+    /// each must get its old sn. `each` is told every sn and the bytes its
+    /// audit record hashes (a write's data; nothing for a read).
+    ///
+    /// # Errors
+    ///
+    /// A message was refused, or given another sn (the outbox is not this
+    /// session's).
+    pub fn resubmit(
+        &self,
+        mut submit: impl FnMut(Message<'_>) -> Result<u64, SubmitError>,
+        mut each: impl FnMut(u64, &[u8]),
+    ) -> Result<(), String> {
+        for (&sn, m) in &self.messages {
+            let got = submit(m.message()).map_err(|e| {
+                format!(
+                    "cannot submit the outbox's sn {sn} again: {e} (were --data-size or \
+                     --conn-window lowered since it was written?)"
+                )
+            })?;
+            if got != sn {
+                return Err(format!(
+                    "the outbox's message sn {sn} was given sn {got}: the outbox does not hold \
+                     this session's messages in order"
+                ));
+            }
+            each(
+                sn,
+                if m.op == RequestOp::Read {
+                    &[]
+                } else {
+                    &m.bytes
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The status line of a session resumed from `path`.
+    pub fn describe(&self, path: &Path, session: u64) -> String {
+        format!(
+            "outbox {}: resumed session {session:016x} (its id and token, not new ones) at sn {} \
+             with {} messages, epochs above {}; {} entries read, {} bytes of torn tail dropped",
+            path.display(),
+            self.point.base,
+            self.messages.len(),
+            self.point.reservation,
+            self.entries,
+            self.dropped
+        )
     }
 
     fn release(&mut self, base: u64) {
@@ -292,13 +344,13 @@ impl Outbox {
     /// Another client holds the directory, or a file cannot be read, made
     /// or cut; the error names it.
     pub fn open(job: &OutboxJob) -> Result<(Outbox, Stored), String> {
-        let lock = journal::lock_dir(&job.dir, "outbox directory")?;
+        let lock = durable::lock_dir(&job.dir, "outbox directory")?;
         let path = job.dir.join("outbox");
         let _ = std::fs::remove_file(path.with_extension("tmp"));
-        let mut file = journal::open_append(&path)?;
+        let mut file = durable::open_append(&path)?;
         let mut stored = Stored::default();
         let (bytes, dropped) =
-            journal::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
+            durable::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
                 stored.apply(b)
             })?;
         stored.dropped = dropped;
@@ -411,7 +463,7 @@ impl Outbox {
     /// The sync failed; the error names the file.
     pub fn sync_now(&mut self) -> Result<(), String> {
         if self.sync.policy() != SyncPolicy::None {
-            journal::sync_file(&self.file, &self.path)?;
+            durable::sync_file(&self.file, &self.path)?;
             self.sync.synced();
         }
         Ok(())
@@ -453,7 +505,7 @@ impl Outbox {
             };
             encode_message(sn, &r, &mut out);
         }
-        self.file = journal::replace(&self.path, &out, self.sync.policy())?;
+        self.file = durable::replace(&self.path, &out, self.sync.policy())?;
         self.len = out.len() as u64;
         self.sync.synced();
         Ok(true)
