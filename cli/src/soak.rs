@@ -56,6 +56,12 @@ pub struct SoakJob {
     pub seed: u64,
     /// Clients replay after reconnects.
     pub replay: bool,
+    /// Exactly once across crashes of either side: the server instances
+    /// keep one journal, each client slot an outbox kept across its
+    /// generations, clients are SIGKILLed too
+    /// ([`CLIENT_KILL_AFTER`]), and the verdict asks every submitted sn
+    /// handed over once ([`crate::audit::once`]).
+    pub exactly_once: bool,
     /// Where the processes run.
     pub hosts: Hosts,
     /// The faults besides the server kills (`link-cut` needs netns).
@@ -97,6 +103,17 @@ pub const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The soak's clients' reply timeout (`--reply-timeout`).
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The mean time between server kills with `--exactly-once` when
+/// `--kill-every` is not given: 100 kills in about 2.5 minutes.
+pub const EXACTLY_ONCE_KILL_EVERY: Duration = Duration::from_millis(1500);
+
+/// With `--exactly-once`, each server kill is followed by one client
+/// kill, this share of `--kill-every` later (drawn from the seed between
+/// the two, a slot drawn too): always before the next server kill (at
+/// least 0.7 of `--kill-every` later), sometimes while the clients are
+/// still reconnecting to the new instance, sometimes well after.
+pub const CLIENT_KILL_AFTER: (f64, f64) = (0.05, 0.65);
 
 /// The silence timeout of the UCX transport the server and the clients
 /// run with (their default liveness): a peer silent this long is dead.
