@@ -18,7 +18,7 @@ use std::time::{Duration, Instant as Wall};
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::session::{
     Backoff, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, ReadData,
-    SubmitError,
+    RequestOp, SubmitError,
 };
 use iomsg_core::transport::{Client, ClientHandler, Readiness};
 use iomsg_core::workload;
@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::args::{Op, Retries, SizeRange};
 use crate::common::{self, Audit, Record};
+use crate::outbox::{Outbox, OutboxJob, Stored};
 
 /// The most messages one session keeps unacknowledged (`--conn-window`
 /// is capped here).
@@ -85,6 +86,8 @@ pub struct ClientJob {
     pub audit: Option<(PathBuf, String)>,
     /// After stopping, wait this long at most for acknowledgements.
     pub drain: Duration,
+    /// Keep an outbox (`--outbox`; one server).
+    pub outbox: Option<OutboxJob>,
 }
 
 /// One session's figures, for the report.
@@ -290,9 +293,21 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     let ucx = common::ucx_config(job.blocking, job.shared_memory, job.api);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     let start = Wall::now();
+    let (mut outbox, stored) = match &job.outbox {
+        Some(o) => {
+            let (o, s) = Outbox::open(o)?;
+            (Some(o), Some(s))
+        }
+        None => (None, None),
+    };
     let mut peers = Vec::new();
     for (k, &addr) in job.servers.iter().enumerate() {
-        let p = connect(job, k, addr, &ucx, start)?;
+        let resume = stored.as_ref().filter(|s| s.identity.is_some());
+        let mut p = connect(job, k, addr, &ucx, start, resume)?;
+        if let (Some(o), Some(s)) = (outbox.as_mut(), stored.as_ref()) {
+            begin_outbox(o, s, &mut p, &mut audit)?;
+        }
+        p.client.start(common::clock(start));
         if let Some(a) = audit.as_mut() {
             a.event(format_args!(
                 "session {:016x} server {addr}",
@@ -324,9 +339,17 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
         let mut busy = false;
         if !done_submitting {
-            busy = work.fill_window(job, &mut peers, &mut audit)?;
+            busy = work.fill_window(job, &mut peers, &mut audit, &mut outbox)?;
+        }
+        // What was submitted is kept before a poll can send it and before
+        // its audit record is written.
+        if let Some(o) = outbox.as_mut() {
+            o.write()?;
         }
         busy |= poll_peers(job, &mut peers, &ucx, now, &mut audit)?;
+        if let Some(o) = outbox.as_mut() {
+            keep_outbox(o, &peers)?;
+        }
         status.show(job, &peers, start, work.submitted, &mut audit);
         if let Some(a) = audit.as_mut() {
             a.flush()?;
@@ -343,23 +366,29 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
             break;
         }
         if !busy {
-            wait_for_work(job, &mut peers, start)?;
+            let cap = outbox.as_ref().and_then(Outbox::sync_wait);
+            wait_for_work(job, &mut peers, start, cap)?;
         }
     }
     close(&mut peers, start);
+    if let Some(o) = outbox.as_mut() {
+        keep_outbox(o, &peers)?;
+        o.sync_now()?;
+    }
     let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
     finish(job, &report, &mut audit)?;
     Ok(report)
 }
 
-/// The session to the server at `addr` (the `k`th), its transport made
-/// and its connection started.
+/// The session to the server at `addr` (the `k`th), its transport made,
+/// not started; resumed from an outbox's identity and point when given.
 fn connect(
     job: &ClientJob,
     k: usize,
     addr: SocketAddr,
     ucx: &iomsg_ucx::UcxConfig,
     start: Wall,
+    resume: Option<&Stored>,
 ) -> Result<Peer, String> {
     let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
@@ -368,8 +397,11 @@ fn connect(
     let storage = (conn_window as usize * (max + 8))
         .min(256 << 20)
         .max(2 * max + 64);
-    let session = common::os_random()?;
-    let mut config = ClientConfig::new(session, common::os_random()?);
+    let (session, token) = match resume.and_then(|s| s.identity) {
+        Some(id) => id,
+        None => (common::os_random()?, common::os_random()?),
+    };
+    let mut config = ClientConfig::new(session, token);
     config.window = conn_window;
     config.reply_timeout = job.reply_timeout;
     config.connect_timeout = job.connect_timeout;
@@ -387,8 +419,12 @@ fn connect(
     let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
     config.max_payload = limit.max(1);
     let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
-    let s = ClientSession::new(config, common::clock(start), vec![0u8; storage]);
-    let mut client = Driver::new(transport, s).map_err(|e| e.to_string())?;
+    let now = common::clock(start);
+    let s = match resume {
+        Some(r) => ClientSession::resume(config, now, vec![0u8; storage], r.resume_point()),
+        None => ClientSession::new(config, now, vec![0u8; storage]),
+    };
+    let client = Driver::new(transport, s).map_err(|e| e.to_string())?;
     let limits = client.session().limits();
     let most = limits.configured.min(limits.transport).min(limits.storage);
     if job.sizes.max > most as u64 {
@@ -397,12 +433,12 @@ fn connect(
             job.sizes.max
         ));
     }
-    client.start(common::clock(start));
     Ok(Peer {
         addr,
         client,
         seen: Seen {
             session,
+            acked: resume.map_or(0, |r| r.point.base),
             ..Seen::default()
         },
         rebuilds: 0,
@@ -440,6 +476,7 @@ impl Submitter {
         job: &ClientJob,
         peers: &mut [Peer],
         audit: &mut Option<Audit>,
+        outbox: &mut Option<Outbox>,
     ) -> Result<bool, String> {
         let mut busy = false;
         let outstanding: u64 = peers
@@ -464,18 +501,21 @@ impl Submitter {
             let session = p.seen.session;
             let sn = p.client.session().next_sn();
             let buf = &mut self.buf;
-            let result = match op {
-                Op::Write => {
-                    workload::fill(session, sn, &mut buf[..size]);
-                    p.client.submit(Message::Write(&buf[..size]))
-                }
-                Op::Read => p.client.submit(Message::Read {
+            if op == Op::Write {
+                workload::fill(session, sn, &mut buf[..size]);
+            }
+            let msg = match op {
+                Op::Write => Message::Write(&buf[..size]),
+                Op::Read => Message::Read {
                     len: size as u32,
                     request: &[],
-                }),
+                },
             };
-            match result {
+            match p.client.submit(msg) {
                 Ok(sn) => {
+                    if let Some(o) = outbox.as_mut() {
+                        o.message(sn, &msg);
+                    }
                     p.seen.observer.on_submit(sn, p.seen.now);
                     let data: &[u8] = if op == Op::Write { &buf[..size] } else { &[] };
                     if let Some(a) = audit.as_mut() {
@@ -579,7 +619,12 @@ impl Status {
 
 /// Waits while there is nothing to do: a nap while unconnected when
 /// busy polling, on the UCX event fds with `--blocking`.
-fn wait_for_work(job: &ClientJob, peers: &mut [Peer], start: Wall) -> Result<(), String> {
+fn wait_for_work(
+    job: &ClientJob,
+    peers: &mut [Peer],
+    start: Wall,
+    cap: Option<Duration>,
+) -> Result<(), String> {
     if !job.blocking {
         if let Some(nap) = unconnected_nap(peers, common::clock(start)) {
             std::thread::sleep(nap);
@@ -587,7 +632,9 @@ fn wait_for_work(job: &ClientJob, peers: &mut [Peer], start: Wall) -> Result<(),
         return Ok(());
     }
     let now = common::clock(start);
-    let mut wait = Duration::from_millis(50);
+    let mut wait = cap.map_or(Duration::from_millis(50), |c| {
+        c.min(Duration::from_millis(50))
+    });
     let mut all_armed = true;
     for p in peers.iter_mut() {
         all_armed &= p.client.arm(now) == Readiness::Armed;
@@ -605,6 +652,71 @@ fn wait_for_work(job: &ClientJob, peers: &mut [Peer], start: Wall) -> Result<(),
             .collect::<Result<Vec<i32>, _>>()
             .map_err(|e| format!("no UCX event fd: {e}"))?;
         iomsg_ucx::sleep_any(&fds, wait).map_err(|e| format!("cannot wait for UCX: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Starts the outbox of a new session (its identity first), or resubmits
+/// the messages a resumed one kept, in sn order and with their old sns,
+/// recorded again in the audit (identical records); then keeps the point.
+fn begin_outbox(
+    o: &mut Outbox,
+    stored: &Stored,
+    p: &mut Peer,
+    audit: &mut Option<Audit>,
+) -> Result<(), String> {
+    let session = p.seen.session;
+    if stored.identity.is_none() {
+        o.identity(session, p.client.session().config().token);
+        println!("outbox {}: new session {session:016x}", o.path().display());
+    } else {
+        for (&sn, m) in &stored.messages {
+            let got = p.client.submit(m.message()).map_err(|e| {
+                format!("cannot submit the outbox's sn {sn} again: {e} (was --data-size or --conn-window lowered?)")
+            })?;
+            if got != sn {
+                return Err(format!(
+                    "the outbox's message sn {sn} was given sn {got}: {} does not hold this session's messages in order",
+                    o.path().display()
+                ));
+            }
+            let data: &[u8] = if m.op == RequestOp::Read {
+                &[]
+            } else {
+                &m.bytes
+            };
+            if let Some(a) = audit.as_mut() {
+                a.record(Record {
+                    session,
+                    sn,
+                    hash: workload::hash(data),
+                });
+            }
+        }
+        println!(
+            "outbox {}: resumed session {session:016x} (its id and token, not new ones) at sn {} with {} messages, epochs above {}; {} entries read, {} bytes of torn tail dropped",
+            o.path().display(),
+            stored.point.base,
+            stored.messages.len(),
+            stored.point.reservation,
+            stored.entries,
+            stored.dropped
+        );
+    }
+    o.note(p.client.session().resume_point());
+    o.write()
+}
+
+/// Keeps the session's point (releases, server record, epoch
+/// reservation) after a poll; syncs and compacts when due.
+fn keep_outbox(o: &mut Outbox, peers: &[Peer]) -> Result<(), String> {
+    if let Some(p) = peers.first() {
+        o.note(p.client.session().resume_point());
+    }
+    o.write()?;
+    o.tick()?;
+    if o.compact_if_large()? {
+        println!("outbox compacted to {} bytes", o.len());
     }
     Ok(())
 }

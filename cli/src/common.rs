@@ -112,6 +112,8 @@ impl Record {
 /// `write(2)` so that a SIGKILL keeps everything that reached the kernel.
 pub struct Audit {
     records: File,
+    records_path: PathBuf,
+    records_len: u64,
     log: File,
     batch: Vec<u8>,
     lines: String,
@@ -134,8 +136,16 @@ impl Audit {
                 .open(&path)
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))
         };
+        let records = open("records")?;
+        let records_path = dir.join(format!("{name}.records"));
+        let records_len = records
+            .metadata()
+            .map_err(|e| format!("cannot read {}: {e}", records_path.display()))?
+            .len();
         Ok(Audit {
-            records: open("records")?,
+            records,
+            records_path,
+            records_len,
             log: open("log")?,
             batch: Vec::with_capacity(64 * 1024),
             lines: String::new(),
@@ -160,9 +170,13 @@ impl Audit {
     /// A write failed.
     pub fn flush(&mut self) -> Result<(), String> {
         if !self.batch.is_empty() {
-            self.records
-                .write_all(&self.batch)
-                .map_err(|e| format!("cannot write the audit records: {e}"))?;
+            self.records.write_all(&self.batch).map_err(|e| {
+                format!(
+                    "cannot write the audit records {}: {e}",
+                    self.records_path.display()
+                )
+            })?;
+            self.records_len += self.batch.len() as u64;
             self.batch.clear();
         }
         if !self.lines.is_empty() {
@@ -172,6 +186,30 @@ impl Audit {
             self.lines.clear();
         }
         Ok(())
+    }
+}
+
+impl Audit {
+    /// The records file.
+    pub fn records_path(&self) -> &Path {
+        &self.records_path
+    }
+
+    /// The records file's length: what it held when opened and every
+    /// batch written since.
+    pub fn records_len(&self) -> u64 {
+        self.records_len
+    }
+
+    /// `fdatasync` of the records file.
+    ///
+    /// # Errors
+    ///
+    /// The sync failed; the error names the file.
+    pub fn sync_records(&self) -> Result<(), String> {
+        self.records
+            .sync_data()
+            .map_err(|e| format!("cannot sync {}: {e}", self.records_path.display()))
     }
 }
 

@@ -8,6 +8,8 @@ pub mod client;
 pub mod common;
 pub mod exporter;
 pub mod hostile;
+pub mod journal;
+pub mod outbox;
 pub mod plot;
 pub mod server;
 pub mod soak;

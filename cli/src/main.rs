@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use iomsg_cli::args::{self, Ops, Retries, SizeRange};
+use iomsg_cli::journal::{JournalJob, SyncPolicy, COMPACT_OVER};
+use iomsg_cli::outbox::OutboxJob;
 use iomsg_cli::{client, hostile, server, soak};
 
 #[derive(Parser)]
@@ -205,6 +207,30 @@ struct ServerArgs {
     /// a connection between ends that differ fails saying so.
     #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
     api: iomsg_ucx::Api,
+    /// Keep a journal in this directory (DIR/journal, locked by DIR/lock:
+    /// one server per journal). A server started on it takes back every
+    /// session the last one knew, so that clients' replays of what was
+    /// already delivered are acknowledged, not delivered again; with
+    /// --audit-dir the audit records past the last acknowledged point are
+    /// rolled back (their clients send them again).
+    #[arg(long, value_name = "DIR")]
+    journal: Option<PathBuf>,
+    /// When the journal reaches the disk. A killed process (SIGKILL) loses
+    /// nothing with `none`: write(2) is enough. A power cut needs fdatasync:
+    /// `always` syncs before every flush returns (acknowledgements wait for
+    /// the disk); `batch` syncs at most every 10 ms, so a power cut loses at
+    /// most the acknowledgements of the last ~10 ms; `none` leaves it to
+    /// the kernel.
+    #[arg(
+        long,
+        value_name = "none|batch|always",
+        default_value = "batch",
+        requires = "journal"
+    )]
+    sync: SyncPolicy,
+    /// Compact the journal past this size (for tests).
+    #[arg(long, hide = true, value_parser = args::size, default_value_t = COMPACT_OVER)]
+    journal_compact_over: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -296,6 +322,27 @@ struct ClientArgs {
     /// Write a JSON report here at the end.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// Keep an outbox in this directory (DIR/outbox, locked by DIR/lock;
+    /// one server): every message is kept until acknowledged, so that a
+    /// client started again on it goes on with the same session id and
+    /// token and sends again, with their old sns, what was not
+    /// acknowledged. With a server that keeps a --journal nothing is
+    /// delivered twice.
+    #[arg(long, value_name = "DIR")]
+    outbox: Option<PathBuf>,
+    /// When the outbox reaches the disk: `none` (write(2): enough for a
+    /// killed process), `batch` (fdatasync at most every 10 ms), `always`
+    /// (fdatasync before every poll that may send).
+    #[arg(
+        long,
+        value_name = "none|batch|always",
+        default_value = "batch",
+        requires = "outbox"
+    )]
+    sync: SyncPolicy,
+    /// Compact the outbox past this size (for tests).
+    #[arg(long, hide = true, value_parser = args::size, default_value_t = COMPACT_OVER)]
+    outbox_compact_over: u64,
     #[command(flatten)]
     workload: Workload,
     #[command(flatten)]
@@ -424,6 +471,11 @@ fn run_server(a: ServerArgs) -> ExitCode {
         shared_memory: a.common.shared_memory,
         api: a.api,
         audit: audit(&a.common, "server"),
+        journal: a.journal.map(|dir| JournalJob {
+            dir,
+            sync: a.sync,
+            compact_over: a.journal_compact_over,
+        }),
     };
     match server::run(&job) {
         Ok(()) => ExitCode::SUCCESS,
@@ -444,6 +496,13 @@ fn run_client(a: ClientArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if a.outbox.is_some() && servers.len() != 1 {
+        eprintln!(
+            "iomsg client: --outbox keeps one session: give one server, not {}",
+            servers.len()
+        );
+        return ExitCode::from(2);
     }
     let w = a.workload;
     if w.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {
@@ -489,6 +548,11 @@ fn run_client(a: ClientArgs) -> ExitCode {
         report: a.report,
         audit: audit(&a.common, "client"),
         drain: a.drain,
+        outbox: a.outbox.map(|dir| OutboxJob {
+            dir,
+            sync: a.sync,
+            compact_over: a.outbox_compact_over,
+        }),
     };
     match client::run(&job) {
         Ok(r) if r.ok => ExitCode::SUCCESS,

@@ -23,6 +23,7 @@ use iomsg_core::workload;
 use iomsg_ucx::{Accept, UcxTransport};
 
 use crate::common::{self, Audit, Record};
+use crate::journal::{self, Journal, JournalJob, Rollback};
 
 /// Sessions the server's table holds at most (`--sessions` lowers it).
 pub const SESSIONS: usize = 1024;
@@ -55,12 +56,19 @@ pub struct ServerJob {
     pub api: iomsg_ucx::Api,
     /// Where to keep the audit files, and their name.
     pub audit: Option<(PathBuf, String)>,
+    /// Keep a journal (`--journal`).
+    pub journal: Option<JournalJob>,
 }
+
+/// The driver over UCX.
+type Driver = Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>>;
 
 /// The server's application: io_demo's (it takes writes and answers reads
 /// with the pattern), plus the audit and the counts.
 struct App {
     audit: Option<Audit>,
+    /// The journal, kept in step with the audit records.
+    journal: Option<Journal>,
     validate: bool,
     verbose: bool,
     corrupt: u64,
@@ -164,11 +172,146 @@ impl ServerHandler for App {
         }
     }
 
-    fn flush(&mut self) {
-        if let Some(Err(e)) = self.audit.as_mut().map(Audit::flush) {
-            self.error.get_or_insert(e);
+    fn journal(&mut self, record: &[u8]) {
+        if let Some(j) = self.journal.as_mut() {
+            j.keep(record);
         }
     }
+
+    fn flush(&mut self) {
+        if let Some(Err(e)) = self.audit.as_mut().map(Audit::flush) {
+            return self.fail(e);
+        }
+        if let Err(e) = self.commit() {
+            self.fail(e);
+        }
+    }
+}
+
+impl App {
+    /// The audit records' length now.
+    fn committed(&self) -> u64 {
+        self.audit.as_ref().map_or(0, Audit::records_len)
+    }
+
+    /// Appends the journal batch that commits the audit records written.
+    fn commit(&mut self) -> Result<(), String> {
+        let committed = self.committed();
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let audit = self.audit.as_ref();
+        j.commit(committed, || audit.map_or(Ok(()), Audit::sync_records))
+            .map(drop)
+    }
+
+    /// A write failed. With a journal the replies about to leave would
+    /// acknowledge what is not kept: the process stops here, before they
+    /// leave. Without one the loop stops after this poll.
+    fn fail(&mut self, e: String) {
+        if self.journal.is_some() {
+            eprintln!("iomsg server: {e}; stopping before any acknowledgement of it leaves");
+            std::process::exit(1);
+        }
+        self.error.get_or_insert(e);
+    }
+
+    /// Syncs the journal when `--sync batch` says, and compacts it once it
+    /// is too large: everything delivered is flushed first, so the
+    /// snapshot of the sessions matches the audit records' length.
+    fn keep_journal(&mut self, server: &mut Driver) -> Result<(), String> {
+        let Some(j) = self.journal.as_mut() else {
+            return Ok(());
+        };
+        let audit = self.audit.as_ref();
+        j.tick(|| audit.map_or(Ok(()), Audit::sync_records))?;
+        if !j.over_limit() {
+            return Ok(());
+        }
+        server.flush(self);
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let mut snapshot = Vec::new();
+        server
+            .core()
+            .journal_all(|r| journal::push_record(r, &mut snapshot));
+        let committed = self.committed();
+        let audit = self.audit.as_ref();
+        if let Some(j) = self.journal.as_mut() {
+            let before = j.len();
+            j.compact(committed, &snapshot, || {
+                audit.map_or(Ok(()), Audit::sync_records)
+            })?;
+            println!(
+                "journal compacted: {before} bytes to {} ({} sessions)",
+                j.len(),
+                server.core().session_count() + server.core().tomb_count()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Opens the journal, restores its sessions into `core` and rolls the
+/// audit records the last batch names back to their commit point; says
+/// what it did on stdout.
+fn recover(job: &JournalJob, core: &mut Core, start: Wall) -> Result<Journal, String> {
+    let (journal, rec) = Journal::open(&job.dir, job.sync, job.compact_over)?;
+    let mut sessions = std::collections::HashSet::new();
+    let (mut refused, mut first_error) = (0u64, None);
+    for r in rec.records() {
+        match core.restore(common::clock(start), r) {
+            Ok(id) => {
+                sessions.insert(id);
+            }
+            Err(e) => {
+                refused += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    println!(
+        "journal {} (sync {}): {} sessions restored from {} batches ({} bytes), {} bytes of torn tail dropped",
+        journal.path().display(),
+        job.sync,
+        sessions.len(),
+        rec.batches,
+        rec.bytes.len(),
+        rec.dropped
+    );
+    if let Some(e) = first_error {
+        eprintln!("iomsg server: journal: {refused} records not restored (the first: {e})");
+    }
+    match journal::roll_back(rec.last_commit.as_ref(), job.sync)? {
+        Rollback::Nothing => {}
+        Rollback::Cut { path, from, to } => println!(
+            "journal: rolled {} back from {from} to {to} bytes ({} deliveries never acknowledged)",
+            path.display(),
+            (from - to) / common::RECORD_LEN as u64
+        ),
+        Rollback::Short {
+            path,
+            len,
+            committed,
+        } => eprintln!(
+            "iomsg server: journal: {} holds {len} bytes, less than the {committed} committed \
+             (records never synced were lost)",
+            path.display()
+        ),
+    }
+    Ok(journal)
+}
+
+/// The first batch of this instance: it names its records file at its
+/// length now, so that the next instance rolls back the right file.
+fn name_records(journal: &mut Journal, audit: Option<&Audit>) -> Result<(), String> {
+    if let Some(a) = audit {
+        journal.name(a.records_path())?;
+    }
+    let committed = audit.map_or(0, Audit::records_len);
+    journal.commit(committed, || audit.map_or(Ok(()), Audit::sync_records))?;
+    Ok(())
 }
 
 /// How often the server's figures are given to the `metrics` facade.
@@ -196,29 +339,39 @@ fn publish_metrics(core: &Core) {
 /// It could not listen, or the audit could not be written.
 pub fn run(job: &ServerJob) -> Result<(), String> {
     let stop = common::stop_on_signals()?;
+    let start = Wall::now();
+    let instance = common::os_random()?;
+    let mut config = ServerConfig::new(instance);
+    config.max_sessions = job.sessions.clamp(1, SESSIONS);
+    config.crc = iomsg_ucx::crc32c_provider();
+    config.journal = job.journal.is_some();
+    let mut core = Box::new(Core::new(config));
+    let mut journal = match &job.journal {
+        Some(j) => Some(recover(j, &mut core, start)?),
+        None => None,
+    };
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
+    if let Some(j) = journal.as_mut() {
+        name_records(j, audit.as_ref())?;
+    }
     let transport = UcxTransport::server(
         job.listen,
         common::ucx_config(job.blocking, job.shared_memory, job.api),
     )
     .map_err(|e| format!("cannot listen on {}: {e}", job.listen))?;
     let local = transport.local_addr();
-    let instance = common::os_random()?;
     if let Some(a) = audit.as_mut() {
         a.event(format_args!("listening {local} instance {instance:016x}"));
         a.flush()?;
     }
-    let mut config = ServerConfig::new(instance);
-    config.max_sessions = job.sessions.clamp(1, SESSIONS);
-    config.crc = iomsg_ucx::crc32c_provider();
-    let mut server: Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>> =
-        Server::with_core(transport, Box::new(Core::new(config))).map_err(|e| e.to_string())?;
+    let mut server: Driver = Server::with_core(transport, core).map_err(|e| e.to_string())?;
     println!("listening on {local} (instance {instance:016x})");
     let mut app = App {
         audit,
+        journal,
         validate: job.validate,
         verbose: job.verbose,
         corrupt: 0,
@@ -236,6 +389,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         if let Some(e) = app.error.take() {
             return Err(e);
         }
+        app.keep_journal(&mut server)?;
         if last_metrics.elapsed() >= METRICS_EVERY {
             publish_metrics(server.core());
             last_metrics = Wall::now();
@@ -266,13 +420,21 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
             if let Some(t) = server.poll_timeout() {
                 wait = wait.min(t.saturating_since(common::clock(start)));
             }
+            if let Some(w) = app.journal.as_ref().and_then(Journal::sync_wait) {
+                wait = wait.min(w);
+            }
             server
                 .transport()
                 .sleep(wait)
                 .map_err(|e| format!("cannot wait for UCX: {e}"))?;
         }
     }
-    app.flush();
+    // What was delivered since the last flush is kept with its journal.
+    server.flush(&mut app);
+    if let Some(j) = app.journal.as_mut() {
+        let audit = app.audit.as_ref();
+        j.sync_now(|| audit.map_or(Ok(()), Audit::sync_records))?;
+    }
     publish_metrics(server.core());
     let s = *server.core().stats();
     println!(
