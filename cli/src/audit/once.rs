@@ -113,20 +113,24 @@ pub struct Finding {
     pub clients: Vec<String>,
 }
 
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: session {} sns {}..{}",
-            self.what, self.session, self.from, self.to
-        )?;
+impl Finding {
+    /// Where, and who: `session S sns A..B handed over by ... recorded
+    /// by ...`.
+    pub fn place(&self) -> String {
+        let mut s = format!("session {} sns {}..{}", self.session, self.from, self.to);
         if !self.instances.is_empty() {
-            write!(f, " handed over by {}", self.instances.join(", "))?;
+            s += &format!(" handed over by {}", self.instances.join(", "));
         }
         if !self.clients.is_empty() {
-            write!(f, " recorded by {}", self.clients.join(", "))?;
+            s += &format!(" recorded by {}", self.clients.join(", "));
         }
-        Ok(())
+        s
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.place())
     }
 }
 
@@ -474,7 +478,7 @@ pub fn failures(r: &Reconciled, o: &OnceFigures) -> Vec<String> {
             .iter()
             .filter(|f| f.what == what)
             .take(3)
-            .map(ToString::to_string)
+            .map(Finding::place)
             .collect();
         if list.is_empty() {
             String::new()

@@ -186,7 +186,7 @@ fn a_missing_sn_is_named_with_the_clients_that_recorded_it() {
     assert_eq!(r.audit.missing, 3);
     assert_eq!(why.len(), 1, "{why:?}");
     assert!(
-        why[0].starts_with("3 submitted sns never handed over: missing: session"),
+        why[0].starts_with("3 submitted sns never handed over: session"),
         "{why:?}"
     );
 }
