@@ -15,7 +15,8 @@
 //! disconnects and first acknowledgements, per instance its lost ranges
 //! and pause ends, per client its acknowledgement samples (16 bytes each,
 //! one every 250 ms in a soak: 230 KB per client and hour), and at most
-//! 100 lost ranges named.
+//! 100 lost ranges named. [`once`] judges `--exactly-once` soaks, whose
+//! sessions span several client processes, over the same sorted walk.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -113,20 +113,21 @@ fn soak_help() -> String {
     let b = soak::stall_bounds();
     format!(
         "Faults (--faults): client-kill (SIGKILL a client; a new client with a new session \
-         takes its place), client-pause and server-pause (SIGSTOP, SIGCONT after 0.3-0.6 or \
-         1.3-2 times the {:.0} s silence timeout, alternately), link-cut (a client's link \
-         down for --cut-for; network namespaces), hostile (`iomsg hostile --modes all` \
-         against the server for twice --fault-every). The verdict adds: every server \
-         instance ended by the soak's SIGKILL or exit 0 at the end; acknowledgements \
-         resume within {:.1} s of a server or a client's own outage ending, and stall no \
-         more than {:.1} s otherwise; peak server RSS within --max-server-rss; every \
-         client finished. With --exactly-once (the kill times and client slots drawn from \
-         the seed; 100 kills take about 2.5 minutes at the 1.5 s default) the verdict \
-         instead asks, per session over all its client generations' records and all the \
-         server instances' records: no sn handed over twice, no submitted sn never handed \
-         over, no sn used and in no record, the same bytes for an sn in every record; the \
-         report's `exactly_once` holds submitted, delivered, duplicates, missing, server and \
-         client kills, and names every failure by session, sn range and file.",
+         takes its place, or with --exactly-once the same session from its outbox), \
+         client-pause and server-pause (SIGSTOP, SIGCONT after 0.3-0.6 or 1.3-2 times the \
+         {:.0} s silence timeout, alternately), link-cut (a client's link down for \
+         --cut-for; network namespaces), hostile (`iomsg hostile --modes all` against the \
+         server for twice --fault-every). The verdict adds: every server instance ended by \
+         the soak's SIGKILL or exit 0 at the end; acknowledgements resume within {:.1} s of \
+         a server or a client's own outage ending, and stall no more than {:.1} s \
+         otherwise; peak server RSS within --max-server-rss; every client finished. With \
+         --exactly-once (kill times and client slots drawn from the seed; 100 server and \
+         100 client kills take about 3 minutes at the 1.5 s default) the audit asks \
+         instead, per session over all its client generations' records and all the server \
+         instances' records: no sn handed over twice, no submitted sn never handed over, \
+         no sn used and in no record, the same bytes for an sn in every record; the \
+         report's `exactly_once` holds submitted, delivered, duplicates, missing, server \
+         and client kills, and names every failure by session, sn range and file.",
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
         b.isolation.as_secs_f64()

@@ -5,7 +5,10 @@
 //! restarted, clients and the server paused, client links cut and a
 //! hostile peer let loose; then the verdict, from the processes' own
 //! audit files rather than the protocol's counters, and from how every
-//! process ended.
+//! process ended. With `--exactly-once`, the server instances keep one
+//! journal and each client slot an outbox, a client is SIGKILLed after
+//! each server kill and resumes its session, and the verdict asks every
+//! submitted sn handed over exactly once.
 
 use std::path::PathBuf;
 use std::time::Duration;
