@@ -70,7 +70,7 @@ pub(super) fn verdict_and_report(
     let client_processes = judge_clients(world, &clients, &mut reasons, v.t0);
     let hostile_runs = judge_hostiles(job, world, &mut reasons, v.t0);
     let stall_report = judge_stalls(world, &clients, events, &mut reasons, v.t0);
-    let fault_report = fault_report(job, plan, events, v.t0);
+    let fault_report = fault_report(job, plan, events, &v);
     let cuts: Vec<(usize, u64, u64)> = events
         .iter()
         .filter(|e| e.kind == Kind::LinkCut)
@@ -391,8 +391,13 @@ fn judge_stalls(
 }
 
 /// The faults asked, planned and done.
-fn fault_report(job: &SoakJob, plan: &[faults::Planned], events: &[Event], t0: u64) -> FaultReport {
-    let at_s = |us: u64| secs(t0, us);
+fn fault_report(
+    job: &SoakJob,
+    plan: &[faults::Planned],
+    events: &[Event],
+    v: &VerdictInput<'_>,
+) -> FaultReport {
+    let at_s = |us: u64| secs(v.t0, us);
     let mut fault_report = FaultReport {
         asked: job.faults.iter().map(|f| f.name().to_string()).collect(),
         planned: plan.len() as u64,
@@ -411,6 +416,15 @@ fn fault_report(job: &SoakJob, plan: &[faults::Planned], events: &[Event], t0: u
             from_s: at_s(e.from_us),
             to_s: at_s(e.to_us),
         });
+    }
+    // The planned faults only: --exactly-once's client kills are counted
+    // apart (`client_kills`).
+    let name = Kind::ClientKill.name().to_string();
+    if let Some(n) = fault_report.done.get_mut(&name) {
+        *n = n.saturating_sub(u64::from(v.once_client_kills));
+        if *n == 0 {
+            fault_report.done.remove(&name);
+        }
     }
     fault_report
 }

@@ -130,9 +130,10 @@ pub struct FaultReport {
     pub asked: Vec<String>,
     /// How many the seed's plan holds.
     pub planned: u64,
-    /// How many happened, by kind.
+    /// How many happened, by kind (not `--exactly-once`'s client kills
+    /// after the server kills: `client_kills` counts every client kill).
     pub done: BTreeMap<String, u64>,
-    /// Each, in order.
+    /// Each, in order (every client kill among them).
     pub events: Vec<EventReport>,
 }
 

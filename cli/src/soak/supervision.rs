@@ -3,6 +3,7 @@
 //! ended (client kills, pauses, link cuts, the hostile peer), clients that
 //! end by themselves noted, and at the end every process stopped.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
@@ -65,8 +66,10 @@ pub(super) struct Supervisor<'a> {
     /// Client kills done for `--exactly-once` (besides the planned
     /// client-kill faults).
     pub(super) once_client_kills: u32,
-    /// The next of them: when, and which slot.
-    next_client_kill: Option<(Wall, usize)>,
+    /// Those still to do, in order: when, and which slot (one waits
+    /// while its client is paused or cut off, and the next server kill
+    /// may come first).
+    client_kills_due: VecDeque<(Wall, usize)>,
     /// Draws their times and slots (a stream apart from the server
     /// kills', which do not move).
     client_kill_rng: SplitMix64,
@@ -107,7 +110,7 @@ impl<'a> Supervisor<'a> {
             kills_us: Vec::new(),
             events: Vec::new(),
             once_client_kills: 0,
-            next_client_kill: None,
+            client_kills_due: VecDeque::new(),
             client_kill_rng: SplitMix64::new(job.seed ^ 0x6f6e_6365_6b69_6c6c),
             rng: SplitMix64::new(job.seed),
             gens: vec![0u32; job.clients],
@@ -142,7 +145,7 @@ impl<'a> Supervisor<'a> {
     pub(super) fn over(&self, now: Wall, kills_done: bool) -> bool {
         let faults_done = self.next_planned >= self.plan.len()
             && self.active.is_empty()
-            && self.next_client_kill.is_none();
+            && self.client_kills_due.is_empty();
         if !(kills_done && faults_done) {
             return false;
         }
@@ -243,7 +246,7 @@ impl<'a> Supervisor<'a> {
             self.job.kill_every,
             self.job.clients,
         );
-        self.next_client_kill = Some((Wall::now() + after, slot));
+        self.client_kills_due.push_back((Wall::now() + after, slot));
     }
 
     /// Kills the client whose time has come (`--exactly-once`) and starts
@@ -254,7 +257,7 @@ impl<'a> Supervisor<'a> {
     ///
     /// The next generation could not be started.
     pub(super) fn kill_client_if_due(&mut self, now: Wall) -> Result<(), String> {
-        let Some((at, k)) = self.next_client_kill else {
+        let Some(&(at, k)) = self.client_kills_due.front() else {
             return Ok(());
         };
         let busy = self
@@ -264,7 +267,7 @@ impl<'a> Supervisor<'a> {
         if now < at || busy {
             return Ok(());
         }
-        self.next_client_kill = None;
+        self.client_kills_due.pop_front();
         if self.kill_client(k, epoch_us())? {
             self.once_client_kills += 1;
         }
