@@ -108,7 +108,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The mean time between server kills with `--exactly-once` when
-/// `--kill-every` is not given: 100 kills in about 2.5 minutes.
+/// `--kill-every` is not given: 100 server and 100 client kills in
+/// about 3 minutes (167 s measured on 2 cores, tcp on loopback).
 pub const EXACTLY_ONCE_KILL_EVERY: Duration = Duration::from_millis(1500);
 
 /// With `--exactly-once`, each server kill is followed by one client
