@@ -18,7 +18,7 @@ use std::time::{Duration, Instant as Wall};
 use iomsg_core::rng::SplitMix64;
 use iomsg_core::session::{
     Backoff, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, ReadData,
-    RequestOp, SubmitError,
+    SubmitError,
 };
 use iomsg_core::transport::{Client, ClientHandler, Readiness};
 use iomsg_core::workload;
@@ -670,38 +670,20 @@ fn begin_outbox(
         o.identity(session, p.client.session().config().token);
         println!("outbox {}: new session {session:016x}", o.path().display());
     } else {
-        for (&sn, m) in &stored.messages {
-            let got = p.client.submit(m.message()).map_err(|e| {
-                format!("cannot submit the outbox's sn {sn} again: {e} (was --data-size or --conn-window lowered?)")
-            })?;
-            if got != sn {
-                return Err(format!(
-                    "the outbox's message sn {sn} was given sn {got}: {} does not hold this session's messages in order",
-                    o.path().display()
-                ));
-            }
-            let data: &[u8] = if m.op == RequestOp::Read {
-                &[]
-            } else {
-                &m.bytes
-            };
-            if let Some(a) = audit.as_mut() {
-                a.record(Record {
-                    session,
-                    sn,
-                    hash: workload::hash(data),
-                });
-            }
-        }
-        println!(
-            "outbox {}: resumed session {session:016x} (its id and token, not new ones) at sn {} with {} messages, epochs above {}; {} entries read, {} bytes of torn tail dropped",
-            o.path().display(),
-            stored.point.base,
-            stored.messages.len(),
-            stored.point.reservation,
-            stored.entries,
-            stored.dropped
-        );
+        let client = &mut p.client;
+        stored.resubmit(
+            |msg| client.submit(msg),
+            |sn, data| {
+                if let Some(a) = audit.as_mut() {
+                    a.record(Record {
+                        session,
+                        sn,
+                        hash: workload::hash(data),
+                    });
+                }
+            },
+        )?;
+        println!("{}", stored.describe(o.path(), session));
     }
     o.note(p.client.session().resume_point());
     o.write()

@@ -2,16 +2,9 @@
 //! its audit records so that a restarted instance neither loses nor
 //! repeats a delivery.
 //!
-//! `DIR/journal` is a sequence of batches, one per flush of the server:
-//!
-//! | bytes | field |
-//! |---|---|
-//! | 0..4 | magic `IOJB` |
-//! | 4..8 | payload length `n`, little-endian |
-//! | 8..12 | CRC32C of the payload |
-//! | 12..12+n | payload |
-//!
-//! The payload: a `u32` length and the bytes of the path of the audit
+//! `DIR/journal` is a sequence of batches, one per flush of the server,
+//! each a frame (magic `IOJB`, length, CRC32C, payload: see
+//! [`crate::durable`]). The payload: a `u32` length and the bytes of the path of the audit
 //! records file of the instance that wrote it (empty without an audit), the
 //! `u64` length of that file after the flush (the commit point: records
 //! past it were never acknowledged), then the session records the core
@@ -23,275 +16,20 @@
 //! named by the last batch cut back to its commit point, and a batch
 //! naming the new instance's records file appended. `DIR/lock` is held
 //! (`flock`) while the server runs: one server per journal.
-//!
-//! The frame (magic, length, CRC, payload), the directory lock and the
-//! sync policy are shared with the client's outbox (`crate::outbox`).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant as Wall};
+use std::time::Duration;
 
-use iomsg_core::wire::Crc32c;
-use nix::fcntl::{Flock, FlockArg};
+use crate::durable::{
+    frame, lock_dir, next_frame, open_append, read_frames, replace, sync_file, u32_at, u64_at,
+    DirLock, SyncPolicy, Syncer,
+};
 
 /// The first bytes of every journal batch.
 pub const BATCH_MAGIC: [u8; 4] = *b"IOJB";
-/// Bytes of a frame before its payload: magic, length, CRC.
-pub const FRAME_HEADER: usize = 12;
-/// The journal (or outbox) is compacted once it grows past this.
-pub const COMPACT_OVER: u64 = 64 << 20;
-/// With `--sync batch`, the longest a written batch waits for its sync.
-pub const SYNC_EVERY: Duration = Duration::from_millis(10);
-/// The longest payload a frame may claim (a larger claim is damage).
-const MAX_PAYLOAD: usize = 1 << 30;
-
-/// When written batches are forced to the disk (`fdatasync`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncPolicy {
-    /// Never: `write(2)` alone, enough for a process killed (SIGKILL);
-    /// the kernel writes back when it likes.
-    None,
-    /// At most every [`SYNC_EVERY`]: a power cut loses the last ~10 ms.
-    Batch,
-    /// Before every flush returns (acknowledgements wait for the disk).
-    Always,
-}
-
-impl core::str::FromStr for SyncPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<SyncPolicy, String> {
-        match s {
-            "none" => Ok(SyncPolicy::None),
-            "batch" => Ok(SyncPolicy::Batch),
-            "always" => Ok(SyncPolicy::Always),
-            _ => Err(format!(
-                "{s:?} is not a sync policy (none, batch or always)"
-            )),
-        }
-    }
-}
-
-impl core::fmt::Display for SyncPolicy {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            SyncPolicy::None => "none",
-            SyncPolicy::Batch => "batch",
-            SyncPolicy::Always => "always",
-        })
-    }
-}
-
-/// When to sync under a [`SyncPolicy`].
-#[derive(Debug)]
-pub struct Syncer {
-    policy: SyncPolicy,
-    last: Wall,
-    unsynced: bool,
-}
-
-impl Syncer {
-    /// A syncer for `policy`, nothing written yet.
-    pub fn new(policy: SyncPolicy) -> Syncer {
-        Syncer {
-            policy,
-            last: Wall::now(),
-            unsynced: false,
-        }
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> SyncPolicy {
-        self.policy
-    }
-
-    /// Something was written: whether to sync it now.
-    pub fn written(&mut self) -> bool {
-        match self.policy {
-            SyncPolicy::None => false,
-            SyncPolicy::Always => true,
-            SyncPolicy::Batch => {
-                self.unsynced = true;
-                self.due()
-            }
-        }
-    }
-
-    /// Whether written bytes wait for a sync that is due.
-    pub fn due(&self) -> bool {
-        self.unsynced && self.last.elapsed() >= SYNC_EVERY
-    }
-
-    /// How long until a sync is due, when one waits.
-    pub fn wait(&self) -> Option<Duration> {
-        self.unsynced
-            .then(|| SYNC_EVERY.saturating_sub(self.last.elapsed()))
-    }
-
-    /// Everything written is on the disk.
-    pub fn synced(&mut self) {
-        self.unsynced = false;
-        self.last = Wall::now();
-    }
-}
-
-/// CRC32C of `bytes`.
-pub fn crc(bytes: &[u8]) -> u32 {
-    Crc32c::BUILTIN.checksum(bytes)
-}
-
-/// Appends a frame (`magic`, length, CRC32C, `payload`) to `out`.
-pub fn frame(magic: [u8; 4], payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&magic);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc(payload).to_le_bytes());
-    out.extend_from_slice(payload);
-}
-
-/// The payload of the frame at `bytes[at..]` and where the next frame
-/// starts; `None` when it is torn, changed or not a `magic` frame.
-pub fn next_frame(magic: [u8; 4], bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let head = bytes.get(at..at.checked_add(FRAME_HEADER)?)?;
-    if head[0..4] != magic {
-        return None;
-    }
-    let len = u32_at(head, 4)? as usize;
-    if len > MAX_PAYLOAD {
-        return None;
-    }
-    let end = at + FRAME_HEADER + len;
-    let payload = bytes.get(at + FRAME_HEADER..end)?;
-    (crc(payload) == u32_at(head, 8)?).then_some((payload, end))
-}
-
-/// The little-endian `u32` at `bytes[at..]`.
-pub fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    let b = bytes.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// The little-endian `u64` at `bytes[at..]`.
-pub fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
-    let b = bytes.get(at..at.checked_add(8)?)?;
-    let mut w = [0u8; 8];
-    w.copy_from_slice(b);
-    Some(u64::from_le_bytes(w))
-}
-
-/// `DIR/lock`, held exclusively while the process runs.
-#[derive(Debug)]
-pub struct DirLock {
-    _lock: Flock<File>,
-}
-
-/// Takes `dir/lock` (making `dir`): one process per directory.
-///
-/// # Errors
-///
-/// The directory cannot be made, or another process holds the lock (the
-/// error says so: stop it, or use another directory).
-pub fn lock_dir(dir: &Path, what: &str) -> Result<DirLock, String> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create the {what} directory {}: {e}", dir.display()))?;
-    let path = dir.join("lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(DirLock { _lock: lock }),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(format!(
-            "the {what} {} is in use: another process holds {} (stop it, or give another directory)",
-            dir.display(),
-            path.display()
-        )),
-        Err((_, e)) => Err(format!("cannot lock {}: {e}", path.display())),
-    }
-}
-
-/// `fdatasync` of `file`, the error naming `path`.
-pub fn sync_file(file: &File, path: &Path) -> Result<(), String> {
-    file.sync_data()
-        .map_err(|e| format!("cannot sync {}: {e}", path.display()))
-}
-
-/// Replaces `path` by `bytes` atomically: `path.tmp` written (and synced
-/// unless `policy` is none), renamed over `path`, the directory synced.
-/// Returns `path` opened for appending.
-///
-/// # Errors
-///
-/// A step failed; the error names the file.
-pub fn replace(path: &Path, bytes: &[u8], policy: SyncPolicy) -> Result<File, String> {
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-    f.write_all(bytes)
-        .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    if policy != SyncPolicy::None {
-        sync_file(&f, &tmp)?;
-    }
-    std::fs::rename(&tmp, path)
-        .map_err(|e| format!("cannot rename {} to {}: {e}", tmp.display(), path.display()))?;
-    if policy != SyncPolicy::None {
-        if let Some(dir) = path.parent() {
-            File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| format!("cannot sync the directory {}: {e}", dir.display()))?;
-        }
-    }
-    open_append(path)
-}
-
-/// `path` opened for reading and appending (made if missing).
-pub fn open_append(path: &Path) -> Result<File, String> {
-    OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
-}
-
-/// Reads `file` whole and keeps its `magic` frames up to the first bad one; a torn
-/// tail is cut off the file (synced unless `policy` is none). Returns the
-/// good bytes and how many were dropped.
-///
-/// # Errors
-///
-/// The file cannot be read or cut; the error names `path`.
-pub fn read_frames(
-    file: &mut File,
-    path: &Path,
-    policy: SyncPolicy,
-    magic: [u8; 4],
-    mut good: impl FnMut(&[u8]) -> bool,
-) -> Result<(Vec<u8>, u64), String> {
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut at = 0;
-    while let Some((payload, next)) = next_frame(magic, &bytes, at) {
-        if !good(payload) {
-            break;
-        }
-        at = next;
-    }
-    let dropped = (bytes.len() - at) as u64;
-    if dropped > 0 {
-        file.set_len(at as u64)
-            .map_err(|e| format!("cannot cut the torn tail of {}: {e}", path.display()))?;
-        if policy != SyncPolicy::None {
-            sync_file(file, path)?;
-        }
-        bytes.truncate(at);
-    }
-    Ok((bytes, dropped))
-}
 
 /// One batch, read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -661,7 +399,176 @@ pub struct JournalJob {
     pub dir: PathBuf,
     /// When to sync.
     pub sync: SyncPolicy,
-    /// Compact past this many bytes ([`COMPACT_OVER`] unless a test
+    /// Compact past this many bytes ([`COMPACT_OVER`](crate::durable::COMPACT_OVER) unless a test
     /// lowers it).
     pub compact_over: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    // Test setup that fails should stop the test where it failed.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::durable::COMPACT_OVER;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("iomsg-journal-unit-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A batch committing `path` at `committed` with `records`.
+    fn batch(path: &str, committed: u64, records: &[&[u8]]) -> Vec<u8> {
+        let mut recs = Vec::new();
+        for r in records {
+            push_record(r, &mut recs);
+        }
+        let mut out = Vec::new();
+        Batch::encode(path.as_bytes(), committed, &recs, &mut out);
+        out
+    }
+
+    fn open(dir: &Path) -> (Journal, Recovered) {
+        Journal::open(dir, SyncPolicy::None, COMPACT_OVER).unwrap()
+    }
+
+    #[test]
+    fn a_last_batch_torn_at_every_byte_is_dropped_and_the_rest_restored() {
+        let dir = scratch("torn");
+        let mut good = batch("/a.records", 48, &[b"one", b"two"]);
+        good.extend(batch("/b.records", 0, &[b"three"]));
+        let last = batch("/b.records", 24, &[b"four", b"", b"five"]);
+        for cut in 0..last.len() {
+            let mut bytes = good.clone();
+            bytes.extend_from_slice(&last[..cut]);
+            std::fs::write(dir.join("journal"), &bytes).unwrap();
+            let (j, rec) = open(&dir);
+            assert_eq!(rec.batches, 2, "cut at {cut}");
+            assert_eq!(rec.dropped, cut as u64, "cut at {cut}");
+            let records: Vec<&[u8]> = rec.records().collect();
+            assert_eq!(records, [&b"one"[..], b"two", b"three"], "cut at {cut}");
+            assert_eq!(
+                rec.last_commit,
+                Some((PathBuf::from("/b.records"), 0)),
+                "cut at {cut}"
+            );
+            assert_eq!(j.len(), good.len() as u64);
+            drop(j);
+            let on_disk = std::fs::metadata(dir.join("journal")).unwrap().len();
+            assert_eq!(on_disk, good.len() as u64, "the torn tail stays on disk");
+        }
+        // Whole, it is taken.
+        let mut bytes = good.clone();
+        bytes.extend_from_slice(&last);
+        std::fs::write(dir.join("journal"), &bytes).unwrap();
+        let (_j, rec) = open(&dir);
+        assert_eq!((rec.batches, rec.dropped), (3, 0));
+        assert_eq!(rec.records().count(), 6);
+        assert_eq!(rec.last_commit, Some((PathBuf::from("/b.records"), 24)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_changed_byte_anywhere_in_a_batch_ends_the_journal_there() {
+        let dir = scratch("flip");
+        let first = batch("/a.records", 24, &[b"one"]);
+        let second = batch("/a.records", 48, &[b"two", b"three"]);
+        for at in 0..second.len() {
+            let mut bytes = first.clone();
+            let mut changed = second.clone();
+            changed[at] ^= 0x40;
+            bytes.extend_from_slice(&changed);
+            std::fs::write(dir.join("journal"), &bytes).unwrap();
+            let (_j, rec) = open(&dir);
+            assert_eq!(rec.batches, 1, "byte {at} changed");
+            assert_eq!(rec.records().collect::<Vec<_>>(), [&b"one"[..]]);
+            assert_eq!(rec.dropped, second.len() as u64);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_opener_of_one_directory_is_refused_until_the_first_is_gone() {
+        let dir = scratch("lock");
+        let first = open(&dir);
+        let err = Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).unwrap_err();
+        assert!(err.contains("in use"), "{err}");
+        assert!(err.contains("lock"), "{err}");
+        drop(first);
+        assert!(Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn batches_commit_the_records_file_and_compaction_keeps_the_snapshot_alone() {
+        let dir = scratch("compact");
+        let records = dir.join("s.records");
+        std::fs::write(&records, [7u8; 48]).unwrap();
+        let (mut j, _) = Journal::open(&dir, SyncPolicy::Always, 200).unwrap();
+        j.name(&records).unwrap();
+        let synced = std::cell::Cell::new(0);
+        let sync = || {
+            synced.set(synced.get() + 1);
+            Ok(())
+        };
+        assert!(j.commit(48, sync).unwrap());
+        assert!(!j.commit(48, sync).unwrap(), "nothing changed: no batch");
+        for i in 0..20u8 {
+            j.keep(&[i; 10]);
+            assert!(j.commit(48 + 24 * u64::from(i), sync).unwrap());
+        }
+        assert!(
+            synced.get() >= 21,
+            "--sync always syncs the records each batch"
+        );
+        assert!(j.over_limit());
+        let mut snapshot = Vec::new();
+        push_record(b"all", &mut snapshot);
+        j.compact(500, &snapshot, sync).unwrap();
+        assert!(!j.over_limit());
+        drop(j);
+        let (_j, rec) = open(&dir);
+        assert_eq!(rec.batches, 1);
+        assert_eq!(rec.records().collect::<Vec<_>>(), [&b"all"[..]]);
+        assert_eq!(
+            rec.last_commit,
+            Some((std::path::absolute(&records).unwrap(), 500))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn roll_back_cuts_the_named_file_to_its_commit_point_and_no_further() {
+        let dir = scratch("rollback");
+        let f = dir.join("s.records");
+        std::fs::write(&f, [1u8; 120]).unwrap();
+        let commit = (f.clone(), 72);
+        assert_eq!(
+            roll_back(Some(&commit), SyncPolicy::Always).unwrap(),
+            Rollback::Cut {
+                path: f.clone(),
+                from: 120,
+                to: 72
+            }
+        );
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72);
+        assert_eq!(
+            roll_back(Some(&commit), SyncPolicy::None).unwrap(),
+            Rollback::Nothing
+        );
+        let beyond = (f.clone(), 96);
+        assert!(matches!(
+            roll_back(Some(&beyond), SyncPolicy::None).unwrap(),
+            Rollback::Short { len: 72, .. }
+        ));
+        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72, "never grown");
+        assert_eq!(
+            roll_back(Some(&(PathBuf::new(), 5)), SyncPolicy::None).unwrap(),
+            Rollback::Nothing
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -6,6 +6,7 @@ pub mod args;
 pub mod audit;
 pub mod client;
 pub mod common;
+pub mod durable;
 pub mod exporter;
 pub mod hostile;
 pub mod journal;

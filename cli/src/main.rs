@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use iomsg_cli::args::{self, Ops, Retries, SizeRange};
-use iomsg_cli::journal::{JournalJob, SyncPolicy, COMPACT_OVER};
+use iomsg_cli::durable::{SyncPolicy, COMPACT_OVER};
+use iomsg_cli::journal::JournalJob;
 use iomsg_cli::outbox::OutboxJob;
 use iomsg_cli::{client, hostile, server, soak};
 

@@ -4,7 +4,7 @@
 //!
 //! `DIR/outbox` is a sequence of entries, each a frame (magic `IOOB`,
 //! `u32` length, `u32` CRC32C of the body, the body; see
-//! [`crate::journal::frame`]). The body's first byte says what it is, the
+//! [`crate::durable`]). The body's first byte says what it is, the
 //! rest (little-endian):
 //!
 //! | kind | body |
@@ -28,9 +28,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use iomsg_core::session::{Message, RequestOp, ResumePoint};
+use iomsg_core::session::{Message, RequestOp, ResumePoint, SubmitError};
 
-use crate::journal::{self, frame, next_frame, u32_at, u64_at, DirLock, SyncPolicy, Syncer};
+use crate::durable::{self, frame, next_frame, u32_at, u64_at, DirLock, SyncPolicy, Syncer};
 
 /// The first bytes of every outbox entry.
 pub const OUTBOX_MAGIC: [u8; 4] = *b"IOOB";
@@ -51,7 +51,7 @@ pub struct OutboxJob {
     pub dir: PathBuf,
     /// When to sync.
     pub sync: SyncPolicy,
-    /// Compact past this many bytes ([`journal::COMPACT_OVER`] unless a
+    /// Compact past this many bytes ([`durable::COMPACT_OVER`] unless a
     /// test lowers it).
     pub compact_over: u64,
 }
@@ -160,6 +160,58 @@ impl Stored {
         };
         self.entries += u64::from(ok);
         ok
+    }
+
+    /// Submits the messages kept again through `submit`, in sn order:
+    /// each must get its old sn. `each` is told every sn and the bytes its
+    /// audit record hashes (a write's data; nothing for a read).
+    ///
+    /// # Errors
+    ///
+    /// A message was refused, or given another sn (the outbox is not this
+    /// session's).
+    pub fn resubmit(
+        &self,
+        mut submit: impl FnMut(Message<'_>) -> Result<u64, SubmitError>,
+        mut each: impl FnMut(u64, &[u8]),
+    ) -> Result<(), String> {
+        for (&sn, m) in &self.messages {
+            let got = submit(m.message()).map_err(|e| {
+                format!(
+                    "cannot submit the outbox's sn {sn} again: {e} (were --data-size or \
+                     --conn-window lowered since it was written?)"
+                )
+            })?;
+            if got != sn {
+                return Err(format!(
+                    "the outbox's message sn {sn} was given sn {got}: the outbox does not hold \
+                     this session's messages in order"
+                ));
+            }
+            each(
+                sn,
+                if m.op == RequestOp::Read {
+                    &[]
+                } else {
+                    &m.bytes
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The status line of a session resumed from `path`.
+    pub fn describe(&self, path: &Path, session: u64) -> String {
+        format!(
+            "outbox {}: resumed session {session:016x} (its id and token, not new ones) at sn {} \
+             with {} messages, epochs above {}; {} entries read, {} bytes of torn tail dropped",
+            path.display(),
+            self.point.base,
+            self.messages.len(),
+            self.point.reservation,
+            self.entries,
+            self.dropped
+        )
     }
 
     fn release(&mut self, base: u64) {
@@ -292,13 +344,13 @@ impl Outbox {
     /// Another client holds the directory, or a file cannot be read, made
     /// or cut; the error names it.
     pub fn open(job: &OutboxJob) -> Result<(Outbox, Stored), String> {
-        let lock = journal::lock_dir(&job.dir, "outbox directory")?;
+        let lock = durable::lock_dir(&job.dir, "outbox directory")?;
         let path = job.dir.join("outbox");
         let _ = std::fs::remove_file(path.with_extension("tmp"));
-        let mut file = journal::open_append(&path)?;
+        let mut file = durable::open_append(&path)?;
         let mut stored = Stored::default();
         let (bytes, dropped) =
-            journal::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
+            durable::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
                 stored.apply(b)
             })?;
         stored.dropped = dropped;
@@ -411,7 +463,7 @@ impl Outbox {
     /// The sync failed; the error names the file.
     pub fn sync_now(&mut self) -> Result<(), String> {
         if self.sync.policy() != SyncPolicy::None {
-            journal::sync_file(&self.file, &self.path)?;
+            durable::sync_file(&self.file, &self.path)?;
             self.sync.synced();
         }
         Ok(())
@@ -453,9 +505,144 @@ impl Outbox {
             };
             encode_message(sn, &r, &mut out);
         }
-        self.file = journal::replace(&self.path, &out, self.sync.policy())?;
+        self.file = durable::replace(&self.path, &out, self.sync.policy())?;
         self.len = out.len() as u64;
         self.sync.synced();
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Test setup that fails should stop the test where it failed.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("iomsg-outbox-unit-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn job(dir: &Path, compact_over: u64) -> OutboxJob {
+        OutboxJob {
+            dir: dir.to_path_buf(),
+            sync: SyncPolicy::None,
+            compact_over,
+        }
+    }
+
+    fn data(sn: u64) -> Vec<u8> {
+        vec![sn as u8; 100 + sn as usize]
+    }
+
+    #[test]
+    fn compaction_keeps_the_identity_the_point_and_the_unreleased_messages() {
+        let dir = scratch("compact");
+        let (mut o, stored) = Outbox::open(&job(&dir, 4000)).unwrap();
+        assert!(stored.identity.is_none());
+        o.identity(0xabc, 0xdef);
+        o.note(ResumePoint::new(0, 0));
+        for sn in 0..50 {
+            let d = data(sn);
+            if sn % 7 == 3 {
+                o.message(
+                    sn,
+                    &Message::Read {
+                        len: 77,
+                        request: &d[..3],
+                    },
+                );
+            } else {
+                o.message(sn, &Message::Write(&d));
+            }
+        }
+        o.note(ResumePoint::new(30, 3000).trusting(11, 22));
+        o.write().unwrap();
+        let before = o.len();
+        assert!(o.compact_if_large().unwrap());
+        assert!(o.len() < before / 2, "{} of {before}", o.len());
+        assert!(!o.compact_if_large().unwrap());
+        o.message(50, &Message::Write(&data(50)));
+        o.write().unwrap();
+        drop(o);
+        let (_o, s) = Outbox::open(&job(&dir, 4000)).unwrap();
+        assert_eq!(s.identity, Some((0xabc, 0xdef)));
+        assert_eq!(
+            s.point,
+            Point {
+                base: 30,
+                reservation: 3000 + EPOCH_RESERVE,
+                instance: Some(11),
+                incarnation: Some(22)
+            }
+        );
+        assert_eq!(
+            s.messages.keys().copied().collect::<Vec<_>>(),
+            (30..51).collect::<Vec<_>>()
+        );
+        for (&sn, m) in &s.messages {
+            if sn % 7 == 3 {
+                assert_eq!(
+                    (m.op, m.read_len, &m.bytes[..]),
+                    (RequestOp::Read, 77, &data(sn)[..3])
+                );
+            } else {
+                assert_eq!((m.op, &m.bytes), (RequestOp::Write, &data(sn)));
+            }
+        }
+        assert_eq!(
+            s.resume_point(),
+            ResumePoint::new(30, 3000 + EPOCH_RESERVE).trusting(11, 22)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_epoch_reservation_is_renewed_only_near_its_end() {
+        let dir = scratch("epoch");
+        let (mut o, _) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+        o.note(ResumePoint::new(0, 1));
+        assert_eq!(o.reservation(), 1 + EPOCH_RESERVE);
+        o.write().unwrap();
+        let len = o.len();
+        o.note(ResumePoint::new(0, 1 + EPOCH_RESERVE - RENEW_WITHIN));
+        o.write().unwrap();
+        assert_eq!(
+            (o.reservation(), o.len()),
+            (1 + EPOCH_RESERVE, len),
+            "not yet"
+        );
+        o.note(ResumePoint::new(0, 2 + EPOCH_RESERVE - RENEW_WITHIN));
+        assert_eq!(o.reservation(), 2 + 2 * EPOCH_RESERVE - RENEW_WITHIN);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_entry_is_dropped_and_the_rest_kept() {
+        let dir = scratch("torn");
+        let (mut o, _) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+        o.identity(1, 2);
+        o.message(0, &Message::Write(&data(0)));
+        o.write().unwrap();
+        let good = o.len();
+        o.message(1, &Message::Write(&data(1)));
+        o.write().unwrap();
+        let whole = o.len();
+        drop(o);
+        for cut in good..whole {
+            let f = dir.join("outbox");
+            let bytes = std::fs::read(&f).unwrap();
+            std::fs::write(&f, &bytes[..cut as usize]).unwrap();
+            let (o, s) = Outbox::open(&job(&dir, u64::MAX)).unwrap();
+            assert_eq!(s.messages.len(), 1, "cut at {cut}");
+            assert_eq!(s.dropped, cut - good);
+            assert_eq!(o.len(), good);
+            drop(o);
+            std::fs::write(&f, &bytes).unwrap();
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

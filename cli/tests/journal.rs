@@ -1,0 +1,472 @@
+//! `iomsg server --journal` and `iomsg client --outbox` as a user runs
+//! them: real processes over UCX on loopback, killed with SIGKILL and
+//! started again, judged from the audit records each process wrote (what
+//! every server instance handed to its application, what the client
+//! submitted), read here on their own.
+
+// Test setup that fails should stop the test where it failed.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The tests run one at a time: they share two cores and kill processes
+/// mid-stream.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("iomsg-journal-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process of ours, killed (by its pid) if the test ends first.
+struct Proc {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Proc {
+    /// `iomsg ARGS`, stdout and stderr into `out`.
+    fn start(args: &[&str], out: PathBuf) -> Proc {
+        let f = File::create(&out).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+            .args(args)
+            .env("UCX_NET_DEVICES", "lo")
+            .env("UCX_TLS", "tcp")
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        Proc { child, out }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// Waits until the output holds `what` (`limit` at most).
+    fn wait_for(&mut self, what: &str, limit: Duration) -> String {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            let text = self.text();
+            if text.contains(what) {
+                return text;
+            }
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!("exited ({st}) before saying {what:?}: {text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no {what:?} within {limit:?}: {}", self.text());
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn signal(&mut self, sig: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Waits for the exit (`limit` at most).
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("still running after {limit:?}: {}", self.text());
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM);
+        self.wait(Duration::from_secs(10))
+    }
+
+    /// SIGKILL, reaped.
+    fn kill(&mut self) {
+        self.signal(Signal::SIGKILL);
+        self.wait(Duration::from_secs(10));
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.running() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn server(port: u16, dir: &Path, name: &str) -> Proc {
+    server_with(port, dir, name, &[])
+}
+
+fn server_with(port: u16, dir: &Path, name: &str, extra: &[&str]) -> Proc {
+    let listen = format!("127.0.0.1:{port}");
+    let journal = dir.join("journal");
+    let audit = dir.join("audit");
+    let mut args = vec![
+        "server",
+        "--listen",
+        &listen,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--audit-dir",
+        audit.to_str().unwrap(),
+        "--audit-name",
+        name,
+        "--report-interval",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let mut p = Proc::start(&args, dir.join(format!("{name}.out")));
+    p.wait_for("listening on", Duration::from_secs(15));
+    p
+}
+
+fn client(port: u16, dir: &Path, run: &str, extra: &[&str]) -> Proc {
+    let addr = format!("127.0.0.1:{port}");
+    let audit = dir.join("audit");
+    let mut args = vec![
+        "client",
+        &addr,
+        "--audit-dir",
+        audit.to_str().unwrap(),
+        "--audit-name",
+        "client",
+        "--retries",
+        "inf",
+        "--report-interval",
+        "0",
+        "--window",
+        "64",
+        "--conn-window",
+        "64",
+        "--data-size",
+        "64:4K",
+    ];
+    args.extend_from_slice(extra);
+    Proc::start(&args, dir.join(format!("{run}.out")))
+}
+
+/// The (session, sn, payload hash) of every record in an audit records
+/// file, repeats kept.
+fn records(path: &Path) -> Vec<(u64, u64, u64)> {
+    let word = |c: &[u8], i: usize| u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
+    std::fs::read(path)
+        .unwrap_or_default()
+        .chunks_exact(24)
+        .map(|c| (word(c, 0), word(c, 1), word(c, 2)))
+        .collect()
+}
+
+/// The payload hashes each (session, sn) was handed to a server
+/// application with, over every server instance's records.
+fn delivered(audit: &Path) -> HashMap<(u64, u64), Vec<u64>> {
+    let mut n: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
+    for e in std::fs::read_dir(audit).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("server-") && name.ends_with(".records") {
+            for (session, sn, hash) in records(&p) {
+                n.entry((session, sn)).or_default().push(hash);
+            }
+        }
+    }
+    n
+}
+
+/// The client's records name one session whose sns run from 0 without a
+/// gap, each sn with one payload (a resubmission repeats the record
+/// identically); each was delivered exactly once over the server
+/// instances, with that payload, and nothing else was delivered.
+fn assert_exactly_once(dir: &Path) -> usize {
+    let audit = dir.join("audit");
+    let mut submitted: BTreeMap<(u64, u64), BTreeSet<u64>> = BTreeMap::new();
+    for (session, sn, hash) in records(&audit.join("client.records")) {
+        submitted.entry((session, sn)).or_default().insert(hash);
+    }
+    assert!(!submitted.is_empty());
+    let sessions: BTreeSet<u64> = submitted.keys().map(|r| r.0).collect();
+    assert_eq!(sessions.len(), 1, "one session across the client's runs");
+    let sns: Vec<u64> = submitted.keys().map(|r| r.1).collect();
+    assert_eq!(
+        sns,
+        (0..sns.len() as u64).collect::<Vec<_>>(),
+        "sns from 0, no gap"
+    );
+    let changed: Vec<_> = submitted.iter().filter(|(_, h)| h.len() > 1).collect();
+    assert!(changed.is_empty(), "one sn, two payloads: {changed:?}");
+    let got = delivered(&audit);
+    let twice: Vec<_> = got.iter().filter(|(_, h)| h.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "{} delivered more than once: {:?}",
+        twice.len(),
+        &twice[..twice.len().min(20)]
+    );
+    let missing: Vec<_> = submitted.keys().filter(|r| !got.contains_key(r)).collect();
+    assert!(
+        missing.is_empty(),
+        "{} never delivered: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+    for (k, hashes) in &submitted {
+        assert_eq!(
+            Some(hashes.iter().copied().collect()),
+            got.get(k).cloned(),
+            "{k:?}: payloads differ"
+        );
+    }
+    assert_eq!(
+        got.len(),
+        submitted.len(),
+        "delivered what no client submitted"
+    );
+    submitted.len()
+}
+
+#[test]
+fn a_torn_journal_tail_is_cut_the_uncommitted_records_rolled_back_and_the_server_serves() {
+    let _one = one_at_a_time();
+    let dir = scratch("torn");
+    let port = free_port();
+    let mut s1 = server(port, &dir, "server-1");
+    let mut c = client(port, &dir, "c1", &["-i", "500"]);
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    assert!(s1.stop().success(), "{}", s1.text());
+
+    let journal = dir.join("journal").join("journal");
+    let good = std::fs::metadata(&journal).unwrap().len();
+    // Half a batch: a header that promises more than follows.
+    let mut torn = Vec::from(*b"IOJB");
+    torn.extend_from_slice(&200u32.to_le_bytes());
+    torn.extend_from_slice(&[0x5a; 4 + 37]);
+    File::options()
+        .append(true)
+        .open(&journal)
+        .unwrap()
+        .write_all(&torn)
+        .unwrap();
+    // Two deliveries recorded whose batch never made it: never acknowledged.
+    let rec1 = dir.join("audit").join("server-1.records");
+    let committed = std::fs::metadata(&rec1).unwrap().len();
+    assert_eq!(committed, 500 * 24);
+    File::options()
+        .append(true)
+        .open(&rec1)
+        .unwrap()
+        .write_all(&[9u8; 48])
+        .unwrap();
+
+    let mut s2 = server(port, &dir, "server-2");
+    let text = s2.text();
+    assert!(text.contains(": 1 sessions restored from"), "{text}");
+    assert!(
+        text.contains(&format!("{} bytes of torn tail dropped", torn.len())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "back from {} to {committed} bytes (2 deliveries",
+            committed + 48
+        )),
+        "{text}"
+    );
+    assert_eq!(std::fs::metadata(&rec1).unwrap().len(), committed);
+    let now = std::fs::metadata(&journal).unwrap().len();
+    assert!(
+        now > good && now < good + torn.len() as u64 + 200,
+        "{good} then {now}"
+    );
+    // It serves.
+    let mut c = client(port, &dir, "c2", &["-i", "300"]);
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    assert!(s2.stop().success(), "{}", s2.text());
+    assert_eq!(
+        records(&dir.join("audit").join("server-2.records")).len(),
+        300
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_server_killed_three_times_mid_stream_delivers_every_sn_exactly_once() {
+    let _one = one_at_a_time();
+    let dir = scratch("kills");
+    let port = free_port();
+    // A small threshold: the journal is compacted again and again.
+    let compact = ["--journal-compact-over", "32K"];
+    let mut s = server_with(port, &dir, "server-1", &compact);
+    let mut c = client(port, &dir, "c", &["-i", "0", "--run-time", "6s"]);
+    for k in 2..=4 {
+        std::thread::sleep(Duration::from_millis(1300));
+        assert!(
+            c.running(),
+            "the client finished before kill {}: {}",
+            k - 1,
+            c.text()
+        );
+        // The client stops reading for a while: the server delivers what
+        // is in flight and acknowledges it, and dies before the client
+        // takes the acknowledgements. The next instance must know from
+        // the journal that it delivered them.
+        c.signal(Signal::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(200));
+        s.kill();
+        c.signal(Signal::SIGCONT);
+        s = server_with(port, &dir, &format!("server-{k}"), &compact);
+        let text = s.text();
+        assert!(text.contains(": 1 sessions restored from"), "{text}");
+    }
+    assert!(c.wait(Duration::from_secs(90)).success(), "{}", c.text());
+    assert!(s.text().contains("journal compacted"), "{}", s.text());
+    assert!(s.stop().success(), "{}", s.text());
+    for k in 1..=3 {
+        let n = records(&dir.join("audit").join(format!("server-{k}.records"))).len();
+        assert!(n > 0, "instance {k} delivered nothing: not mid-stream");
+    }
+    let n = assert_exactly_once(&dir);
+    eprintln!("{n} sns, each delivered once over 4 server instances");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_client_killed_twice_goes_on_from_its_outbox_and_nothing_is_delivered_twice() {
+    let _one = one_at_a_time();
+    let dir = scratch("outbox");
+    let port = free_port();
+    let mut s = server(port, &dir, "server-1");
+    let outbox = dir.join("outbox");
+    let ob = outbox.to_str().unwrap();
+    let mut session = None;
+    for run in 1..=2 {
+        let mut c = client(
+            port,
+            &dir,
+            &format!("c{run}"),
+            &["-i", "0", "--outbox", ob, "--outbox-compact-over", "1M"],
+        );
+        let text = c.wait_for("session ", Duration::from_secs(15));
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(c.running(), "{}", c.text());
+        c.kill();
+        let id = text
+            .split_whitespace()
+            .skip_while(|w| *w != "session")
+            .nth(1)
+            .map(str::to_string);
+        if run == 2 {
+            assert!(text.contains("resumed session"), "{text}");
+            assert_eq!(id, session, "the outbox's session goes on");
+        }
+        session = id;
+    }
+    let mut c = client(
+        port,
+        &dir,
+        "c3",
+        &["-i", "2000", "--outbox", ob, "--outbox-compact-over", "1M"],
+    );
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    assert!(c.text().contains("resumed session"), "{}", c.text());
+    assert!(c.text().contains("outbox compacted"), "{}", c.text());
+    assert!(s.stop().success(), "{}", s.text());
+    let n = assert_exactly_once(&dir);
+    assert!(n > 2000, "{n}");
+    eprintln!("{n} sns, each delivered once over 3 client processes");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_second_server_on_one_journal_is_refused_with_a_clear_error() {
+    let _one = one_at_a_time();
+    let dir = scratch("second");
+    let mut s1 = server(free_port(), &dir, "server-1");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let journal = dir.join("journal");
+    let mut s2 = Proc::start(
+        &[
+            "server",
+            "--listen",
+            &listen,
+            "--journal",
+            journal.to_str().unwrap(),
+        ],
+        dir.join("second.out"),
+    );
+    let st = s2.wait(Duration::from_secs(15));
+    let text = s2.text();
+    assert_eq!(st.code(), Some(1), "{text}");
+    assert!(text.contains("is in use: another process holds"), "{text}");
+    assert!(
+        text.contains(&journal.join("lock").display().to_string()),
+        "{text}"
+    );
+    assert!(!text.contains("listening on"), "{text}");
+    assert!(s1.running());
+    assert!(s1.stop().success(), "{}", s1.text());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_explains_the_journal_the_outbox_and_the_sync_policies() {
+    let out = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+        .args(["server", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for s in [
+        "--journal",
+        "--sync",
+        "SIGKILL",
+        "fdatasync",
+        "10 ms",
+        "[default: batch]",
+    ] {
+        assert!(text.contains(s), "server --help lacks {s}: {text}");
+    }
+    assert!(!text.contains("compact-over"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+        .args(["client", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for s in ["--outbox", "--sync"] {
+        assert!(text.contains(s), "client --help lacks {s}: {text}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+        .args(["client", "127.0.0.1", "127.0.0.2", "--outbox", "/tmp/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--outbox keeps one session"));
+}
