@@ -326,7 +326,7 @@ fn a_server_killed_three_times_mid_stream_delivers_every_sn_exactly_once() {
     // A small threshold: the journal is compacted again and again.
     let compact = ["--journal-compact-over", "32K"];
     let mut s = server_with(port, &dir, "server-1", &compact);
-    let mut c = client(port, &dir, "c", &["-i", "0", "--run-time", "6s"]);
+    let mut c = client(port, &dir, "c", &["-i", "0", "--run-time", "9s"]);
     for k in 2..=4 {
         std::thread::sleep(Duration::from_millis(1300));
         assert!(
