@@ -15,7 +15,8 @@
 //! disconnects and first acknowledgements, per instance its lost ranges
 //! and pause ends, per client its acknowledgement samples (16 bytes each,
 //! one every 250 ms in a soak: 230 KB per client and hour), and at most
-//! 100 lost ranges named.
+//! 100 lost ranges named. [`once`] judges `--exactly-once` soaks, whose
+//! sessions span several client processes, over the same sorted walk.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -25,6 +26,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub mod once;
 mod reconcile;
 pub mod sort;
 
@@ -103,8 +105,14 @@ pub struct SessionTrail {
     /// The client it belongs to (its index).
     pub client: usize,
     /// Messages in the client's records: sns `0..submitted`, each once,
-    /// in order.
+    /// in order (read with [`Sns::Resumed`]: records in this file, from
+    /// `first_sn`).
     pub submitted: u64,
+    /// The lowest sn in this file's records (0 unless the session was
+    /// resumed from an outbox).
+    pub first_sn: u64,
+    /// One past the highest sn in this file's records.
+    pub end_sn: u64,
     /// The protocol's counts from the client's `done` line.
     pub done: Option<Done>,
     /// Every sn below this was acknowledged (the last seen).
@@ -153,13 +161,41 @@ pub struct ClientTrail {
     pub killed: bool,
 }
 
+/// Which sns a client's records of a session may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sns {
+    /// `0, 1, 2, ...`: each session is new with this process.
+    FromZero,
+    /// Any sns, in any order (a session resumed from an outbox: its
+    /// unreleased messages submitted again, then new ones), and sessions
+    /// the log may not have opened (the process was killed before its
+    /// first log line reached the file).
+    Resumed,
+}
+
 /// Reads client `index`'s files `dir/NAME.records` (checked and counted,
-/// not kept) and `dir/NAME.log`.
+/// not kept) and `dir/NAME.log`; each session's sns run from 0.
 ///
 /// # Errors
 ///
 /// A file could not be read.
 pub fn read_client(dir: &Path, name: &str, index: usize) -> Result<ClientTrail, String> {
+    read_client_as(dir, name, index, Sns::FromZero)
+}
+
+/// Reads client `index`'s files `dir/NAME.records` (checked and counted,
+/// not kept) and `dir/NAME.log`, its records' sns as `sns` says.
+///
+/// # Errors
+///
+/// A file could not be read, or (with [`Sns::FromZero`]) a record is not
+/// the next sn of a session the log opened.
+pub fn read_client_as(
+    dir: &Path,
+    name: &str,
+    index: usize,
+    sns: Sns,
+) -> Result<ClientTrail, String> {
     let mut trail = ClientTrail::default();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
     each_line(&dir.join(format!("{name}.log")), |l| {
@@ -175,19 +211,36 @@ pub fn read_client(dir: &Path, name: &str, index: usize) -> Result<ClientTrail, 
     }
     for r in sort::Records::open(&dir.join(format!("{name}.records")))? {
         let r = r?;
-        let Some(&i) = by_id.get(&r.session) else {
-            return Err(format!(
-                "{name}: a record of session {:016x}, which its log never opened",
-                r.session
-            ));
+        let i = match (by_id.get(&r.session), sns) {
+            (Some(&i), _) => i,
+            (None, Sns::Resumed) => {
+                by_id.insert(r.session, trail.sessions.len());
+                trail.sessions.push(SessionTrail {
+                    session: r.session,
+                    client: index,
+                    first_sn: r.sn,
+                    ..SessionTrail::default()
+                });
+                trail.sessions.len() - 1
+            }
+            (None, Sns::FromZero) => {
+                return Err(format!(
+                    "{name}: a record of session {:016x}, which its log never opened",
+                    r.session
+                ))
+            }
         };
         let s = &mut trail.sessions[i];
-        if r.sn != s.submitted {
+        if sns == Sns::FromZero && r.sn != s.submitted {
             return Err(format!(
                 "{name}: session {:016x} recorded sn {} after {} others",
                 r.session, r.sn, s.submitted
             ));
         }
+        if s.submitted == 0 || r.sn < s.first_sn {
+            s.first_sn = r.sn;
+        }
+        s.end_sn = s.end_sn.max(r.sn.saturating_add(1));
         s.submitted += 1;
     }
     Ok(trail)

@@ -114,14 +114,21 @@ fn soak_help() -> String {
     let b = soak::stall_bounds();
     format!(
         "Faults (--faults): client-kill (SIGKILL a client; a new client with a new session \
-         takes its place), client-pause and server-pause (SIGSTOP, SIGCONT after 0.3-0.6 or \
-         1.3-2 times the {:.0} s silence timeout, alternately), link-cut (a client's link \
-         down for --cut-for; network namespaces), hostile (`iomsg hostile --modes all` \
-         against the server for twice --fault-every). The verdict adds: every server \
-         instance ended by the soak's SIGKILL or exit 0 at the end; acknowledgements \
-         resume within {:.1} s of a server or a client's own outage ending, and stall no \
-         more than {:.1} s otherwise; peak server RSS within --max-server-rss; every \
-         client finished.",
+         takes its place, or with --exactly-once the same session from its outbox), \
+         client-pause and server-pause (SIGSTOP, SIGCONT after 0.3-0.6 or 1.3-2 times the \
+         {:.0} s silence timeout, alternately), link-cut (a client's link down for \
+         --cut-for; network namespaces), hostile (`iomsg hostile --modes all` against the \
+         server for twice --fault-every). The verdict adds: every server instance ended by \
+         the soak's SIGKILL or exit 0 at the end; acknowledgements resume within {:.1} s of \
+         a server or a client's own outage ending, and stall no more than {:.1} s \
+         otherwise; peak server RSS within --max-server-rss; every client finished. With \
+         --exactly-once (kill times and client slots drawn from the seed; 100 server and \
+         100 client kills take about 3 minutes at the 1.5 s default) the audit asks \
+         instead, per session over all its client generations' records and all the server \
+         instances' records: no sn handed over twice, no submitted sn never handed over, \
+         no sn used and in no record, the same bytes for an sn in every record; the \
+         report's `exactly_once` holds submitted, delivered, duplicates, missing, server \
+         and client kills, and names every failure by session, sn range and file.",
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
         b.isolation.as_secs_f64()
@@ -366,9 +373,20 @@ struct SoakArgs {
     #[arg(long, default_value = "tcp")]
     tls: String,
     /// Mean time between server kills (SIGKILL), jittered ±30 % by the
-    /// seed.
-    #[arg(long, value_name = "TIME", default_value = "5s", value_parser = duration)]
-    kill_every: Duration,
+    /// seed [default: 5s; 1.5s with --exactly-once].
+    #[arg(long, value_name = "TIME", value_parser = duration)]
+    kill_every: Option<Duration>,
+    /// Exactly once across crashes of either side: the server instances
+    /// keep one journal (`--journal AUDIT_DIR/journal --sync none`), each
+    /// client slot an outbox kept across its restarts (`--outbox
+    /// AUDIT_DIR/outbox-K --sync none`), and after each server kill one
+    /// client, drawn from the seed, is SIGKILLed 5-65 % of --kill-every
+    /// later and restarted at once on its outbox (the same session). The
+    /// verdict asks every sn the clients submitted to be handed over
+    /// exactly once over all the server instances, and names each
+    /// duplicate and missing sn. Needs replay.
+    #[arg(long, conflicts_with = "sim")]
+    exactly_once: bool,
     /// Server kills to do.
     #[arg(long, default_value_t = 12, conflicts_with = "duration")]
     kills: u32,
@@ -616,7 +634,19 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         eprintln!("iomsg soak: --fault-every must be at least 100ms");
         return ExitCode::from(2);
     }
-    if a.kill_every < Duration::from_millis(100) {
+    if a.exactly_once && !a.workload.replay {
+        eprintln!(
+            "iomsg soak: --exactly-once needs replay: a client that gives up what was in flight \
+             at a reconnect loses it by design; leave out --replay off"
+        );
+        return ExitCode::from(2);
+    }
+    let kill_every = a.kill_every.unwrap_or(if a.exactly_once {
+        soak::EXACTLY_ONCE_KILL_EVERY
+    } else {
+        Duration::from_secs(5)
+    });
+    if kill_every < Duration::from_millis(100) {
         eprintln!("iomsg soak: --kill-every must be at least 100ms");
         return ExitCode::from(2);
     }
@@ -633,14 +663,15 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         clients: a.clients,
         tls: a.tls,
         api: a.workload.api,
-        kill_every: a.kill_every,
+        kill_every,
         kills: a.kills,
         duration: a.duration,
         seed: a.workload.seed,
         replay: a.workload.replay,
+        exactly_once: a.exactly_once,
         hosts,
         faults,
-        fault_every: a.fault_every.unwrap_or(a.kill_every),
+        fault_every: a.fault_every.unwrap_or(kill_every),
         cut_for: a.cut_for,
         max_server_rss: a.max_server_rss.unwrap_or_else(soak::server_memory_bound),
         recreate_context: a.workload.recreate_context,
@@ -655,12 +686,17 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         keep_records: a.keep_records,
     };
     println!(
-        "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}, audit in {}",
+        "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}{}, audit in {}",
         job.clients,
         job.tls,
         job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
         iomsg_cli::common::human(job.kill_every),
         if job.replay { "on" } else { "off" },
+        if job.exactly_once {
+            ", exactly once (journal, outboxes, a client kill after each server kill)"
+        } else {
+            ""
+        },
         job.audit_dir.display()
     );
     if !job.faults.is_empty() {

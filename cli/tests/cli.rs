@@ -40,6 +40,8 @@ fn bad_arguments_give_one_clear_line_and_exit_code_2() {
         &["soak", "--hosts", "mars"],
         &["soak", "--kills", "3", "--duration", "10s"],
         &["soak", "--window", "0"],
+        &["soak", "--exactly-once", "--replay", "off"],
+        &["soak", "--exactly-once", "--sim"],
         &["frobnicate"],
     ];
     for args in cases {
@@ -236,6 +238,76 @@ fn a_short_soak_without_replay_names_exactly_the_sns_lost_in_flight() {
         .flat_map(|(s, sns)| sns.into_iter().map(move |sn| (s, sn)))
         .collect();
     assert_eq!(named, missing);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every record of a file: (session, sn, hash).
+fn hashed(path: &Path) -> Vec<(u64, u64, u64)> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(24)
+        .map(|c| {
+            let word = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().unwrap());
+            (word(0), word(8), word(16))
+        })
+        .collect()
+}
+
+#[test]
+fn an_exactly_once_soak_kills_both_sides_and_hands_every_sn_over_once() {
+    let _one = one_at_a_time();
+    let dir = scratch("once");
+    let (r, text) = soak(&dir, &["--exactly-once"]);
+    assert_eq!(r["verdict"], "pass", "{text}");
+    let once = &r["exactly_once"];
+    assert_eq!(once["server_kills"], 3, "{text}");
+    assert_eq!(once["client_kills"], 3, "{text}");
+    assert_eq!(once["duplicates"], 0, "{text}");
+    assert_eq!(once["missing"], 0, "{text}");
+    // Read here: per client slot, every generation's session; per
+    // (session, sn), the clients' hashes and the servers' handovers.
+    let mut slot_sessions: HashMap<String, HashSet<u64>> = HashMap::new();
+    let mut client: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut handed: HashMap<(u64, u64), u32> = HashMap::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".records") else {
+            continue;
+        };
+        for (s, sn, h) in hashed(&p) {
+            if let Some(rest) = stem.strip_prefix("client-") {
+                let slot = rest.split('.').next().unwrap().to_string();
+                slot_sessions.entry(slot).or_default().insert(s);
+                let old = client.insert((s, sn), h);
+                assert!(
+                    old.is_none_or(|o| o == h),
+                    "{stem}: sn {sn} with other bytes"
+                );
+            } else {
+                *handed.entry((s, sn)).or_default() += 1;
+            }
+        }
+    }
+    // A killed client's next generation went on with its session.
+    assert_eq!(slot_sessions.len(), 2, "{slot_sessions:?}");
+    assert!(
+        slot_sessions.values().all(|s| s.len() == 1),
+        "{slot_sessions:?}"
+    );
+    assert!(handed.values().all(|&n| n == 1), "an sn handed over twice");
+    assert!(
+        client.keys().all(|k| handed.contains_key(k)),
+        "an sn missing"
+    );
+    let unrecorded = handed.keys().filter(|k| !client.contains_key(k)).count();
+    assert_eq!(once["submitted"].as_u64().unwrap(), client.len() as u64);
+    assert_eq!(once["delivered"].as_u64().unwrap(), handed.len() as u64);
+    assert_eq!(
+        once["unrecorded_at_kill"].as_u64().unwrap(),
+        unrecorded as u64
+    );
+    assert!(client.len() > 10_000, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

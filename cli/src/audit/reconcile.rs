@@ -65,7 +65,7 @@ struct Session<'a> {
 }
 
 /// The instances' own counts; returns their lost-live ranges by session.
-fn instance_figures(
+pub(super) fn instance_figures(
     r: &mut Reconciled,
     instances: &[InstanceTrail],
 ) -> HashMap<u64, Vec<Range<u64>>> {
@@ -246,7 +246,11 @@ impl LostList {
 }
 
 /// The sessions' own figures: counts, acknowledgements, reconnect times.
-fn session_figures(r: &mut Reconciled, clients: &[ClientTrail], instances: &[InstanceTrail]) {
+pub(super) fn session_figures(
+    r: &mut Reconciled,
+    clients: &[ClientTrail],
+    instances: &[InstanceTrail],
+) {
     // When the server could take clients again: each instance's start
     // and each end of a pause.
     let listening: Vec<u64> = instances

@@ -8,8 +8,9 @@ use iomsg_core::rng::SplitMix64;
 /// A fault the soak does to its processes, besides the server kills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Fault {
-    /// SIGKILL a client; a new client (new session, new audit files)
-    /// takes its place at once.
+    /// SIGKILL a client; a new client (new audit files; a new session,
+    /// or with `--exactly-once` the same one resumed from the slot's
+    /// outbox) takes its place at once.
     ClientKill,
     /// SIGSTOP a client, SIGCONT it later.
     ClientPause,

@@ -4,14 +4,15 @@
 
 use std::fs;
 
-use super::lab::World;
+use super::lab::{journal_dir, outbox_dir, World};
 use super::report::{
     self, ClientProcReport, EventReport, FaultReport, Files, HostileReport, InstanceReport,
-    LongestReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
+    LongestReport, OnceReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
 };
 use super::verdict::{self, ClientEnd, Event, Kind, Life, ServerEnd};
 use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, SAMPLE_EVERY};
-use crate::audit::{self, ClientTrail, InstanceTrail};
+use crate::audit::once::{self, OnceFigures};
+use crate::audit::{self, ClientTrail, InstanceTrail, Sns};
 use crate::plot;
 
 /// What the run itself counted, for the verdict.
@@ -19,6 +20,8 @@ pub(super) struct VerdictInput<'a> {
     pub(super) kills: u32,
     pub(super) planned_kills: u32,
     pub(super) kills_us: &'a [u64],
+    /// Client kills done for `--exactly-once`.
+    pub(super) once_client_kills: u32,
     pub(super) seconds: f64,
     pub(super) t0: u64,
 }
@@ -39,22 +42,24 @@ pub(super) fn verdict_and_report(
 ) -> Result<SoakReport, String> {
     let dir = &job.audit_dir;
     let (clients, instances) = read_trails(job, world, events)?;
-    let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
-    let client_names: Vec<&str> = world.clients.iter().map(|c| c.name.as_str()).collect();
-    let instance_names: Vec<&str> = world.instances.iter().map(|i| i.name.as_str()).collect();
-    let records = audit::sorted_records(dir, &client_names, &instance_names)?;
-    let figures = audit::reconcile(&trails, &instances, records)?;
-    let mut reasons = audit::failures(&figures, job.replay);
+    let (figures, once, mut reasons) = reconcile(job, world, &clients, &instances)?;
     if v.kills < v.planned_kills {
         reasons.push(format!(
             "only {} of {} kills happened",
             v.kills, v.planned_kills
         ));
     }
+    if job.exactly_once && v.once_client_kills < v.kills {
+        reasons.push(format!(
+            "only {} of {} client kills happened (one after each server kill)",
+            v.once_client_kills, v.kills
+        ));
+    }
     let done_faults = events
         .iter()
         .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
-        .count();
+        .count()
+        .saturating_sub(v.once_client_kills as usize);
     if done_faults < plan.len() {
         reasons.push(format!(
             "only {done_faults} of {} planned faults happened",
@@ -65,18 +70,25 @@ pub(super) fn verdict_and_report(
     let client_processes = judge_clients(world, &clients, &mut reasons, v.t0);
     let hostile_runs = judge_hostiles(job, world, &mut reasons, v.t0);
     let stall_report = judge_stalls(world, &clients, events, &mut reasons, v.t0);
-    let fault_report = fault_report(job, plan, events, v.t0);
+    let fault_report = fault_report(job, plan, events, &v);
     let cuts: Vec<(usize, u64, u64)> = events
         .iter()
         .filter(|e| e.kind == Kind::LinkCut)
         .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
         .collect();
+    let client_kills = events.iter().filter(|e| e.kind == Kind::ClientKill).count() as u64;
     let mut report = SoakReport {
         verdict: if reasons.is_empty() { "pass" } else { "fail" },
         reasons,
         msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
         figures,
         server_kills: u64::from(v.kills),
+        client_kills,
+        exactly_once: once.map(|figures| OnceReport {
+            server_kills: u64::from(v.kills),
+            client_kills,
+            figures,
+        }),
         link_cuts: cuts.len() as u64,
         faults: fault_report,
         server,
@@ -94,10 +106,17 @@ pub(super) fn verdict_and_report(
     };
     if report.verdict == "pass" && !job.keep_records {
         // Reconciled: the records are large (24 bytes per message and
-        // side) and the report holds what they showed.
+        // side) and the report holds what they showed; so are the journal
+        // and the outboxes, the processes' state.
         for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
-            if e.path().extension().is_some_and(|x| x == "records") {
-                let _ = fs::remove_file(e.path());
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "records") {
+                let _ = fs::remove_file(&path);
+            } else if job.exactly_once
+                && (path == journal_dir(dir)
+                    || (0..job.clients).any(|k| path == outbox_dir(dir, k)))
+            {
+                let _ = fs::remove_dir_all(&path);
             }
         }
         report.files.records_kept = false;
@@ -118,6 +137,38 @@ pub(super) fn verdict_and_report(
     Ok(report)
 }
 
+/// The figures, the exactly-once figures (with `--exactly-once`), and
+/// the audit's reasons to fail.
+type Judged = (audit::Reconciled, Option<OnceFigures>, Vec<String>);
+
+/// Reconciles the records with the trails: every sn handed over once
+/// with `--exactly-once`, the soak's usual rules otherwise.
+fn reconcile(
+    job: &SoakJob,
+    world: &World,
+    clients: &[(usize, ClientTrail)],
+    instances: &[InstanceTrail],
+) -> Result<Judged, String> {
+    let dir = &job.audit_dir;
+    let trails: Vec<ClientTrail> = clients.iter().map(|(_, t)| t.clone()).collect();
+    let client_names: Vec<&str> = world.clients.iter().map(|c| c.name.as_str()).collect();
+    let instance_names: Vec<&str> = world.instances.iter().map(|i| i.name.as_str()).collect();
+    if job.exactly_once {
+        let names = once::Names {
+            clients: client_names.iter().map(ToString::to_string).collect(),
+            instances: instance_names.iter().map(ToString::to_string).collect(),
+        };
+        let records = once::sorted_records(dir, &client_names, &instance_names)?;
+        let (figures, o) = once::reconcile(&trails, &names, instances, records)?;
+        let reasons = once::failures(&figures, &o);
+        return Ok((figures, Some(o), reasons));
+    }
+    let records = audit::sorted_records(dir, &client_names, &instance_names)?;
+    let figures = audit::reconcile(&trails, instances, records)?;
+    let reasons = audit::failures(&figures, job.replay);
+    Ok((figures, None, reasons))
+}
+
 /// Each client process's slot and trail, and each server instance's.
 type Trails = (Vec<(usize, ClientTrail)>, Vec<InstanceTrail>);
 
@@ -126,8 +177,14 @@ fn read_trails(job: &SoakJob, world: &World, events: &[Event]) -> Result<Trails,
     let dir = &job.audit_dir;
     // The ground truth.
     let mut clients: Vec<(usize, ClientTrail)> = Vec::new();
+    // With --exactly-once a generation resumes its slot's session.
+    let sns = if job.exactly_once {
+        Sns::Resumed
+    } else {
+        Sns::FromZero
+    };
     for c in &world.clients {
-        let mut t = audit::read_client(dir, &c.name, c.slot)?;
+        let mut t = audit::read_client_as(dir, &c.name, c.slot, sns)?;
         t.killed = c.end == Some(ClientEnd::Killed);
         clients.push((c.slot, t));
     }
@@ -334,8 +391,13 @@ fn judge_stalls(
 }
 
 /// The faults asked, planned and done.
-fn fault_report(job: &SoakJob, plan: &[faults::Planned], events: &[Event], t0: u64) -> FaultReport {
-    let at_s = |us: u64| secs(t0, us);
+fn fault_report(
+    job: &SoakJob,
+    plan: &[faults::Planned],
+    events: &[Event],
+    v: &VerdictInput<'_>,
+) -> FaultReport {
+    let at_s = |us: u64| secs(v.t0, us);
     let mut fault_report = FaultReport {
         asked: job.faults.iter().map(|f| f.name().to_string()).collect(),
         planned: plan.len() as u64,
@@ -354,6 +416,15 @@ fn fault_report(job: &SoakJob, plan: &[faults::Planned], events: &[Event], t0: u
             from_s: at_s(e.from_us),
             to_s: at_s(e.to_us),
         });
+    }
+    // The planned faults only: --exactly-once's client kills are counted
+    // apart (`client_kills`).
+    let name = Kind::ClientKill.name().to_string();
+    if let Some(n) = fault_report.done.get_mut(&name) {
+        *n = n.saturating_sub(u64::from(v.once_client_kills));
+        if *n == 0 {
+            fault_report.done.remove(&name);
+        }
     }
     fault_report
 }
@@ -385,6 +456,7 @@ fn config(job: &SoakJob) -> SoakConfig {
         fault_every_s: job.fault_every.as_secs_f64(),
         seed: job.seed,
         replay: job.replay,
+        exactly_once: job.exactly_once,
         hosts: match job.hosts {
             Hosts::Local => "local".into(),
             Hosts::Netns => "netns".into(),

@@ -296,7 +296,6 @@ impl Runner<'_> {
     /// Starts server instance `n` and waits until it listens.
     pub(super) fn start_server(&self, n: usize) -> Result<Instance, String> {
         let dir = &self.job.audit_dir;
-        let device = self.server_device();
         let bind = match self.lab {
             Some(_) => format!("0.0.0.0:{}", self.port),
             None => format!("127.0.0.1:{}", self.port),
@@ -305,16 +304,9 @@ impl Runner<'_> {
         for attempt in 0..20 {
             let out = dir.join(format!("{name}.out"));
             let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-            let mut c = self.command(None, &device);
-            c.args(["server", "--listen", &bind, "--audit-dir"])
-                .arg(dir)
-                .args(["--audit-name", &name])
-                .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            let mut c = self.server_command(&name, &bind);
+            c.stdout(file.try_clone().map_err(|e| e.to_string())?)
                 .stderr(file);
-            if self.shared_memory() {
-                c.arg("--shared-memory");
-            }
-            c.args(["--api", self.job.api.name()]);
             let from_us = epoch_us();
             let mut child = c
                 .spawn()
@@ -355,14 +347,11 @@ impl Runner<'_> {
         Err("unreachable".into())
     }
 
-    /// Starts client process `gen` of slot `k` (a new session, its own
-    /// audit files).
+    /// Starts client process `gen` of slot `k` (its own audit files; a
+    /// new session, or with `--exactly-once` the slot's session resumed
+    /// from its outbox).
     pub(super) fn start_client(&self, k: usize, gen: u32) -> Result<ClientProc, String> {
         let dir = &self.job.audit_dir;
-        let device = self
-            .lab
-            .as_ref()
-            .map_or("lo".to_string(), |l| l.client_dev[k].clone());
         let name = if gen == 0 {
             format!("client-{k}")
         } else {
@@ -370,6 +359,52 @@ impl Runner<'_> {
         };
         let out = dir.join(format!("{name}.out"));
         let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let mut c = self.client_command(k, gen, &name);
+        c.stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file);
+        let from_us = epoch_us();
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(ClientProc {
+            slot: k,
+            name,
+            pid: child.id(),
+            child: Some(child),
+            from_us,
+            to_us: None,
+            restarted: gen > 0,
+            end: None,
+        })
+    }
+
+    /// The server instance `name`'s command line, listening on `bind`;
+    /// with `--exactly-once` it keeps the run's one journal.
+    fn server_command(&self, name: &str, bind: &str) -> Command {
+        let dir = &self.job.audit_dir;
+        let mut c = self.command(None, &self.server_device());
+        c.args(["server", "--listen", bind, "--audit-dir"])
+            .arg(dir)
+            .args(["--audit-name", name]);
+        if self.shared_memory() {
+            c.arg("--shared-memory");
+        }
+        c.args(["--api", self.job.api.name()]);
+        if self.job.exactly_once {
+            c.arg("--journal")
+                .arg(journal_dir(dir))
+                .args(["--sync", "none"]);
+        }
+        c
+    }
+
+    /// Client process `gen` of slot `k`'s command line, its audit name
+    /// `name`; with `--exactly-once` it keeps the slot's outbox, the same
+    /// for every generation.
+    fn client_command(&self, k: usize, gen: u32, name: &str) -> Command {
+        let dir = &self.job.audit_dir;
+        let device = self
+            .lab
+            .as_ref()
+            .map_or("lo".to_string(), |l| l.client_dev[k].clone());
         let ops: Vec<&str> = self
             .job
             .ops
@@ -413,9 +448,7 @@ impl Runner<'_> {
             .args(["--drain", &format!("{}s", self.job.drain.as_secs_f64())])
             .arg("--audit-dir")
             .arg(dir)
-            .args(["--audit-name", &name])
-            .stdout(file.try_clone().map_err(|e| e.to_string())?)
-            .stderr(file);
+            .args(["--audit-name", name]);
         if self.job.recreate_context {
             c.arg("--recreate-context");
         }
@@ -423,18 +456,12 @@ impl Runner<'_> {
             c.arg("--shared-memory");
         }
         c.args(["--api", self.job.api.name()]);
-        let from_us = epoch_us();
-        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
-        Ok(ClientProc {
-            slot: k,
-            name,
-            pid: child.id(),
-            child: Some(child),
-            from_us,
-            to_us: None,
-            restarted: gen > 0,
-            end: None,
-        })
+        if self.job.exactly_once {
+            c.arg("--outbox")
+                .arg(outbox_dir(dir, k))
+                .args(["--sync", "none"]);
+        }
+        c
     }
 
     /// Starts run `i` of the hostile peer, for `hold`.
@@ -465,6 +492,18 @@ impl Runner<'_> {
     }
 }
 
+/// The server instances' one journal in audit directory `dir`
+/// (`--exactly-once`).
+pub(super) fn journal_dir(dir: &Path) -> PathBuf {
+    dir.join("journal")
+}
+
+/// Client slot `k`'s outbox in audit directory `dir` (`--exactly-once`),
+/// kept across the slot's generations.
+pub(super) fn outbox_dir(dir: &Path, k: usize) -> PathBuf {
+    dir.join(format!("outbox-{k}"))
+}
+
 /// Whether this program has the `hostile` subcommand.
 pub(super) fn has_hostile(exe: &Path) -> bool {
     Command::new(exe)
@@ -482,3 +521,6 @@ pub(super) fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::verdict::{Bounds, Kind};
+use crate::audit::once::OnceFigures;
 use crate::audit::{ClientTrail, InstanceTrail, Reconciled};
 use crate::plot;
 
@@ -22,6 +23,12 @@ pub struct SoakReport {
     pub figures: Reconciled,
     /// Kills done.
     pub server_kills: u64,
+    /// Client processes SIGKILLed (the client-kill fault, and with
+    /// `--exactly-once` one after each server kill).
+    pub client_kills: u64,
+    /// With `--exactly-once`: the judge's figures and named failures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exactly_once: Option<OnceReport>,
     /// Client links cut.
     pub link_cuts: u64,
     /// The faults besides the kills.
@@ -44,6 +51,19 @@ pub struct SoakReport {
     pub config: SoakConfig,
     /// Where the files are.
     pub files: Files,
+}
+
+/// The exactly-once verdict's figures (`--exactly-once`).
+#[derive(Clone, Debug, Serialize)]
+pub struct OnceReport {
+    /// Server kills done.
+    pub server_kills: u64,
+    /// Client kills done (every kind).
+    pub client_kills: u64,
+    /// Submitted, delivered, duplicates, missing, and the rest, with
+    /// every failure named.
+    #[serde(flatten)]
+    pub figures: OnceFigures,
 }
 
 /// Which UCX the processes used.
@@ -74,6 +94,8 @@ pub struct SoakConfig {
     pub seed: u64,
     /// Replay on.
     pub replay: bool,
+    /// Exactly once across crashes (journal, outboxes, client kills).
+    pub exactly_once: bool,
     /// `local` or `netns`.
     pub hosts: String,
     /// Client links cut.
@@ -95,8 +117,9 @@ pub struct Files {
     pub audit_dir: String,
     /// The picture.
     pub plot: String,
-    /// Whether the audit records (`*.records`) are still there: after a
-    /// pass they are removed unless asked to keep them.
+    /// Whether the audit records (`*.records`) are still there (and with
+    /// `--exactly-once` the journal and the outboxes): after a pass they
+    /// are removed unless asked to keep them.
     pub records_kept: bool,
 }
 
@@ -107,9 +130,10 @@ pub struct FaultReport {
     pub asked: Vec<String>,
     /// How many the seed's plan holds.
     pub planned: u64,
-    /// How many happened, by kind.
+    /// How many happened, by kind (not `--exactly-once`'s client kills
+    /// after the server kills: `client_kills` counts every client kill).
     pub done: BTreeMap<String, u64>,
-    /// Each, in order.
+    /// Each, in order (every client kill among them).
     pub events: Vec<EventReport>,
 }
 
@@ -330,50 +354,88 @@ pub fn table(r: &SoakReport) -> String {
     };
     row("messages sent", grouped(f.sent), String::new());
     row("acknowledged", grouped(f.acked), String::new());
-    row(
-        "processed by a server (audit)",
-        grouped(a.processed_unique),
-        if a.unrecorded_at_kill > 0 {
+    if let Some(o) = &r.exactly_once {
+        let x = &o.figures;
+        row(
+            "submitted (the clients' records)",
+            grouped(x.submitted),
             format!(
-                "distinct sns with the client's bytes; {} more a killed client sent past its records",
-                a.unrecorded_at_kill
-            )
-        } else {
-            "distinct sns with the client's bytes".into()
-        },
-    );
-    row(
-        "replayed after reconnects",
-        grouped(f.replayed),
-        String::new(),
-    );
-    row(
-        "duplicates after restarts",
-        grouped(f.duplicates_after_restart),
-        format!(
-            "announced {}, unannounced {}",
-            grouped(f.duplicates_announced),
-            a.unannounced_duplicates
-        ),
-    );
-    row(
-        "lost in flight (replay off)",
-        grouped(f.lost_in_flight),
-        format!("given up by the clients {}", grouped(f.not_replayed)),
-    );
-    row(
-        "lost on live connections",
-        grouped(f.lost_live),
-        String::new(),
-    );
-    row(
-        "missing (audit)",
-        grouped(a.missing),
-        format!(
-            "unexplained {}, acknowledged {}, unacknowledged at a client kill {}",
-            a.unexplained, a.acked_but_missing, a.unacknowledged_at_kill
-        ),
-    );
+                "distinct sns; {} records repeated by restarted clients",
+                grouped(x.repeated_client_records)
+            ),
+        );
+        row(
+            "delivered (the servers' records)",
+            grouped(x.delivered),
+            format!(
+                "distinct sns; {} a killed client sent past its records",
+                x.unrecorded_at_kill
+            ),
+        );
+        row(
+            "duplicates (exactly once)",
+            grouped(x.duplicates),
+            format!("extra deliveries {}", x.extra_deliveries),
+        );
+        row(
+            "missing (exactly once)",
+            grouped(x.missing),
+            format!(
+                "gaps {}, differing bytes {}, unexplained {}",
+                x.gaps, x.hash_conflicts, x.unexplained
+            ),
+        );
+        row(
+            "client kills",
+            grouped(o.client_kills),
+            "each restarted on its outbox".into(),
+        );
+    } else {
+        row(
+            "processed by a server (audit)",
+            grouped(a.processed_unique),
+            if a.unrecorded_at_kill > 0 {
+                format!(
+                    "distinct sns with the client's bytes; {} more a killed client sent past its records",
+                    a.unrecorded_at_kill
+                )
+            } else {
+                "distinct sns with the client's bytes".into()
+            },
+        );
+        row(
+            "replayed after reconnects",
+            grouped(f.replayed),
+            String::new(),
+        );
+        row(
+            "duplicates after restarts",
+            grouped(f.duplicates_after_restart),
+            format!(
+                "announced {}, unannounced {}",
+                grouped(f.duplicates_announced),
+                a.unannounced_duplicates
+            ),
+        );
+        row(
+            "lost in flight (replay off)",
+            grouped(f.lost_in_flight),
+            format!("given up by the clients {}", grouped(f.not_replayed)),
+        );
+        row(
+            "lost on live connections",
+            grouped(f.lost_live),
+            String::new(),
+        );
+        row(
+            "missing (audit)",
+            grouped(a.missing),
+            format!(
+                "unexplained {}, acknowledged {}, unacknowledged at a client kill {}",
+                a.unexplained, a.acked_but_missing, a.unacknowledged_at_kill
+            ),
+        );
+    }
     row("corrupt", grouped(f.corrupt), String::new());
     row("stale frames discarded", grouped(f.stale), String::new());
     row(
@@ -474,7 +536,16 @@ pub fn table(r: &SoakReport) -> String {
         r.ucx.tls,
         r.ucx.api
     );
-    for l in a.lost.iter().take(20) {
+    if let Some(o) = &r.exactly_once {
+        for f in o.figures.findings.iter().take(20) {
+            let _ = writeln!(s, "  {f}");
+        }
+    }
+    for l in a
+        .lost
+        .iter()
+        .take(if r.exactly_once.is_some() { 0 } else { 20 })
+    {
         let _ = writeln!(
             s,
             "  lost: session {} sns {}..{}: {}",

@@ -58,6 +58,7 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
                 None => planned,
             },
             kills_us: &s.kills_us,
+            once_client_kills: s.once_client_kills,
             seconds,
             t0,
         },
@@ -69,6 +70,13 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
 fn check(job: &SoakJob) -> Result<std::path::PathBuf, String> {
     if job.clients == 0 {
         return Err("--clients must be at least 1".into());
+    }
+    if job.exactly_once && !job.replay {
+        return Err(
+            "--exactly-once needs replay: a client that gives up its unacknowledged messages \
+             at a reconnect loses them by design; leave out --replay off"
+                .into(),
+        );
     }
     if job.faults.contains(&Fault::LinkCut) && job.hosts != Hosts::Netns {
         return Err(
@@ -177,6 +185,7 @@ fn supervise(s: &mut Supervisor<'_>, stop: &AtomicBool, planned: u32) -> Result<
         s.replace_dead_server()?;
         s.sample_rss(now);
         s.kill_server_if_due(now, kills_done)?;
+        s.kill_client_if_due(now)?;
         s.start_due_faults()?;
         s.end_due_faults()?;
         s.note_clients_ended();
@@ -218,8 +227,15 @@ impl Progress {
             .events
             .iter()
             .filter(|e| !matches!(e.kind, Kind::ServerKill | Kind::ServerDied))
-            .count();
+            .count()
+            .saturating_sub(s.once_client_kills as usize);
         let (kills, planned) = (s.kills, self.planned);
+        let (bar_kills, line_kills) = if job.exactly_once {
+            let n = s.once_client_kills;
+            (format!("  client kills {n}"), format!(" client_kills={n}"))
+        } else {
+            (String::new(), String::new())
+        };
         if self.terminal {
             let width = 24usize;
             let filled = (kills as usize * width)
@@ -227,7 +243,7 @@ impl Progress {
                 .unwrap_or(0)
                 .min(width);
             eprint!(
-                "\r[{}{}] kills {kills}/{planned}  faults {nfaults}/{}  {t:5.1} s  {:>9} msg/s  acked {}  gaps {gaps}   ",
+                "\r[{}{}] kills {kills}/{planned}{bar_kills}  faults {nfaults}/{}  {t:5.1} s  {:>9} msg/s  acked {}  gaps {gaps}   ",
                 "#".repeat(filled),
                 ".".repeat(width - filled),
                 s.plan.len(),
@@ -236,7 +252,7 @@ impl Progress {
             );
         } else {
             eprintln!(
-                "soak: t={t:.1}s kills={kills}/{planned} faults={nfaults}/{} acked={acked} rate={rate:.0} msg/s gaps={gaps}",
+                "soak: t={t:.1}s kills={kills}/{planned}{line_kills} faults={nfaults}/{} acked={acked} rate={rate:.0} msg/s gaps={gaps}",
                 s.plan.len()
             );
         }

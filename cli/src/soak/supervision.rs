@@ -3,6 +3,7 @@
 //! ended (client kills, pauses, link cuts, the hostile peer), clients that
 //! end by themselves noted, and at the end every process stopped.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::rng::SplitMix64;
@@ -10,7 +11,7 @@ use iomsg_core::rng::SplitMix64;
 use super::faults::{self, Fault};
 use super::lab::{HostileRun, Runner, World};
 use super::verdict::{ClientEnd, Event, Exit, Kind, ServerEnd};
-use super::SoakJob;
+use super::{SoakJob, CLIENT_KILL_AFTER};
 use crate::common::epoch_us;
 
 /// Sends `sig` to process `pid` (one the soak started).
@@ -62,6 +63,16 @@ pub(super) struct Supervisor<'a> {
     pub(super) kills_us: Vec<u64>,
     /// Server kills and deaths, and faults over.
     pub(super) events: Vec<Event>,
+    /// Client kills done for `--exactly-once` (besides the planned
+    /// client-kill faults).
+    pub(super) once_client_kills: u32,
+    /// Those still to do, in order: when, and which slot (one waits
+    /// while its client is paused or cut off, and the next server kill
+    /// may come first).
+    client_kills_due: VecDeque<(Wall, usize)>,
+    /// Draws their times and slots (a stream apart from the server
+    /// kills', which do not move).
+    client_kill_rng: SplitMix64,
     rng: SplitMix64,
     gens: Vec<u32>,
     next_kill: Wall,
@@ -98,6 +109,9 @@ impl<'a> Supervisor<'a> {
             kills: 0,
             kills_us: Vec::new(),
             events: Vec::new(),
+            once_client_kills: 0,
+            client_kills_due: VecDeque::new(),
+            client_kill_rng: SplitMix64::new(job.seed ^ 0x6f6e_6365_6b69_6c6c),
             rng: SplitMix64::new(job.seed),
             gens: vec![0u32; job.clients],
             next_kill: Wall::now(),
@@ -129,7 +143,9 @@ impl<'a> Supervisor<'a> {
     /// the last kill and the last fault, so that the last instance and the
     /// last recovery are seen to work.
     pub(super) fn over(&self, now: Wall, kills_done: bool) -> bool {
-        let faults_done = self.next_planned >= self.plan.len() && self.active.is_empty();
+        let faults_done = self.next_planned >= self.plan.len()
+            && self.active.is_empty()
+            && self.client_kills_due.is_empty();
         if !(kills_done && faults_done) {
             return false;
         }
@@ -215,6 +231,46 @@ impl<'a> Supervisor<'a> {
             to_us: epoch_us(),
         });
         self.next_kill = Wall::now() + self.jitter(self.job.kill_every);
+        if self.job.exactly_once {
+            self.plan_client_kill();
+        }
+        Ok(())
+    }
+
+    /// Draws the client kill that follows a server kill
+    /// (`--exactly-once`): when ([`CLIENT_KILL_AFTER`] of `--kill-every`
+    /// from now) and which slot.
+    fn plan_client_kill(&mut self) {
+        let (after, slot) = draw_client_kill(
+            &mut self.client_kill_rng,
+            self.job.kill_every,
+            self.job.clients,
+        );
+        self.client_kills_due.push_back((Wall::now() + after, slot));
+    }
+
+    /// Kills the client whose time has come (`--exactly-once`) and starts
+    /// its next generation on the same outbox, unless it is paused or its
+    /// link is cut (then at once when that is over).
+    ///
+    /// # Errors
+    ///
+    /// The next generation could not be started.
+    pub(super) fn kill_client_if_due(&mut self, now: Wall) -> Result<(), String> {
+        let Some(&(at, k)) = self.client_kills_due.front() else {
+            return Ok(());
+        };
+        let busy = self
+            .active
+            .iter()
+            .any(|a| a.fault.on_client() && a.client == k);
+        if now < at || busy {
+            return Ok(());
+        }
+        self.client_kills_due.pop_front();
+        if self.kill_client(k, epoch_us())? {
+            self.once_client_kills += 1;
+        }
         Ok(())
     }
 
@@ -256,7 +312,9 @@ impl<'a> Supervisor<'a> {
             hostile,
         };
         match p.fault {
-            Fault::ClientKill => self.kill_client(k, at)?,
+            Fault::ClientKill => {
+                self.kill_client(k, at)?;
+            }
             Fault::ClientPause | Fault::ServerPause => {
                 let target = if p.fault == Fault::ClientPause {
                     self.world.client(k).map(|c| (c.pid, c.name.clone(), k))
@@ -301,11 +359,12 @@ impl<'a> Supervisor<'a> {
         Ok(())
     }
 
-    /// Kills client slot `k`'s process (SIGKILL) and starts a new one, with
-    /// a new session, in its place.
-    fn kill_client(&mut self, k: usize, at: u64) -> Result<(), String> {
+    /// Kills client slot `k`'s process (SIGKILL) and starts a new one in
+    /// its place: a new session, or with `--exactly-once` the same one,
+    /// resumed from the slot's outbox. Whether there was one to kill.
+    fn kill_client(&mut self, k: usize, at: u64) -> Result<bool, String> {
         let Some(c) = self.world.client(k) else {
-            return Ok(());
+            return Ok(false);
         };
         let name = c.name.clone();
         if let Some(mut child) = c.child.take() {
@@ -325,7 +384,7 @@ impl<'a> Supervisor<'a> {
             to_us: fresh.from_us,
         });
         self.world.clients.push(fresh);
-        Ok(())
+        Ok(true)
     }
 
     /// Ends the faults whose time is up.
@@ -443,6 +502,20 @@ impl<'a> Supervisor<'a> {
     }
 }
 
+/// The client kill after a server kill (`--exactly-once`): how long
+/// after it ([`CLIENT_KILL_AFTER`] of `every`, uniformly), and which of
+/// `clients` slots (uniformly).
+pub(super) fn draw_client_kill(
+    rng: &mut SplitMix64,
+    every: Duration,
+    clients: usize,
+) -> (Duration, usize) {
+    let (lo, hi) = CLIENT_KILL_AFTER;
+    let share = lo + (hi - lo) * (rng.below(1_000_000) as f64 / 1_000_000.0);
+    let slot = rng.below(clients.max(1) as u64) as usize;
+    (every.mul_f64(share), slot)
+}
+
 /// Whether hostile run `h`, due to stop at `until`, is over: it stops by
 /// itself after its --duration; it is given 15 s more, then killed.
 fn hostile_over(h: &mut HostileRun, now: Wall, until: Wall) -> bool {
@@ -461,4 +534,32 @@ fn hostile_over(h: &mut HostileRun, now: Wall, until: Wall) -> bool {
     h.child = None;
     h.to_us = epoch_us();
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_kills_fall_between_server_kills_at_varied_times_on_every_slot() {
+        let every = Duration::from_millis(1500);
+        let mut rng = SplitMix64::new(7);
+        let draws: Vec<(Duration, usize)> = (0..100)
+            .map(|_| draw_client_kill(&mut rng, every, 3))
+            .collect();
+        // Before the next server kill, which comes 0.7 of `every` at the
+        // earliest.
+        assert!(draws
+            .iter()
+            .all(|&(d, _)| d >= every.mul_f64(0.05) && d < every.mul_f64(0.7)));
+        // Early (clients still reconnecting) and late both happen.
+        assert!(draws.iter().any(|&(d, _)| d < every.mul_f64(0.2)));
+        assert!(draws.iter().any(|&(d, _)| d > every.mul_f64(0.5)));
+        for slot in 0..3 {
+            assert!(draws.iter().any(|&(_, s)| s == slot), "slot {slot} never");
+        }
+        assert!(draws.iter().all(|&(_, s)| s < 3));
+        let mut again = SplitMix64::new(7);
+        assert_eq!(draw_client_kill(&mut again, every, 3), draws[0]);
+    }
 }
