@@ -342,9 +342,14 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
             busy = work.fill_window(job, &mut peers, &mut audit, &mut outbox)?;
         }
         // What was submitted is kept before a poll can send it and before
-        // its audit record is written.
+        // its audit record is written; with an outbox the record is written
+        // before the poll too, so that a message the poll gets acknowledged
+        // (and the outbox then releases) always has its record.
         if let Some(o) = outbox.as_mut() {
             o.write()?;
+            if let Some(a) = audit.as_mut() {
+                a.flush()?;
+            }
         }
         busy |= poll_peers(job, &mut peers, &ucx, now, &mut audit)?;
         if let Some(o) = outbox.as_mut() {

@@ -14,16 +14,15 @@
 //! - an sn below a later sn of its session that no file holds at all is
 //!   a `gap`: sns are given in order from 0, so it was used and is gone;
 //! - an instance's bytes differing from the client's are `corrupt`;
-//! - an sn an instance handed over that no client recorded is allowed
-//!   within a window past the records of a killed generation (it sent a
-//!   batch before its records of it reached the file, and the batch was
-//!   acknowledged and released before the SIGKILL), and `unexplained`
-//!   otherwise.
+//! - an sn an instance handed over that no client recorded is
+//!   `unexplained`: a client with an outbox writes its records before a
+//!   poll can send what they name, and one restarted records again every
+//!   message its outbox still holds, so no window is allowed past a
+//!   killed generation's records.
 //!
 //! Every failure is counted, and the first [`NAMED`] ranges are named:
 //! the session, the sn range, and the instances (or client files)
-//! involved. Memory: per session its allowed ranges, and one message's
-//! records at a time.
+//! involved. Memory: one message's records at a time.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -33,7 +32,7 @@ use serde::Serialize;
 
 use super::reconcile::{instance_figures, session_figures};
 use super::sort::{self, Tagged};
-use super::{ClientTrail, InstanceTrail, Lost, Reconciled, UNRECORDED_AT_KILL_MAX};
+use super::{ClientTrail, InstanceTrail, Lost, Reconciled};
 
 /// The most failure ranges named.
 pub const NAMED: usize = 100;
@@ -158,10 +157,7 @@ pub struct OnceFigures {
     /// Client records repeating an earlier generation's (same session,
     /// sn and bytes): messages submitted again after a restart.
     pub repeated_client_records: u64,
-    /// Sns handed over past a killed generation's records, within a
-    /// window of them: allowed (their bytes cannot be checked).
-    pub unrecorded_at_kill: u64,
-    /// Sns handed over that no client recorded, outside that window.
+    /// Sns handed over that no client recorded.
     pub unexplained: u64,
     /// The failures, by range (at most [`NAMED`]).
     pub findings: Vec<Finding>,
@@ -185,7 +181,6 @@ pub fn reconcile(
 ) -> Result<(Reconciled, OnceFigures), String> {
     let mut walk = Walk {
         names,
-        allowed: allowed_unrecorded(clients),
         o: OnceFigures::default(),
         group: None,
         cursor: None,
@@ -202,25 +197,6 @@ pub fn reconcile(
     session_figures(&mut r, clients, instances);
     merge_figures(&mut r, clients, &o);
     Ok((r, o))
-}
-
-/// Per session, the sns an instance may hold that no client recorded:
-/// a window past the records of each killed generation and those before
-/// it.
-fn allowed_unrecorded(clients: &[ClientTrail]) -> HashMap<u64, Vec<Range<u64>>> {
-    let mut end: HashMap<u64, u64> = HashMap::new();
-    let mut allowed: HashMap<u64, Vec<Range<u64>>> = HashMap::new();
-    for c in clients {
-        for s in &c.sessions {
-            let e = end.entry(s.session).or_default();
-            *e = (*e).max(s.end_sn);
-            let ranges = allowed.entry(s.session).or_default();
-            if c.killed && s.done.is_none() {
-                ranges.push(*e..e.saturating_add(UNRECORDED_AT_KILL_MAX));
-            }
-        }
-    }
-    allowed
 }
 
 /// The usual figures over sessions that span generations: what was sent
@@ -240,7 +216,6 @@ fn merge_figures(r: &mut Reconciled, clients: &[ClientTrail], o: &OnceFigures) {
     a.missing = o.missing + o.gaps;
     a.unexplained = o.unexplained;
     a.hash_mismatches = o.corrupt;
-    a.unrecorded_at_kill = o.unrecorded_at_kill;
     a.lost = o
         .findings
         .iter()
@@ -273,7 +248,6 @@ struct Group {
 /// The walk over the sorted records.
 struct Walk<'a> {
     names: &'a Names,
-    allowed: HashMap<u64, Vec<Range<u64>>>,
     o: OnceFigures,
     group: Option<Group>,
     /// The session walked, and the sn expected next in it.
@@ -370,16 +344,8 @@ impl Walk<'_> {
             name("missing", &[], &g.clients);
         }
         if !recorded && handed > 0 {
-            let allowed = self
-                .allowed
-                .get(&g.session)
-                .is_some_and(|r| r.iter().any(|r| r.contains(&g.sn)));
-            if allowed {
-                o.unrecorded_at_kill += 1;
-            } else {
-                o.unexplained += 1;
-                name("unexplained", &g.servers, &[]);
-            }
+            o.unexplained += 1;
+            name("unexplained", &g.servers, &[]);
         }
     }
 }

@@ -368,8 +368,8 @@ pub fn table(r: &SoakReport) -> String {
             "delivered (the servers' records)",
             grouped(x.delivered),
             format!(
-                "distinct sns; {} a killed client sent past its records",
-                x.unrecorded_at_kill
+                "distinct sns; {} that no client recorded",
+                grouped(x.unexplained)
             ),
         );
         row(

@@ -269,37 +269,21 @@ fn an_sn_in_no_file_below_a_later_one_is_a_gap() {
 }
 
 #[test]
-fn a_killed_generation_may_have_sent_a_window_past_its_records_and_no_more() {
-    let far = 10 + UNRECORDED_AT_KILL_MAX;
-    // 10..14 went out, were acknowledged and released before their
-    // records reached the file; the next generation went on from 14.
-    let mut delivered = records(S, 0..14);
-    delivered.extend(records(S, far..far + 1));
+fn an_sn_handed_over_that_no_generation_recorded_is_unexplained_even_at_a_kill() {
+    // 10..14 reached a server, but no generation recorded them: a client
+    // with an outbox records before it sends, so this is no kill's doing.
     let (_, o, why) = Dir::new("unrecorded")
         .client("client-0", records(S, 0..10), true)
         .client("client-0.1", records(S, 14..16), false)
-        .instance("server-0", delivered.clone())
+        .instance("server-0", records(S, 0..14))
         .instance("server-1", records(S, 14..16))
         .judge();
-    assert_eq!(o.unrecorded_at_kill, 4);
-    assert_eq!(o.unexplained, 1);
-    // Far past the records, it also leaves the sns below it unused.
+    assert_eq!(o.unexplained, 4);
     assert_eq!(
         o.findings,
-        vec![
-            finding("gap", 16..far, &[], &[]),
-            finding("unexplained", far..far + 1, &["server-0"], &[])
-        ]
+        vec![finding("unexplained", 10..14, &["server-0"], &[])]
     );
-    assert_eq!(why.len(), 2, "{why:?}");
-    // Without the far one, and with the generation not killed: the same
-    // four sns are unexplained.
-    let (_, o, _) = Dir::new("unrecorded2")
-        .client("client-0", records(S, 0..10), false)
-        .client("client-0.1", records(S, 14..16), false)
-        .instance("server-0", records(S, 0..16))
-        .judge();
-    assert_eq!((o.unrecorded_at_kill, o.unexplained), (0, 4));
+    assert!(!why.is_empty(), "no failure named");
 }
 
 #[test]
