@@ -22,8 +22,9 @@ use nix::fcntl::{Flock, FlockArg};
 
 /// Bytes of a frame before its payload: magic, length, CRC.
 pub const FRAME_HEADER: usize = 12;
-/// The journal (or outbox) is compacted once it grows past this.
-pub const COMPACT_OVER: u64 = 64 << 20;
+/// The journal (or outbox) is compacted once it grows past this; a server
+/// or client reads it whole when it starts, so this bounds that memory too.
+pub const COMPACT_OVER: u64 = 16 << 20;
 /// With `--sync batch`, the longest a written batch waits for its sync.
 pub const SYNC_EVERY: Duration = Duration::from_millis(10);
 /// The longest payload a frame may claim (a larger claim is damage).
