@@ -322,9 +322,11 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     }
     let mut work = Submitter::new(job.seed, max);
     let mut stopped_at: Option<Wall> = None;
+    // A session resumed from an outbox counts its acknowledgements from
+    // its resume point: the first rate is over this run's alone.
     let mut status = Status {
         last: Wall::now(),
-        last_acked: 0,
+        last_acked: peers.iter().map(|p| p.seen.acked).sum(),
     };
     loop {
         let now = common::clock(start);
