@@ -139,7 +139,7 @@ pub struct OnceFigures {
     /// Distinct (session, sn) in the clients' records.
     pub submitted: u64,
     /// Distinct (session, sn) some server instance handed over
-    /// (`unrecorded_at_kill` included).
+    /// (`unexplained` included).
     pub delivered: u64,
     /// Sns handed over more than once (by one instance or several).
     pub duplicates: u64,
