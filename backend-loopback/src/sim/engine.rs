@@ -17,6 +17,7 @@ use super::scenario::{
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
+use super::ledger::{Ledger, Took};
 use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
@@ -117,6 +118,10 @@ struct Recorder {
     endpoints: Vec<EpOwner>,
     rx: Vec<RxIndex>,
     truth: Truth,
+    /// The applications' records (crash-proof state on).
+    ledger: Ledger,
+    /// Crash-proof state is on: deliveries commit at flushes.
+    durable: bool,
     /// Client endpoints whose frames reached a server.
     client_endpoints: std::collections::HashSet<EndpointId>,
 }
@@ -136,6 +141,21 @@ impl Recorder {
             .and_then(|i| self.endpoints.get(i))
             .copied()
             .unwrap_or(EpOwner::None)
+    }
+
+    /// Server slot `k`'s instance `generation` handed `(session, sn)` from
+    /// `owner`'s frame to its application: with crash-proof state on, the
+    /// application's record takes it, to commit at the next flush.
+    fn took(&mut self, k: usize, generation: u32, owner: Owner, session: u64, sn: u64) {
+        if let (true, Owner::Client(client)) = (self.durable, owner) {
+            let took = Took {
+                client,
+                session,
+                sn,
+                generation,
+            };
+            self.ledger.took(k, took);
+        }
     }
 
     /// Feeds what the tap saw since the last drain to the truth, in order.
@@ -183,6 +203,8 @@ struct ClientSlot {
     disconnected_at: Option<Instant>,
     /// Established since the last disconnect.
     connected: bool,
+    /// The outbox and crashes (crash-proof state on).
+    life: Option<durable::ClientLife>,
 }
 
 struct ServerSlot {
@@ -191,6 +213,8 @@ struct ServerSlot {
     next_kill: Option<Instant>,
     restart_at: Option<Instant>,
     generation: u32,
+    /// The journal of its instances (journal on).
+    journal: durable::Journal,
 }
 
 /// Counts protocol events for `Scenario::kill_on`.
@@ -267,6 +291,12 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         endpoints: Vec::new(),
         rx: (0..s.servers).map(|_| RxIndex::default()).collect(),
         truth: Truth::new(&specs),
+        ledger: Ledger::new(
+            s.clients,
+            s.servers,
+            s.durable.is_some_and(|d| d.journal),
+        ),
+        durable: s.durable.is_some(),
         client_endpoints: std::collections::HashSet::new(),
     };
     let corrupting = s.faults.corrupt_ppm > 0
@@ -276,6 +306,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             .any(|f| f.fault == crate::fault::FrameFault::Corrupt);
     rec.truth
         .set_undetectable_corruption(corrupting && !s.workload.validate);
+    rec.truth.set_journal(s.durable.is_some_and(|d| d.journal));
     let mut report = Report::new(s);
     let mut now = Instant::ZERO;
     let fault_end = Instant::ZERO + s.duration;
@@ -290,6 +321,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 next_kill: s.crash.map(|c| now + c.every + offset.unwrap_or_default()),
                 restart_at: Some(now),
                 generation: 0,
+                journal: durable::Journal::default(),
             }
         })
         .collect();
@@ -309,12 +341,14 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             closing: false,
             disconnected_at: None,
             connected: false,
+            life: s.durable.map(|d| durable::ClientLife::new(d.outbox_lag)),
         });
     }
     for c in &mut clients {
         c.driver.start(now);
     }
     let mut stray = s.stray.map(|p| Stray::new(p, s.session_of(p.victim)));
+    let mut client_crashes = durable::ClientCrashes::new(s, now);
     let mut triggers = Triggers {
         seen: [0; 4],
         fired: vec![false; s.kill_on.len()],
@@ -349,6 +383,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                         report.absorb_server(d.stats());
                     }
                     rec.rx[k].clear();
+                    durable::server_crashed(k, &mut sl.journal, &mut rec);
                     planned_kills += 1;
                     kills += 1;
                     sl.restart_at = Some(now + plan.down_for);
@@ -362,13 +397,17 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 let instance = mix64(rng.next_u64());
                 let (_, cfg) = configs(s, 0, instance);
                 let port = Faulty::new(port, faults.clone(), false);
-                let d = server::build(
+                let mut d = server::build(
                     port,
                     cfg,
                     s.server_window,
                     s.server_sessions,
                     s.server_tombs,
                 );
+                if let Some(dur) = s.durable.filter(|d| d.journal) {
+                    sl.journal
+                        .restore(&mut *d, now, dur.restore_defect, &mut rec, &mut report);
+                }
                 generations += 1;
                 sl.generation = generations;
                 rec.register(
@@ -384,6 +423,19 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 report.listens.push(now);
             }
         }
+        // Client crash-restarts.
+        client_crashes.step(
+            now,
+            faults_on,
+            &mut clients,
+            &mut durable::Crasher {
+                scenario: s,
+                net: &net,
+                faults: &faults,
+                rec: &mut rec,
+                report: &mut report,
+            },
+        );
         // The stray peer.
         if let Some(st) = stray.as_mut() {
             if st.due(now) && faults_on {
@@ -411,16 +463,20 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             }
             let mut submitted_any = false;
             for (i, c) in clients.iter_mut().enumerate() {
+                if durable::is_down(c) {
+                    continue;
+                }
                 let mut workload = submit::Workload {
                     scenario: s,
                     rng: &mut rng,
                     truth: &mut rec.truth,
+                    ledger: &mut rec.ledger,
                     backpressure: &mut report.backpressure,
                 };
                 submitted_any |= workload.submit_due(i, c, now, faults_on);
                 let done_submitting =
                     c.driver.session().next_sn() >= w.messages || (!faults_on && unbounded);
-                if done_submitting && !c.closing && !faults_on {
+                if done_submitting && !c.closing && !faults_on && !durable::is_down(c) {
                     c.closing = true;
                     c.driver.close(now);
                 }
@@ -430,6 +486,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             loop {
                 let mut progress = false;
                 for (i, c) in clients.iter_mut().enumerate() {
+                    if durable::is_down(c) {
+                        continue;
+                    }
                     let mut rebuild = false;
                     let mut lost_connection = false;
                     let disconnected_at = &mut c.disconnected_at;
@@ -477,9 +536,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             _ => {}
                         }
                         rec.truth.client_event(i, &e);
+                        rec.ledger.client_event(i, &e);
                     };
                     progress |= c.driver.poll(now, &mut SimApp { event, read });
                     rec.drain();
+                    if let Some(life) = c.life.as_mut() {
+                        life.outbox.polled(c.driver.session());
+                    }
                     for (sn, check) in reads {
                         rec.truth.read_answered(i, sn, check);
                     }
@@ -507,6 +570,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 }
                 for (k, sl) in servers.iter_mut().enumerate() {
                     let (addr, generation) = (sl.addr, sl.generation);
+                    let journal = &mut sl.journal;
                     let Some(d) = sl.driver.as_mut() else {
                         continue;
                     };
@@ -522,6 +586,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                 hash,
                             } => {
                                 let owner = rec.rx[k].owner(Some(conn));
+                                rec.took(k, generation, owner, session, sn);
                                 let taken = Taken { session, sn, hash };
                                 rec.truth
                                     .delivered(generation, addr, owner, Some(conn), taken);
@@ -537,6 +602,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     }
                                     ServerEvent::Forgotten { session } => {
                                         rec.truth.forgotten(generation, *session);
+                                        rec.ledger.forgotten(generation, *session);
                                     }
                                     ServerEvent::SessionOpened { session, conn, .. } => {
                                         rec.truth.conn_bound(addr, *session, *conn);
@@ -552,6 +618,15 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     _ => None,
                                 }
                             }
+                            Notice::Journal(r) => {
+                                journal.keep(r);
+                                None
+                            }
+                            Notice::Flush => {
+                                journal.commit();
+                                rec.ledger.commit(k);
+                                None
+                            }
                         };
                         let hit = trigger.and_then(|t| triggers.hit(s, t));
                         if hit.is_some() {
@@ -566,6 +641,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             report.absorb_server(dead.stats());
                         }
                         rec.rx[k].clear();
+                        durable::server_crashed(k, &mut sl.journal, &mut rec);
                         kills += 1;
                         sl.restart_at = Some(now + down_for);
                         sl.next_kill = None;
@@ -612,7 +688,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for c in &clients {
+        for c in clients.iter().filter(|c| !durable::is_down(c)) {
             consider(c.driver.poll_timeout());
             let session = c.driver.session();
             let wants = session.next_sn() < w.messages && !c.closing;
@@ -620,6 +696,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 consider(Some(c.next_submit));
             }
         }
+        consider(client_crashes.next_event(faults_on, &clients));
         for sl in &servers {
             consider(sl.driver.as_ref().and_then(|d| d.poll_timeout()));
             consider(sl.restart_at);
@@ -685,6 +762,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         }
     }
     rec.drain();
+    if rec.durable {
+        durable::last_flush(&mut servers, &mut rec);
+    }
     for sl in &servers {
         if let Some(d) = &sl.driver {
             report.absorb_server(d.stats());
@@ -701,10 +781,15 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         let session = c.driver.session();
         report.absorb_client(session);
         let s = session.stats();
+        let past = c.life.as_ref().map_or([0; 3], |l| l.past);
         rec.truth.client_final(
             i,
             session.base_sn(),
-            [s.connects, s.established, s.disconnects],
+            [
+                s.connects + past[0],
+                s.established + past[1],
+                s.disconnects + past[2],
+            ],
         );
     }
     report.kills = kills;
@@ -715,10 +800,17 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     report.network = net.counts();
     net.set_tap(None);
     faults.set_drop_tap(None);
+    if rec.durable {
+        report.durable.committed = rec.ledger.committed;
+        report.durable.rolled_back = rec.ledger.rolled_back;
+        let Recorder { ledger, truth, .. } = &mut rec;
+        ledger.judge(|i| s.session_of(i), truth.findings_mut());
+    }
     report.absorb_verdict(rec.truth.verdict());
     Ok(report)
 }
 
+mod durable;
 mod submit;
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ use iomsg_core::wire::Op;
 
 use super::check::{Findings, Invariant};
 
+mod crash;
 mod reads;
 mod records;
 mod verdict;
@@ -137,6 +138,9 @@ struct ClientTruth {
     refused_idle: bool,
     /// `Connecting`, `Established` and `Disconnected` events seen.
     seen: [u64; 3],
+    /// The servers keep a journal: what one instance committed, the
+    /// instances after it have ([`Truth::set_journal`]).
+    journaled: bool,
     /// The client's own counts of the same: what the events must match.
     counted: [u64; 3],
 }
@@ -150,7 +154,7 @@ impl ClientTruth {
         }
         self.grow(range.end - 1);
         for sn in range {
-            if !self.delivered_by(sn, generation) {
+            if !self.has(sn, generation) {
                 self.flags[sn as usize] |= TRUTH_LIVE;
             }
         }
@@ -182,6 +186,13 @@ impl ClientTruth {
             .and_then(|i| self.deliveries.get(i))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Whether instance `generation` has the sn already: it delivered
+    /// it, or (servers with a journal) an instance before it did and
+    /// committed it, so the journal it was restored from holds it.
+    fn has(&self, sn: u64, generation: u32) -> bool {
+        self.delivered_by(sn, generation) || (self.journaled && self.delivered(sn) > 0)
     }
 
     fn delivered_by(&self, sn: u64, generation: u32) -> bool {
@@ -251,6 +262,7 @@ impl Truth {
                     refused_idle: false,
                     seen: [0; 3],
                     counted: [0; 3],
+                    journaled: false,
                 })
                 .collect(),
             by_session,
@@ -409,7 +421,7 @@ impl Truth {
             // it missing; the client asks once more on its next connection.
             return;
         }
-        if !c.delivered_by(f.sn, generation) {
+        if !c.has(f.sn, generation) {
             c.drops.push(DropRecord {
                 conn,
                 epoch: f.epoch,

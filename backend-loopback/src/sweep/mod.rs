@@ -303,6 +303,7 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         shared_session_pairs,
         stray,
         max_steps: SWEEP_MAX_STEPS,
+        durable: None,
     };
     if full {
         shapes::draw(&mut d, &mut s);
