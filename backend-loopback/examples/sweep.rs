@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p iomsg-loopback --example sweep -- \
-//!     [--runs N] [--seed S] [--seconds T] [--clean | --durable] [--plant dropholes]
+//!     [--runs N] [--seed S] [--seconds T] [--clean | --durable] [--plant D]
 //!     [--shrink] [--repro "<line>"]
 //! ```
 //! Exits 0 when every run passed, 1 on any violation, 2 on bad arguments.
@@ -18,7 +18,7 @@ use iomsg_loopback::sim::{DurableCounts, Invariant, RestoreDefect, Scenario};
 use iomsg_loopback::sweep::{self, repro, Profile, ShrinkBudget};
 
 const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean | --durable]
-             [--plant dropholes] [--shrink]
+             [--plant D] [--shrink]
              [--shrink-seconds T] [--repro \"<line>\"] [--verbose]
 
   --runs N          scenarios to run (default 200; with only --seconds, no limit)
@@ -27,8 +27,9 @@ const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean |
   --clean           only knobs today's core handles (see sweep::Profile::Clean)
   --durable         servers with a journal, clients with an outbox, both crashed
                     (see sweep::Profile::Durable)
-  --plant dropholes  with --durable: plant a defect in the journal's restore
-                    (every hole of a record reads as received); the sweep must fail
+  --plant D         with --durable: plant defect D in the journal's restore: dropholes
+                    (every hole of a record reads as received) or torn (a record
+                    loses its last byte); the sweep must fail
   --shrink          reduce the first failing scenario of each violated invariant
                     and print its shrunk repro line
   --shrink-seconds T  wall-time budget of each shrink (default 60)
@@ -95,10 +96,9 @@ fn parse() -> Result<Args, String> {
             "--durable" => a.profile = Profile::Durable,
             "--plant" => {
                 let v = value("--plant")?;
-                a.plant = Some(
-                    RestoreDefect::from_name(&v)
-                        .ok_or(format!("--plant: {v:?} is not a planted defect: dropholes"))?,
-                );
+                a.plant = Some(RestoreDefect::from_name(&v).ok_or(format!(
+                    "--plant: {v:?} is not a planted defect: dropholes or torn"
+                ))?);
             }
             "--shrink" => a.shrink = true,
             "--repro" => a.repro = Some(value("--repro")?),

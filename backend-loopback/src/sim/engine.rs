@@ -11,13 +11,13 @@ use iomsg_core::session::{ClientEvent, ClientSession, DisconnectCause, ReadData,
 use iomsg_core::transport::{Client, ClientHandler, ConnId};
 use iomsg_core::{workload, Instant};
 
+use super::ledger::{Ledger, Took};
 use super::report::Report;
 use super::scenario::{
     configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT,
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
-use super::ledger::{Ledger, Took};
 use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
@@ -291,11 +291,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         endpoints: Vec::new(),
         rx: (0..s.servers).map(|_| RxIndex::default()).collect(),
         truth: Truth::new(&specs),
-        ledger: Ledger::new(
-            s.clients,
-            s.servers,
-            s.durable.is_some_and(|d| d.journal),
-        ),
+        ledger: Ledger::new(s.clients, s.servers, s.durable.is_some_and(|d| d.journal)),
         durable: s.durable.is_some(),
         client_endpoints: std::collections::HashSet::new(),
     };

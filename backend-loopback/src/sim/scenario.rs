@@ -283,6 +283,9 @@ pub enum RestoreDefect {
     /// Every sn in `[cumulative, top)` reads as received: the open holes
     /// are dropped (the record's cumulative point moves to its top).
     DropHoles,
+    /// The record's last byte is lost (a torn write): the new instance
+    /// must refuse it.
+    Torn,
 }
 
 impl RestoreDefect {
@@ -290,12 +293,13 @@ impl RestoreDefect {
     pub fn name(self) -> &'static str {
         match self {
             RestoreDefect::DropHoles => "dropholes",
+            RestoreDefect::Torn => "torn",
         }
     }
 
     /// The defect called `name`.
     pub fn from_name(name: &str) -> Option<RestoreDefect> {
-        [RestoreDefect::DropHoles]
+        [RestoreDefect::DropHoles, RestoreDefect::Torn]
             .into_iter()
             .find(|d| d.name() == name)
     }
@@ -459,7 +463,9 @@ impl Scenario {
             return Err(E::MaxSteps);
         }
         if let Some(d) = self.durable {
-            if d.client_crash.is_some_and(|c| c.every.is_zero() && c.max_kills > 0) {
+            if d.client_crash
+                .is_some_and(|c| c.every.is_zero() && c.max_kills > 0)
+            {
                 return Err(E::CrashEveryZero);
             }
             if d.outbox_lag == 0 {

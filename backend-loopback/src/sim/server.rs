@@ -10,7 +10,8 @@
 use core::ops::Range;
 
 use iomsg_core::session::{
-    Delivery, JournalError, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats,
+    Delivery, JournalError, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
+    ServerStats,
 };
 use iomsg_core::transport::{ConnId, Event, RxToken, SendError, Transport, TxToken};
 use iomsg_core::{workload, Instant};

@@ -36,8 +36,8 @@ use iomsg_core::rng::{mix64, SplitMix64};
 
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
 use crate::sim::{
-    self, CrashPlan, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, MAX_SIZE,
-    SERVER_SESSIONS, SERVER_WINDOWS,
+    self, CrashPlan, Durability, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer,
+    Workload, MAX_SIZE, SERVER_SESSIONS, SERVER_WINDOWS,
 };
 pub use shapes::{Shape, SHAPE_PER_MILLE};
 
@@ -501,6 +501,33 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
     }
     if !s.kill_on.is_empty() {
         with(&|c| c.kill_on.clear());
+    }
+    // Fewer client crashes, an outbox written at every release (the
+    // planted defect, the journal itself stay: they are what is tested).
+    if let Some(x) = s.durable {
+        if let Some(p) = x.client_crash {
+            with(&|c| {
+                c.durable = Some(Durability {
+                    client_crash: None,
+                    ..x
+                })
+            });
+            if p.max_kills > 1 {
+                let fewer = CrashPlan {
+                    max_kills: p.max_kills / 2,
+                    ..p
+                };
+                with(&|c| {
+                    c.durable = Some(Durability {
+                        client_crash: Some(fewer),
+                        ..x
+                    })
+                });
+            }
+        }
+        if x.outbox_lag > 1 {
+            with(&|c| c.durable = Some(Durability { outbox_lag: 1, ..x }));
+        }
     }
     for i in 0..s.kill_on.len() {
         if s.kill_on.len() > 1 {

@@ -368,9 +368,10 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         "defect" => {
             s.durable
                 .get_or_insert_with(Durability::default)
-                .restore_defect = Some(RestoreDefect::from_name(v).ok_or_else(|| {
-                format!("{v:?} is not a planted defect: dropholes")
-            })?);
+                .restore_defect = Some(
+                RestoreDefect::from_name(v)
+                    .ok_or_else(|| format!("{v:?} is not a planted defect: dropholes or torn"))?,
+            );
         }
         "kill" => {
             s.kill_on = v

@@ -90,6 +90,7 @@ impl RestoreDefect {
     pub fn apply(self, record: &[u8]) -> Vec<u8> {
         match self {
             RestoreDefect::DropHoles => drop_holes(record),
+            RestoreDefect::Torn => record[..record.len().saturating_sub(1)].to_vec(),
         }
     }
 }
@@ -225,7 +226,11 @@ impl Crasher<'_> {
         let old = c.driver.session();
         self.report.absorb_client(old);
         let st = old.stats();
-        for (p, n) in life.past.iter_mut().zip([st.connects, st.established, st.disconnects]) {
+        for (p, n) in life
+            .past
+            .iter_mut()
+            .zip([st.connects, st.established, st.disconnects])
+        {
             *p += n;
         }
         let (cfg, _) = configs(self.scenario, i, 0);

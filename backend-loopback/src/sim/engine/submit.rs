@@ -5,10 +5,10 @@ use iomsg_core::rng::SplitMix64;
 use iomsg_core::session::{RequestOp, SubmitError};
 use iomsg_core::{workload, Instant};
 
-use super::ClientSlot;
-use crate::sim::scenario::{Scenario, READ_REQUEST_LEN};
 use super::durable::Held;
+use super::ClientSlot;
 use crate::sim::ledger::Ledger;
+use crate::sim::scenario::{Scenario, READ_REQUEST_LEN};
 use crate::sim::truth::Truth;
 
 /// What submitting needs of the run: the scenario, its one source of

@@ -36,10 +36,8 @@ impl Truth {
                     c.flags[idx] &= !RECOVERED;
                 }
             }
-            Owner::Stray => {
-                if self.stray_deliveries.remove(&(generation, session, sn)) {
-                    self.deliveries_by_stray -= 1;
-                }
+            Owner::Stray if self.stray_deliveries.remove(&(generation, session, sn)) => {
+                self.deliveries_by_stray -= 1;
             }
             _ => {}
         }
