@@ -257,15 +257,19 @@ fn main() -> ExitCode {
         slowest.as_millis(),
         done - failed
     );
-    println!(
-        "  crashes: {server_kills} of servers, {} of clients; {} journal records restored, \
-         {} messages submitted again from outboxes, {} deliveries committed, {} lost uncommitted",
-        durable.client_kills,
-        durable.restored,
-        durable.resubmitted,
-        durable.committed,
-        durable.rolled_back
-    );
+    if durable == DurableCounts::default() {
+        println!("  crashes: {server_kills} of servers");
+    } else {
+        println!(
+            "  crashes: {server_kills} of servers, {} of clients; {} journal records restored, \
+             {} messages submitted again from outboxes, {} deliveries committed, {} lost uncommitted",
+            durable.client_kills,
+            durable.restored,
+            durable.resubmitted,
+            durable.committed,
+            durable.rolled_back
+        );
+    }
     for (inv, n) in &runs_per_invariant {
         let (run, s) = &first[inv];
         println!("  {inv}: {n} runs; first run {run}: {}", repro::encode(s));

@@ -293,3 +293,54 @@ fn the_ledger_flags_a_submitted_sn_no_record_holds_unless_given_up() {
         "a failed client said so"
     );
 }
+
+#[test]
+fn the_ledger_lets_an_instance_that_lost_the_sessions_past_take_it_again() {
+    // Instance 2 forgot the session (its tombstone overflowed): it and the
+    // instances after it may take its sns again (the client announces
+    // them); instance 1, before it, may not.
+    let mut l = Ledger::new(1, 1, true);
+    l.submitted(0, 1);
+    l.took(0, took(0, 0, 1));
+    l.took(0, took(0, 1, 1));
+    l.commit(0);
+    l.forgotten(2, 9);
+    l.took(0, took(0, 0, 3));
+    l.commit(0);
+    assert!(judge(&l).is_empty());
+    l.took(0, took(0, 1, 1));
+    l.commit(0);
+    assert_eq!(judge(&l).count(Invariant::DeliveredTwiceAcrossCrashes), 1);
+    // No room to restore the session from the journal: the same.
+    let mut l = Ledger::new(1, 1, true);
+    l.submitted(0, 0);
+    l.took(0, took(0, 0, 1));
+    l.commit(0);
+    l.new_to(2, 9);
+    l.took(0, took(0, 0, 2));
+    l.commit(0);
+    assert!(judge(&l).is_empty());
+}
+
+#[test]
+fn a_tombstone_overflow_makes_the_journal_forget_and_the_duplicates_are_announced() {
+    // Found by the durable sweep with 4 tombstones and 4 sessions for 9
+    // clients: an instance restored with a session as a tombstone forgets
+    // it (overflow), the session's client comes back with an sn it never
+    // saw acknowledged, the instance takes it as a new session (a new
+    // incarnation, its cumulative point below what the journal knew), and
+    // that record replaces the one that knew the sn was delivered. A later
+    // instance delivers the sn again; the client announced it
+    // (`ServerRestarted.unconfirmed`), so no invariant breaks, but exactly
+    // once across crashes holds only while the tombstones do not overflow.
+    let s = repro::decode(
+        "seed=11708250849013449362 clients=9 msgs=12 size=0 streams=304 interval=20us \
+         silent=16317 delay_by=500us crash=500us/0us/6 dur=3125us drain=3s lat=1us \
+         detect=500us cwin=1 ssess=4 tombs=4 journal=1 ccrash=300us/0us/8",
+    )
+    .unwrap();
+    let r = sim::run(&s).unwrap();
+    assert!(r.passed(), "{r}");
+    assert!(r.duplicates_after_restart > 0, "{r}");
+    assert!(r.possible_duplicates >= r.duplicates_after_restart, "{r}");
+}

@@ -400,12 +400,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                     s.server_sessions,
                     s.server_tombs,
                 );
-                if let Some(dur) = s.durable.filter(|d| d.journal) {
-                    sl.journal
-                        .restore(&mut *d, now, dur.restore_defect, &mut rec, &mut report);
-                }
                 generations += 1;
                 sl.generation = generations;
+                if let Some(dur) = s.durable.filter(|d| d.journal) {
+                    let defect = dur.restore_defect;
+                    let into = (&mut rec, &mut report);
+                    sl.journal.restore(&mut *d, generations, now, defect, into);
+                }
                 rec.register(
                     d.endpoint(),
                     EpOwner::Server {

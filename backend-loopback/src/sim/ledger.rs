@@ -14,7 +14,10 @@
 //!
 //! * [`Invariant::DeliveredTwiceAcrossCrashes`] (servers with a journal):
 //!   no sn of a client is in the committed records twice, whichever
-//!   instances took it;
+//!   instances took it (unless an instance at or before the one that took
+//!   it again lost the session's past: it forgot its tombstone, or had no
+//!   room to restore it; the protocol's documented fallback, where the
+//!   client announces what may come again);
 //! * [`Invariant::LostAcrossCrashes`]: every sn a client's `submit`
 //!   returned is in some committed record by the end of the run, unless
 //!   the client gave it up (`NotReplayed`) or failed, and said so.
@@ -23,7 +26,7 @@
 //! hand and check that each invariant can fail.
 
 use core::ops::Range;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use iomsg_core::session::ClientEvent;
 
@@ -61,9 +64,13 @@ pub struct Ledger {
     clients: Vec<ClientRecord>,
     /// Deliveries taken and not committed, per server slot.
     pending: Vec<Vec<Took>>,
-    /// `(generation, session)`: that instance forgot the session's
-    /// tombstone (`ServerEvent::Forgotten`) and may take its sns again.
-    forgotten: HashSet<(u32, u64)>,
+    /// Per session, the first instance that lost its past: it forgot the
+    /// session's tombstone (`ServerEvent::Forgotten`) or had no room to
+    /// restore it from the journal. From then on the session's journal
+    /// record starts over with a new incarnation (it replaces the one that
+    /// knew the past), so that instance and every later one may take its
+    /// sns again, announced by the client.
+    lost_past: HashMap<u64, u32>,
     /// Whether the servers keep a journal (duplicates across instances are
     /// then violations).
     journal: bool,
@@ -80,7 +87,7 @@ impl Ledger {
         Ledger {
             clients: vec![ClientRecord::default(); clients],
             pending: vec![Vec::new(); servers],
-            forgotten: HashSet::new(),
+            lost_past: HashMap::new(),
             journal,
             committed: 0,
             rolled_back: 0,
@@ -112,7 +119,15 @@ impl Ledger {
 
     /// Instance `generation` forgot `session`'s tombstone.
     pub fn forgotten(&mut self, generation: u32, session: u64) {
-        self.forgotten.insert((generation, session));
+        self.new_to(generation, session);
+    }
+
+    /// Instance `generation` had no room to restore `session` from the
+    /// journal: the session is new to it, as to an instance without a
+    /// journal, and its client announces what may come again.
+    pub fn new_to(&mut self, generation: u32, session: u64) {
+        let first = self.lost_past.entry(session).or_insert(generation);
+        *first = (*first).min(generation);
     }
 
     /// The server in slot `slot` flushed: what it took is committed.
@@ -121,9 +136,11 @@ impl Ledger {
             let c = &mut self.clients[t.client];
             let e = c.committed.entry(t.sn).or_insert((0, t.generation));
             e.0 += 1;
-            if e.0 > 1 && self.forgotten.contains(&(t.generation, t.session)) {
-                // A forgetting instance is new to the session: its client
-                // announced what may come again.
+            let lost = self.lost_past.get(&t.session);
+            if e.0 > 1 && lost.is_some_and(|&g| t.generation >= g) {
+                // Taken again after an instance lost the session's past:
+                // its client announced what may come again (the truth
+                // checks the announcement).
                 e.0 = 1;
             }
             self.committed += 1;

@@ -56,22 +56,27 @@ impl Journal {
         self.pending.clear();
     }
 
-    /// Restores a new instance from the committed records, each rewritten
-    /// by `defect` when one is planted. A record refused for another
-    /// reason than want of room is a violation.
+    /// Restores a new instance `d` of generation `generation` from the
+    /// committed records, each rewritten by `defect` when one is planted.
+    /// A record refused for another reason than want of room is a
+    /// violation; a session refused for want of room is new to the
+    /// instance (its client announces what may come again).
     pub(super) fn restore(
         &self,
         d: &mut dyn SimServer,
+        generation: u32,
         now: Instant,
         defect: Option<RestoreDefect>,
-        rec: &mut Recorder,
-        report: &mut Report,
+        (rec, report): (&mut Recorder, &mut Report),
     ) {
         for (session, r) in &self.committed {
             let planted = defect.map(|x| x.apply(r));
             match d.restore(now, planted.as_deref().unwrap_or(r)) {
                 Ok(_) => report.durable.restored += 1,
-                Err(JournalError::TableFull { .. }) => report.durable.refused_for_room += 1,
+                Err(JournalError::TableFull { session }) => {
+                    report.durable.refused_for_room += 1;
+                    rec.ledger.new_to(generation, session);
+                }
                 Err(e) => rec.truth.findings_mut().add(
                     Invariant::JournalRefused,
                     None,
