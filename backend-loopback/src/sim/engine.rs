@@ -402,6 +402,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 );
                 generations += 1;
                 sl.generation = generations;
+                d.flushing(s.durable.is_some());
                 if let Some(dur) = s.durable.filter(|d| d.journal) {
                     let defect = dur.restore_defect;
                     let into = (&mut rec, &mut report);

@@ -4,7 +4,7 @@
 //! capacities chosen by the scenario (the core's driver fixes them), and
 //! the caller can stop the driver right after any transport event (to
 //! kill the server right after a chosen protocol event). As the core's
-//! driver, it flushes (hands over the journal's records, then says
+//! driver, it can flush (hand over the journal's records, then say
 //! `flush`) before replies leave.
 
 use core::ops::Range;
@@ -60,6 +60,10 @@ pub(crate) trait SimServer {
     fn endpoint(&self) -> EndpointId;
     /// When its fault wrapper releases the next delayed frame.
     fn next_release(&self) -> Option<Instant>;
+    /// Whether to flush (hand the journal's records over and notify
+    /// [`Notice::Flush`]) before replies leave; off by default: without
+    /// crash-proof state nobody keeps what a flush commits.
+    fn flushing(&mut self, on: bool);
     /// Takes back a journal record before serving.
     fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError>;
     /// Hands over the journal's pending records and flushes, as before
@@ -70,6 +74,8 @@ pub(crate) trait SimServer {
 struct Driver<const S: usize, const C: usize, const W: usize, const T: usize> {
     transport: Faulty<ServerPort>,
     core: ServerCore<S, C, W, T>,
+    /// Whether the caller hears of flushes ([`SimServer::flushing`]).
+    flushing: bool,
 }
 
 /// The simulated application: reports what it takes, answers reads with
@@ -106,7 +112,7 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C
     /// Sends what the core has queued, as the core's driver does.
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
-        if self.core.pending_replies() > 0 {
+        if self.flushing && self.core.pending_replies() > 0 {
             // Whatever the replies acknowledge is kept before they leave.
             self.core.drain_journal(|r| app.journal(r));
             app.flush();
@@ -214,6 +220,10 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
         self.transport.next_release()
     }
 
+    fn flushing(&mut self, on: bool) {
+        self.flushing = on;
+    }
+
     fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError> {
         self.core.restore(now, record)
     }
@@ -231,7 +241,11 @@ fn boxed<const S: usize, const C: usize, const W: usize, const T: usize>(
 ) -> Box<dyn SimServer> {
     let mut core = ServerCore::new(config);
     core.set_transport_limit(transport.capabilities().max_payload());
-    Box::new(Driver::<S, C, W, T> { transport, core })
+    Box::new(Driver::<S, C, W, T> {
+        transport,
+        core,
+        flushing: false,
+    })
 }
 
 /// [`boxed`] with `tombs` tombstones: one of

@@ -218,6 +218,10 @@ impl Crasher<'_> {
     /// outbox as of its last write, waits `down_for` before it starts.
     /// It submits the held messages again at once (before `start`); they
     /// must get their old sns.
+    ///
+    /// Never inlined: a client session is large, and a caller that built
+    /// one in its own frame would probe that stack at every call.
+    #[inline(never)]
     pub(super) fn crash(
         &mut self,
         i: usize,
@@ -318,6 +322,9 @@ impl ClientCrashes {
         clients: &mut [ClientSlot],
         crasher: &mut Crasher<'_>,
     ) {
+        if self.plan.is_none() {
+            return;
+        }
         for c in clients.iter_mut() {
             let Some(life) = c.life.as_mut() else {
                 continue;
