@@ -1,9 +1,7 @@
 //! The event loop of one run.
 
 use core::cell::RefCell;
-use core::hash::{BuildHasherDefault, Hasher};
 use core::time::Duration;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use iomsg_core::rng::{mix64, SplitMix64};
@@ -11,17 +9,17 @@ use iomsg_core::session::{ClientEvent, ClientSession, DisconnectCause, ReadData,
 use iomsg_core::transport::{Client, ClientHandler, ConnId};
 use iomsg_core::{workload, Instant};
 
-use super::ledger::{Ledger, Took};
+use super::ledger::Ledger;
 use super::report::Report;
 use super::scenario::{
     configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT,
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
-use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
+use super::truth::{ClientSpec, FrameInfo, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
-use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
+use crate::network::{ClientPort, ConnStatus, Network, NetworkConfig, Tap, TapKind};
 
 type SimClient = Client<Faulty<ClientPort>, CLIENT_WINDOW_MAX, Box<[u8]>>;
 
@@ -38,160 +36,6 @@ impl<E: FnMut(ClientEvent), R: FnMut(ReadData<'_>)> ClientHandler for SimApp<E, 
     }
     fn read_data(&mut self, data: ReadData<'_>) {
         (self.read)(data);
-    }
-}
-
-/// FxHash (rustc's): the recorder hashes a key per frame, SipHash is too
-/// slow for the million-kill storm.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// What a tap saw, parsed by the recorder.
-struct TapRecord {
-    kind: TapKind,
-    conn: ConnId,
-    client: EndpointId,
-    server: EndpointId,
-    frame: Option<FrameInfo>,
-}
-
-/// Who an endpoint is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EpOwner {
-    None,
-    Client(usize),
-    Stray,
-    Server { slot: usize, generation: u32 },
-}
-
-/// Who owns the connections one server instance received frames on.
-#[derive(Default)]
-struct RxIndex {
-    /// The owner of each connection.
-    owners: FxMap<ConnId, Owner>,
-    last_owned: Option<ConnId>,
-}
-
-impl RxIndex {
-    fn note(&mut self, conn: ConnId, owner: Owner) {
-        if self.last_owned != Some(conn) {
-            self.owners.insert(conn, owner);
-            self.last_owned = Some(conn);
-        }
-    }
-
-    fn owner(&self, conn: Option<ConnId>) -> Owner {
-        conn.and_then(|c| self.owners.get(&c).copied())
-            .unwrap_or(Owner::Unknown)
-    }
-
-    fn clear(&mut self) {
-        self.owners.clear();
-        self.last_owned = None;
-    }
-}
-
-/// The recorder: the tap's log, who each endpoint is, what each server
-/// received, and the truth they feed.
-struct Recorder {
-    log: Rc<RefCell<Vec<TapRecord>>>,
-    spare: Vec<TapRecord>,
-    endpoints: Vec<EpOwner>,
-    rx: Vec<RxIndex>,
-    truth: Truth,
-    /// The applications' records (crash-proof state on).
-    ledger: Ledger,
-    /// Crash-proof state is on: deliveries commit at flushes.
-    durable: bool,
-    /// Client endpoints whose frames reached a server.
-    client_endpoints: std::collections::HashSet<EndpointId>,
-}
-
-impl Recorder {
-    fn register(&mut self, ep: EndpointId, who: EpOwner) {
-        let i = usize::try_from(ep).unwrap_or(usize::MAX);
-        if i >= self.endpoints.len() {
-            self.endpoints.resize(i + 1, EpOwner::None);
-        }
-        self.endpoints[i] = who;
-    }
-
-    fn who(&self, ep: EndpointId) -> EpOwner {
-        usize::try_from(ep)
-            .ok()
-            .and_then(|i| self.endpoints.get(i))
-            .copied()
-            .unwrap_or(EpOwner::None)
-    }
-
-    /// Server slot `k`'s instance `generation` handed `(session, sn)` from
-    /// `owner`'s frame to its application: with crash-proof state on, the
-    /// application's record takes it, to commit at the next flush.
-    fn took(&mut self, k: usize, generation: u32, owner: Owner, session: u64, sn: u64) {
-        if let (true, Owner::Client(client)) = (self.durable, owner) {
-            let took = Took {
-                client,
-                session,
-                sn,
-                generation,
-            };
-            self.ledger.took(k, took);
-        }
-    }
-
-    /// Feeds what the tap saw since the last drain to the truth, in order.
-    fn drain(&mut self) {
-        if self.log.borrow().is_empty() {
-            return;
-        }
-        core::mem::swap(&mut *self.log.borrow_mut(), &mut self.spare);
-        let mut records = core::mem::take(&mut self.spare);
-        for r in records.drain(..) {
-            let owner = match self.who(r.client) {
-                EpOwner::Client(i) => Owner::Client(i),
-                EpOwner::Stray => Owner::Stray,
-                _ => Owner::Unknown,
-            };
-            let EpOwner::Server { slot, generation } = self.who(r.server) else {
-                continue;
-            };
-            match r.kind {
-                TapKind::Received => {
-                    if let Owner::Client(_) = owner {
-                        self.client_endpoints.insert(r.client);
-                    }
-                    if let Some(rx) = self.rx.get_mut(slot) {
-                        rx.note(r.conn, owner);
-                    }
-                    self.truth
-                        .carried(owner, r.conn, generation, r.frame.as_ref());
-                }
-                TapKind::SilentlyDropped => {
-                    self.truth
-                        .silently_dropped(owner, r.conn, generation, r.frame.as_ref());
-                }
-            }
-        }
-        self.spare = records;
     }
 }
 
@@ -809,22 +653,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
 }
 
 mod durable;
+mod recorder;
 mod submit;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn a_connection_keeps_the_owner_first_noted_until_cleared() {
-        let mut rx = RxIndex::default();
-        let (a, b) = (ConnId::new(1, 0), ConnId::new(2, 0));
-        rx.note(a, Owner::Client(0));
-        rx.note(b, Owner::Stray);
-        assert_eq!(rx.owner(Some(a)), Owner::Client(0));
-        assert_eq!(rx.owner(Some(b)), Owner::Stray);
-        assert_eq!(rx.owner(Some(ConnId::new(99, 0))), Owner::Unknown);
-        assert_eq!(rx.owner(None), Owner::Unknown);
-        rx.clear();
-        assert_eq!(rx.owner(Some(a)), Owner::Unknown);
-    }
-}
+use recorder::{EpOwner, Recorder, RxIndex, TapRecord};
