@@ -289,14 +289,9 @@ fn the_durable_profile_crashes_both_sides_under_faults_that_leave_holes() {
         .filter(|s| s.faults.silent_drop_ppm > 0 || s.faults.reorder_ppm > 0)
         .count();
     assert!(holes * 2 > all.len(), "{holes} of {}", all.len());
-    assert!(any(&|s| s
-        .kill_on
-        .iter()
-        .any(|k| k.event == KillEvent::Delivered)));
-    assert!(any(&|s| s
-        .kill_on
-        .iter()
-        .any(|k| k.event == KillEvent::LiveLoss)));
+    for e in KillEvent::ALL {
+        assert!(any(&|s| s.kill_on.iter().any(|k| k.event == e)), "{e:?}");
+    }
     assert!(any(&|s| s.durable.is_some_and(|d| d.outbox_lag > 1)));
     assert!(any(&|s| s.workload.stream_per_mille > 0));
     assert!(any(&|s| s.workload.read_per_mille > 0));

@@ -147,6 +147,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     rec.truth
         .set_undetectable_corruption(corrupting && !s.workload.validate);
     rec.truth.set_journal(s.durable.is_some_and(|d| d.journal));
+    rec.truth.set_crash_proof(s.durable.is_some());
     let mut report = Report::new(s);
     let mut now = Instant::ZERO;
     let fault_end = Instant::ZERO + s.duration;
@@ -223,7 +224,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                         report.absorb_server(d.stats());
                     }
                     rec.rx[k].clear();
-                    durable::server_crashed(k, &mut sl.journal, &mut rec);
+                    durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
                     planned_kills += 1;
                     kills += 1;
                     sl.restart_at = Some(now + plan.down_for);
@@ -467,6 +468,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             Notice::Flush => {
                                 journal.commit();
                                 rec.ledger.commit(k);
+                                rec.truth.committed(generation);
                                 None
                             }
                         };
@@ -483,7 +485,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             report.absorb_server(dead.stats());
                         }
                         rec.rx[k].clear();
-                        durable::server_crashed(k, &mut sl.journal, &mut rec);
+                        durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
                         kills += 1;
                         sl.restart_at = Some(now + down_for);
                         sl.next_kill = None;

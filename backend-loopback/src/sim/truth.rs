@@ -229,6 +229,11 @@ pub struct Truth {
     carried_frames: u64,
     deliveries_by_stray: u64,
     undetectable_corruption: bool,
+    /// Crash-proof state on: deliveries are undone when their instance
+    /// crashes before committing them ([`Truth::set_crash_proof`]).
+    rollback: bool,
+    /// What each uncommitted delivery changed, to undo it.
+    uncommitted: Vec<crash::Undo>,
 }
 
 impl Truth {
@@ -274,6 +279,8 @@ impl Truth {
             carried_frames: 0,
             deliveries_by_stray: 0,
             undetectable_corruption: false,
+            rollback: false,
+            uncommitted: Vec::new(),
         }
     }
 
@@ -506,7 +513,16 @@ impl Truth {
                         || format!("instance {generation} delivered it again, from a stray peer's frame"),
                     );
                 }
-                if !self.stray_deliveries.insert((generation, session, sn)) && !forgot {
+                let fresh = self.stray_deliveries.insert((generation, session, sn));
+                if self.rollback {
+                    self.uncommitted.push(crash::Undo::Stray {
+                        generation,
+                        session,
+                        sn,
+                        fresh,
+                    });
+                }
+                if !fresh && !forgot {
                     self.findings.add(
                         Invariant::DeliveredTwiceByOneInstance,
                         None,
@@ -537,11 +553,25 @@ impl Truth {
             );
         }
         let Truth {
-            clients, findings, ..
+            clients,
+            findings,
+            rollback,
+            uncommitted,
+            ..
         } = self;
         let c = &mut clients[i];
         let idx = c.grow(sn);
         let flags = c.flags[idx];
+        if *rollback {
+            uncommitted.push(crash::Undo::Client {
+                generation,
+                client: i,
+                idx,
+                deliveries: c.deliveries[idx],
+                last_gen: c.last_gen[idx],
+                flags,
+            });
+        }
         if c.deliveries[idx] > 0 {
             if c.last_gen[idx] == generation && !forgot {
                 findings.add(

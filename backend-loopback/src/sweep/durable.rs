@@ -4,7 +4,8 @@
 //! windows when they crash.
 //!
 //! Every scenario has server crashes (planned, and often right after a
-//! delivery or a live loss, before the flush that would commit it) and
+//! delivery, a live loss or a `Hello`, before the flush that would commit
+//! it) and
 //! client crashes (a process restarted from its outbox, sometimes written
 //! behind by up to 64 releases). Most have frames silently dropped or
 //! reordered on live connections: a server that crashes then has open
@@ -133,13 +134,21 @@ fn faults(d: &mut Dice) -> FaultConfig {
     f
 }
 
-/// Kills right after a delivery (before the flush that commits it) or a
-/// live loss (a hole just opened), in half of the runs.
+/// Kills right after a delivery (before the flush that commits it), a
+/// live loss (a hole just opened), a `Hello` (its `Welcome` dies with the
+/// instance, its journal record uncommitted) or an accept, in half of the
+/// runs.
 fn kill_on(d: &mut Dice) -> Vec<KillOn> {
     let mut out = Vec::new();
     if d.chance(500) {
         for _ in 0..1 + d.below(3) {
-            let event = d.pick(&[KillEvent::Delivered, KillEvent::LiveLoss]);
+            let event = d.pick(&[
+                KillEvent::Delivered,
+                KillEvent::Delivered,
+                KillEvent::LiveLoss,
+                KillEvent::SessionOpened,
+                KillEvent::Accept,
+            ]);
             let nth = if event == KillEvent::Delivered {
                 1 + d.below(300)
             } else {

@@ -18,7 +18,6 @@ use crate::sim::check::Invariant;
 use crate::sim::report::Report;
 use crate::sim::scenario::{configs, RestoreDefect, Scenario, EPOCH_RESERVE, READ_REQUEST_LEN};
 use crate::sim::server::SimServer;
-use crate::sim::truth::Owner;
 
 /// Bytes of a journal record before its bitmap.
 const RECORD_HEADER: usize = 72;
@@ -282,15 +281,12 @@ impl Crasher<'_> {
     }
 }
 
-/// Server slot `k`'s instance crashed: its application's uncommitted
-/// deliveries and journal records are lost, and the truth forgets those
-/// deliveries.
-pub(super) fn server_crashed(k: usize, journal: &mut Journal, rec: &mut Recorder) {
+/// Server slot `k`'s instance `generation` crashed: its application's
+/// uncommitted deliveries and journal records are lost, in the truth too.
+pub(super) fn server_crashed(k: usize, generation: u32, journal: &mut Journal, rec: &mut Recorder) {
     journal.crashed();
-    for t in rec.ledger.crashed(k) {
-        rec.truth
-            .undeliver(t.generation, Owner::Client(t.client), t.session, t.sn);
-    }
+    rec.ledger.crashed(k);
+    rec.truth.crashed(generation);
 }
 
 /// The scenario's client crash-restarts: one client at a time, in turn.
@@ -372,7 +368,7 @@ impl ClientCrashes {
 /// stop does), so that what it took is committed with its journal.
 pub(super) fn last_flush(servers: &mut [super::ServerSlot], rec: &mut Recorder) {
     for (k, sl) in servers.iter_mut().enumerate() {
-        let journal = &mut sl.journal;
+        let (journal, generation) = (&mut sl.journal, sl.generation);
         let Some(d) = sl.driver.as_mut() else {
             continue;
         };
@@ -382,6 +378,7 @@ pub(super) fn last_flush(servers: &mut [super::ServerSlot], rec: &mut Recorder) 
                 crate::sim::server::Notice::Flush => {
                     journal.commit();
                     rec.ledger.commit(k);
+                    rec.truth.committed(generation);
                 }
                 _ => {}
             }
