@@ -9,7 +9,7 @@ impl Truth {
     /// delivered is one the later instances have (losing its replay on a
     /// live connection loses nothing), and their deliveries count with
     /// the crashed instances' uncommitted ones taken back
-    /// ([`undeliver`](Self::undeliver)).
+    /// ([`crashed`](Self::crashed)).
     pub fn set_journal(&mut self, on: bool) {
         for c in &mut self.clients {
             c.journaled = on;
