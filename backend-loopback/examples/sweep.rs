@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release -p iomsg-loopback --example sweep -- \
-//!     [--runs N] [--seed S] [--seconds T] [--clean] [--shrink] [--repro "<line>"]
+//!     [--runs N] [--seed S] [--seconds T] [--clean | --durable] [--plant D]
+//!     [--shrink] [--repro "<line>"]
 //! ```
 //! Exits 0 when every run passed, 1 on any violation, 2 on bad arguments.
 
@@ -13,16 +14,22 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant as WallClock};
 
 use iomsg_core::rng::mix64;
-use iomsg_loopback::sim::{Invariant, Scenario};
+use iomsg_loopback::sim::{DurableCounts, Invariant, RestoreDefect, Scenario};
 use iomsg_loopback::sweep::{self, repro, Profile, ShrinkBudget};
 
-const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean] [--shrink]
+const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean | --durable]
+             [--plant D] [--shrink]
              [--shrink-seconds T] [--repro \"<line>\"] [--verbose]
 
   --runs N          scenarios to run (default 200; with only --seconds, no limit)
   --seed S          seed of the sweep (default 1); run i uses scenario seed mix(S, i)
   --seconds T       stop starting new runs after T seconds of wall time
   --clean           only knobs today's core handles (see sweep::Profile::Clean)
+  --durable         servers with a journal, clients with an outbox, both crashed
+                    (see sweep::Profile::Durable)
+  --plant D         with --durable: plant defect D in the journal's restore: dropholes
+                    (every hole of a record reads as received) or torn (a record
+                    loses its last byte); the sweep must fail
   --shrink          reduce the first failing scenario of each violated invariant
                     and print its shrunk repro line
   --shrink-seconds T  wall-time budget of each shrink (default 60)
@@ -40,6 +47,7 @@ struct Args {
     shrink_seconds: u64,
     repro: Option<String>,
     verbose: bool,
+    plant: Option<RestoreDefect>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -52,6 +60,7 @@ fn parse() -> Result<Args, String> {
         shrink_seconds: 60,
         repro: None,
         verbose: false,
+        plant: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -84,6 +93,13 @@ fn parse() -> Result<Args, String> {
                     .map_err(|e| format!("--shrink-seconds: {e}"))?
             }
             "--clean" => a.profile = Profile::Clean,
+            "--durable" => a.profile = Profile::Durable,
+            "--plant" => {
+                let v = value("--plant")?;
+                a.plant = Some(RestoreDefect::from_name(&v).ok_or(format!(
+                    "--plant: {v:?} is not a planted defect: dropholes or torn"
+                ))?);
+            }
             "--shrink" => a.shrink = true,
             "--repro" => a.repro = Some(value("--repro")?),
             "--verbose" | "-v" => a.verbose = true,
@@ -185,6 +201,8 @@ fn main() -> ExitCode {
     let mut runs_per_invariant: BTreeMap<Invariant, u64> = BTreeMap::new();
     let (mut done, mut failed) = (0u64, 0u64);
     let mut slowest = Duration::ZERO;
+    // Server and client crashes, and what crash-proof state did.
+    let (mut server_kills, mut durable) = (0u64, DurableCounts::default());
     for i in 0..runs {
         if args
             .seconds
@@ -192,10 +210,22 @@ fn main() -> ExitCode {
         {
             break;
         }
-        let scenario = sweep::generate(mix64(args.seed ^ mix64(i)), args.profile);
+        let mut scenario = sweep::generate(mix64(args.seed ^ mix64(i)), args.profile);
+        if let (Some(defect), Some(x)) = (args.plant, scenario.durable.as_mut()) {
+            x.restore_defect = Some(defect);
+        }
         let out = sweep::check(&scenario);
         done += 1;
         slowest = slowest.max(out.wall);
+        if let Some(r) = &out.report {
+            server_kills += r.kills;
+            let d = &r.durable;
+            durable.client_kills += d.client_kills;
+            durable.resubmitted += d.resubmitted;
+            durable.restored += d.restored;
+            durable.committed += d.committed;
+            durable.rolled_back += d.rolled_back;
+        }
         if out.passed() {
             if args.verbose {
                 println!("pass run {i} ({} ms)", out.wall.as_millis());
@@ -227,6 +257,19 @@ fn main() -> ExitCode {
         slowest.as_millis(),
         done - failed
     );
+    if durable == DurableCounts::default() {
+        println!("  crashes: {server_kills} of servers");
+    } else {
+        println!(
+            "  crashes: {server_kills} of servers, {} of clients; {} journal records restored, \
+             {} messages submitted again from outboxes, {} deliveries committed, {} lost uncommitted",
+            durable.client_kills,
+            durable.restored,
+            durable.resubmitted,
+            durable.committed,
+            durable.rolled_back
+        );
+    }
     for (inv, n) in &runs_per_invariant {
         let (run, s) = &first[inv];
         println!("  {inv}: {n} runs; first run {run}: {}", repro::encode(s));

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use iomsg_loopback::sim::{CrashPlan, Invariant, KillEvent, KillOn, Scenario, StrayPeer, Workload};
+use iomsg_loopback::sim::{
+    CrashPlan, Durability, Invariant, KillEvent, KillOn, RestoreDefect, Scenario, StrayPeer,
+    Workload,
+};
 use iomsg_loopback::sweep::{self, repro, Profile, Shape, ShrinkBudget, SHAPE_PER_MILLE};
 use iomsg_loopback::{Direction, FaultConfig, FrameFault, ScheduledFault};
 
@@ -86,6 +89,16 @@ fn everything() -> Scenario {
             bye: true,
         }),
         max_steps: 12345,
+        durable: Some(Durability {
+            journal: false,
+            client_crash: Some(CrashPlan {
+                every: Duration::from_micros(700),
+                down_for: Duration::from_nanos(1500),
+                max_kills: 9,
+            }),
+            outbox_lag: 64,
+            restore_defect: Some(RestoreDefect::DropHoles),
+        }),
     }
 }
 
@@ -98,7 +111,7 @@ fn repro_lines_round_trip() {
     assert_eq!(repro::encode(&plain), "seed=1");
     assert_eq!(repro::decode("seed=1"), Ok(plain));
     for seed in 0..300 {
-        for profile in [Profile::Full, Profile::Clean] {
+        for profile in [Profile::Full, Profile::Clean, Profile::Durable] {
             let s = sweep::generate(seed, profile);
             let line = repro::encode(&s);
             assert_eq!(repro::decode(&line).as_ref(), Ok(&s), "{line}");
@@ -116,6 +129,8 @@ fn bad_repro_lines_say_which_token_is_wrong() {
         ("seed=1 crash=1ms/2ms", "crash=1ms/2ms"),
         ("seed=1 kill=opened:1", "kill=opened:1"),
         ("seed=1 replay", "replay"),
+        ("seed=1 defect=holes", "defect=holes"),
+        ("seed=1 ccrash=1ms", "ccrash=1ms"),
     ] {
         let e = repro::decode(line).unwrap_err();
         assert_eq!(e.token, token);
@@ -253,6 +268,34 @@ fn the_generator_turns_every_knob() {
     assert!(any(&|s| s.workload.size_spread > 0));
     assert!(any(&|s| s.workload.storage > 0));
     assert!(any(&|s| s.server_tombs < Scenario::default().server_tombs));
+}
+
+#[test]
+fn the_durable_profile_crashes_both_sides_under_faults_that_leave_holes() {
+    let all: Vec<Scenario> = (0..300)
+        .map(|i| sweep::generate(i, Profile::Durable))
+        .collect();
+    let any = |f: &dyn Fn(&Scenario) -> bool| all.iter().any(f);
+    assert!(all.iter().all(|s| s.validate().is_ok()));
+    for s in &all {
+        let d = s.durable.expect("crash-proof state on");
+        assert!(d.journal && d.client_crash.is_some() && d.restore_defect.is_none());
+        assert!(s.crash.is_some() && s.replay);
+        assert!(s.stray.is_none() && s.shared_session_pairs == 0);
+    }
+    // Holes at crash time: frames lost or held on live connections.
+    let holes = all
+        .iter()
+        .filter(|s| s.faults.silent_drop_ppm > 0 || s.faults.reorder_ppm > 0)
+        .count();
+    assert!(holes * 2 > all.len(), "{holes} of {}", all.len());
+    for e in KillEvent::ALL {
+        assert!(any(&|s| s.kill_on.iter().any(|k| k.event == e)), "{e:?}");
+    }
+    assert!(any(&|s| s.durable.is_some_and(|d| d.outbox_lag > 1)));
+    assert!(any(&|s| s.workload.stream_per_mille > 0));
+    assert!(any(&|s| s.workload.read_per_mille > 0));
+    assert!(any(&|s| s.clients > 1) && any(&|s| s.servers > 1));
 }
 
 #[test]

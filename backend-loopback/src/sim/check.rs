@@ -65,11 +65,22 @@ pub enum Invariant {
     /// nothing outstanding: the storage holds nothing, yet refuses a
     /// message no larger than itself.
     BufferFullWhileIdle,
+    /// Servers with a journal: an sn of a client is in the committed
+    /// records of the server applications twice (two instances, or one
+    /// instance twice), a crash of either side in between or not.
+    DeliveredTwiceAcrossCrashes,
+    /// Crash-proof state on: an sn a client's `submit` returned is, at the
+    /// end of the run, in no server instance's committed record, and no
+    /// event of the client gave it up (nor did the client fail).
+    LostAcrossCrashes,
+    /// A new server instance refused a journal record its predecessors
+    /// wrote and committed, for another reason than want of room.
+    JournalRefused,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 18] = [
+    pub const ALL: [Invariant; 21] = [
         Invariant::Pending,
         Invariant::NotFinished,
         Invariant::LostWithReplay,
@@ -88,6 +99,9 @@ impl Invariant {
         Invariant::UntracedDelivery,
         Invariant::ReadUnanswered,
         Invariant::BufferFullWhileIdle,
+        Invariant::DeliveredTwiceAcrossCrashes,
+        Invariant::LostAcrossCrashes,
+        Invariant::JournalRefused,
     ];
 
     /// Its stable name (reports, repro lines, `--shrink`).
@@ -111,6 +125,9 @@ impl Invariant {
             Invariant::UntracedDelivery => "untraced-delivery",
             Invariant::ReadUnanswered => "read-unanswered",
             Invariant::BufferFullWhileIdle => "buffer-full-while-idle",
+            Invariant::DeliveredTwiceAcrossCrashes => "delivered-twice-across-crashes",
+            Invariant::LostAcrossCrashes => "lost-across-crashes",
+            Invariant::JournalRefused => "journal-refused",
         }
     }
 

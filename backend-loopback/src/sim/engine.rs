@@ -1,9 +1,7 @@
 //! The event loop of one run.
 
 use core::cell::RefCell;
-use core::hash::{BuildHasherDefault, Hasher};
 use core::time::Duration;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use iomsg_core::rng::{mix64, SplitMix64};
@@ -11,16 +9,17 @@ use iomsg_core::session::{ClientEvent, ClientSession, DisconnectCause, ReadData,
 use iomsg_core::transport::{Client, ClientHandler, ConnId};
 use iomsg_core::{workload, Instant};
 
+use super::ledger::Ledger;
 use super::report::Report;
 use super::scenario::{
     configs, KillEvent, Scenario, ScenarioError, CLIENT_WINDOW_MAX, MAX_ROUNDS_PER_INSTANT,
 };
 use super::server::{self, Notice, SimServer};
 use super::stray::Stray;
-use super::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
+use super::truth::{ClientSpec, FrameInfo, Taken, Truth};
 use crate::fault::FaultConfig;
 use crate::faulty::{Faults, Faulty};
-use crate::network::{ClientPort, ConnStatus, EndpointId, Network, NetworkConfig, Tap, TapKind};
+use crate::network::{ClientPort, ConnStatus, Network, NetworkConfig, Tap, TapKind};
 
 type SimClient = Client<Faulty<ClientPort>, CLIENT_WINDOW_MAX, Box<[u8]>>;
 
@@ -40,141 +39,6 @@ impl<E: FnMut(ClientEvent), R: FnMut(ReadData<'_>)> ClientHandler for SimApp<E, 
     }
 }
 
-/// FxHash (rustc's): the recorder hashes a key per frame, SipHash is too
-/// slow for the million-kill storm.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// What a tap saw, parsed by the recorder.
-struct TapRecord {
-    kind: TapKind,
-    conn: ConnId,
-    client: EndpointId,
-    server: EndpointId,
-    frame: Option<FrameInfo>,
-}
-
-/// Who an endpoint is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EpOwner {
-    None,
-    Client(usize),
-    Stray,
-    Server { slot: usize, generation: u32 },
-}
-
-/// Who owns the connections one server instance received frames on.
-#[derive(Default)]
-struct RxIndex {
-    /// The owner of each connection.
-    owners: FxMap<ConnId, Owner>,
-    last_owned: Option<ConnId>,
-}
-
-impl RxIndex {
-    fn note(&mut self, conn: ConnId, owner: Owner) {
-        if self.last_owned != Some(conn) {
-            self.owners.insert(conn, owner);
-            self.last_owned = Some(conn);
-        }
-    }
-
-    fn owner(&self, conn: Option<ConnId>) -> Owner {
-        conn.and_then(|c| self.owners.get(&c).copied())
-            .unwrap_or(Owner::Unknown)
-    }
-
-    fn clear(&mut self) {
-        self.owners.clear();
-        self.last_owned = None;
-    }
-}
-
-/// The recorder: the tap's log, who each endpoint is, what each server
-/// received, and the truth they feed.
-struct Recorder {
-    log: Rc<RefCell<Vec<TapRecord>>>,
-    spare: Vec<TapRecord>,
-    endpoints: Vec<EpOwner>,
-    rx: Vec<RxIndex>,
-    truth: Truth,
-    /// Client endpoints whose frames reached a server.
-    client_endpoints: std::collections::HashSet<EndpointId>,
-}
-
-impl Recorder {
-    fn register(&mut self, ep: EndpointId, who: EpOwner) {
-        let i = usize::try_from(ep).unwrap_or(usize::MAX);
-        if i >= self.endpoints.len() {
-            self.endpoints.resize(i + 1, EpOwner::None);
-        }
-        self.endpoints[i] = who;
-    }
-
-    fn who(&self, ep: EndpointId) -> EpOwner {
-        usize::try_from(ep)
-            .ok()
-            .and_then(|i| self.endpoints.get(i))
-            .copied()
-            .unwrap_or(EpOwner::None)
-    }
-
-    /// Feeds what the tap saw since the last drain to the truth, in order.
-    fn drain(&mut self) {
-        if self.log.borrow().is_empty() {
-            return;
-        }
-        core::mem::swap(&mut *self.log.borrow_mut(), &mut self.spare);
-        let mut records = core::mem::take(&mut self.spare);
-        for r in records.drain(..) {
-            let owner = match self.who(r.client) {
-                EpOwner::Client(i) => Owner::Client(i),
-                EpOwner::Stray => Owner::Stray,
-                _ => Owner::Unknown,
-            };
-            let EpOwner::Server { slot, generation } = self.who(r.server) else {
-                continue;
-            };
-            match r.kind {
-                TapKind::Received => {
-                    if let Owner::Client(_) = owner {
-                        self.client_endpoints.insert(r.client);
-                    }
-                    if let Some(rx) = self.rx.get_mut(slot) {
-                        rx.note(r.conn, owner);
-                    }
-                    self.truth
-                        .carried(owner, r.conn, generation, r.frame.as_ref());
-                }
-                TapKind::SilentlyDropped => {
-                    self.truth
-                        .silently_dropped(owner, r.conn, generation, r.frame.as_ref());
-                }
-            }
-        }
-        self.spare = records;
-    }
-}
-
 struct ClientSlot {
     driver: Box<SimClient>,
     addr: u16,
@@ -183,6 +47,8 @@ struct ClientSlot {
     disconnected_at: Option<Instant>,
     /// Established since the last disconnect.
     connected: bool,
+    /// The outbox and crashes (crash-proof state on).
+    life: Option<durable::ClientLife>,
 }
 
 struct ServerSlot {
@@ -191,6 +57,8 @@ struct ServerSlot {
     next_kill: Option<Instant>,
     restart_at: Option<Instant>,
     generation: u32,
+    /// The journal of its instances (journal on).
+    journal: durable::Journal,
 }
 
 /// Counts protocol events for `Scenario::kill_on`.
@@ -267,6 +135,8 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         endpoints: Vec::new(),
         rx: (0..s.servers).map(|_| RxIndex::default()).collect(),
         truth: Truth::new(&specs),
+        ledger: Ledger::new(s.clients, s.servers, s.durable.is_some_and(|d| d.journal)),
+        durable: s.durable.is_some(),
         client_endpoints: std::collections::HashSet::new(),
     };
     let corrupting = s.faults.corrupt_ppm > 0
@@ -276,6 +146,8 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             .any(|f| f.fault == crate::fault::FrameFault::Corrupt);
     rec.truth
         .set_undetectable_corruption(corrupting && !s.workload.validate);
+    rec.truth.set_journal(s.durable.is_some_and(|d| d.journal));
+    rec.truth.set_crash_proof(s.durable.is_some());
     let mut report = Report::new(s);
     let mut now = Instant::ZERO;
     let fault_end = Instant::ZERO + s.duration;
@@ -290,6 +162,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 next_kill: s.crash.map(|c| now + c.every + offset.unwrap_or_default()),
                 restart_at: Some(now),
                 generation: 0,
+                journal: durable::Journal::default(),
             }
         })
         .collect();
@@ -309,12 +182,14 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             closing: false,
             disconnected_at: None,
             connected: false,
+            life: s.durable.map(|d| durable::ClientLife::new(d.outbox_lag)),
         });
     }
     for c in &mut clients {
         c.driver.start(now);
     }
     let mut stray = s.stray.map(|p| Stray::new(p, s.session_of(p.victim)));
+    let mut client_crashes = durable::ClientCrashes::new(s, now);
     let mut triggers = Triggers {
         seen: [0; 4],
         fired: vec![false; s.kill_on.len()],
@@ -349,6 +224,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                         report.absorb_server(d.stats());
                     }
                     rec.rx[k].clear();
+                    durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
                     planned_kills += 1;
                     kills += 1;
                     sl.restart_at = Some(now + plan.down_for);
@@ -362,7 +238,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 let instance = mix64(rng.next_u64());
                 let (_, cfg) = configs(s, 0, instance);
                 let port = Faulty::new(port, faults.clone(), false);
-                let d = server::build(
+                let mut d = server::build(
                     port,
                     cfg,
                     s.server_window,
@@ -371,6 +247,12 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 );
                 generations += 1;
                 sl.generation = generations;
+                d.flushing(s.durable.is_some());
+                if let Some(dur) = s.durable.filter(|d| d.journal) {
+                    let defect = dur.restore_defect;
+                    let into = (&mut rec, &mut report);
+                    sl.journal.restore(&mut *d, generations, now, defect, into);
+                }
                 rec.register(
                     d.endpoint(),
                     EpOwner::Server {
@@ -384,6 +266,19 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 report.listens.push(now);
             }
         }
+        // Client crash-restarts.
+        client_crashes.step(
+            now,
+            faults_on,
+            &mut clients,
+            &mut durable::Crasher {
+                scenario: s,
+                net: &net,
+                faults: &faults,
+                rec: &mut rec,
+                report: &mut report,
+            },
+        );
         // The stray peer.
         if let Some(st) = stray.as_mut() {
             if st.due(now) && faults_on {
@@ -411,16 +306,20 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             }
             let mut submitted_any = false;
             for (i, c) in clients.iter_mut().enumerate() {
+                if durable::is_down(c) {
+                    continue;
+                }
                 let mut workload = submit::Workload {
                     scenario: s,
                     rng: &mut rng,
                     truth: &mut rec.truth,
+                    ledger: &mut rec.ledger,
                     backpressure: &mut report.backpressure,
                 };
                 submitted_any |= workload.submit_due(i, c, now, faults_on);
                 let done_submitting =
                     c.driver.session().next_sn() >= w.messages || (!faults_on && unbounded);
-                if done_submitting && !c.closing && !faults_on {
+                if done_submitting && !c.closing && !faults_on && !durable::is_down(c) {
                     c.closing = true;
                     c.driver.close(now);
                 }
@@ -430,6 +329,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             loop {
                 let mut progress = false;
                 for (i, c) in clients.iter_mut().enumerate() {
+                    if durable::is_down(c) {
+                        continue;
+                    }
                     let mut rebuild = false;
                     let mut lost_connection = false;
                     let disconnected_at = &mut c.disconnected_at;
@@ -477,9 +379,13 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             _ => {}
                         }
                         rec.truth.client_event(i, &e);
+                        rec.ledger.client_event(i, &e);
                     };
                     progress |= c.driver.poll(now, &mut SimApp { event, read });
                     rec.drain();
+                    if let Some(life) = c.life.as_mut() {
+                        life.outbox.polled(c.driver.session());
+                    }
                     for (sn, check) in reads {
                         rec.truth.read_answered(i, sn, check);
                     }
@@ -507,6 +413,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 }
                 for (k, sl) in servers.iter_mut().enumerate() {
                     let (addr, generation) = (sl.addr, sl.generation);
+                    let journal = &mut sl.journal;
                     let Some(d) = sl.driver.as_mut() else {
                         continue;
                     };
@@ -522,6 +429,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                 hash,
                             } => {
                                 let owner = rec.rx[k].owner(Some(conn));
+                                rec.took(k, generation, owner, session, sn);
                                 let taken = Taken { session, sn, hash };
                                 rec.truth
                                     .delivered(generation, addr, owner, Some(conn), taken);
@@ -537,6 +445,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     }
                                     ServerEvent::Forgotten { session } => {
                                         rec.truth.forgotten(generation, *session);
+                                        rec.ledger.forgotten(generation, *session);
                                     }
                                     ServerEvent::SessionOpened { session, conn, .. } => {
                                         rec.truth.conn_bound(addr, *session, *conn);
@@ -552,6 +461,16 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     _ => None,
                                 }
                             }
+                            Notice::Journal(r) => {
+                                journal.keep(r);
+                                None
+                            }
+                            Notice::Flush => {
+                                journal.commit();
+                                rec.ledger.commit(k);
+                                rec.truth.committed(generation);
+                                None
+                            }
                         };
                         let hit = trigger.and_then(|t| triggers.hit(s, t));
                         if hit.is_some() {
@@ -566,6 +485,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                             report.absorb_server(dead.stats());
                         }
                         rec.rx[k].clear();
+                        durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
                         kills += 1;
                         sl.restart_at = Some(now + down_for);
                         sl.next_kill = None;
@@ -612,7 +532,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        for c in &clients {
+        for c in clients.iter().filter(|c| !durable::is_down(c)) {
             consider(c.driver.poll_timeout());
             let session = c.driver.session();
             let wants = session.next_sn() < w.messages && !c.closing;
@@ -620,6 +540,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 consider(Some(c.next_submit));
             }
         }
+        consider(client_crashes.next_event(faults_on, &clients));
         for sl in &servers {
             consider(sl.driver.as_ref().and_then(|d| d.poll_timeout()));
             consider(sl.restart_at);
@@ -685,6 +606,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         }
     }
     rec.drain();
+    if rec.durable {
+        durable::last_flush(&mut servers, &mut rec);
+    }
     for sl in &servers {
         if let Some(d) = &sl.driver {
             report.absorb_server(d.stats());
@@ -701,10 +625,15 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
         let session = c.driver.session();
         report.absorb_client(session);
         let s = session.stats();
+        let past = c.life.as_ref().map_or([0; 3], |l| l.past);
         rec.truth.client_final(
             i,
             session.base_sn(),
-            [s.connects, s.established, s.disconnects],
+            [
+                s.connects + past[0],
+                s.established + past[1],
+                s.disconnects + past[2],
+            ],
         );
     }
     report.kills = kills;
@@ -715,26 +644,18 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     report.network = net.counts();
     net.set_tap(None);
     faults.set_drop_tap(None);
+    if rec.durable {
+        report.durable.committed = rec.ledger.committed;
+        report.durable.rolled_back = rec.ledger.rolled_back;
+        let Recorder { ledger, truth, .. } = &mut rec;
+        ledger.judge(|i| s.session_of(i), truth.findings_mut());
+    }
     report.absorb_verdict(rec.truth.verdict());
     Ok(report)
 }
 
+mod durable;
+mod recorder;
 mod submit;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn a_connection_keeps_the_owner_first_noted_until_cleared() {
-        let mut rx = RxIndex::default();
-        let (a, b) = (ConnId::new(1, 0), ConnId::new(2, 0));
-        rx.note(a, Owner::Client(0));
-        rx.note(b, Owner::Stray);
-        assert_eq!(rx.owner(Some(a)), Owner::Client(0));
-        assert_eq!(rx.owner(Some(b)), Owner::Stray);
-        assert_eq!(rx.owner(Some(ConnId::new(99, 0))), Owner::Unknown);
-        assert_eq!(rx.owner(None), Owner::Unknown);
-        rx.clear();
-        assert_eq!(rx.owner(Some(a)), Owner::Unknown);
-    }
-}
+use recorder::{EpOwner, Recorder, RxIndex, TapRecord};

@@ -21,6 +21,7 @@
 
 mod check;
 mod engine;
+pub mod ledger;
 mod report;
 mod scenario;
 mod server;
@@ -28,12 +29,14 @@ mod stray;
 pub mod truth;
 
 pub use check::{Findings, Invariant, Violation, MAX_LISTED_VIOLATIONS};
-pub use report::{lost_line, Latency, LossClass, LostRange, Report, MAX_LISTED_LIVE_LOSSES};
+pub use report::{
+    lost_line, DurableCounts, Latency, LossClass, LostRange, Report, MAX_LISTED_LIVE_LOSSES,
+};
 pub use scenario::{
-    configs, sim_client_config, CrashPlan, KillEvent, KillOn, Scenario, ScenarioError, StrayPeer,
-    Workload, CLIENT_WINDOW_MAX, DEFAULT_MAX_STEPS, MAX_CLIENTS, MAX_ROUNDS_PER_INSTANT,
-    MAX_SERVERS, MAX_SIZE, MAX_STORAGE, MAX_VIRTUAL_TIME, MTU, READ_REQUEST_LEN, SERVER_SESSIONS,
-    SERVER_TOMBS, SERVER_WINDOWS,
+    configs, sim_client_config, CrashPlan, Durability, KillEvent, KillOn, RestoreDefect, Scenario,
+    ScenarioError, StrayPeer, Workload, CLIENT_WINDOW_MAX, DEFAULT_MAX_STEPS, EPOCH_RESERVE,
+    MAX_CLIENTS, MAX_ROUNDS_PER_INSTANT, MAX_SERVERS, MAX_SIZE, MAX_STORAGE, MAX_VIRTUAL_TIME, MTU,
+    READ_REQUEST_LEN, SERVER_SESSIONS, SERVER_TOMBS, SERVER_WINDOWS,
 };
 pub use truth::{Truth, Verdict, MAX_LISTED_LOST};
 

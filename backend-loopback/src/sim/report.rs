@@ -71,6 +71,23 @@ impl Latency {
 /// Most live losses a report lists with their time (all are counted).
 pub const MAX_LISTED_LIVE_LOSSES: usize = 1000;
 
+/// What crash-proof state did in a run ([`Durability`](super::Durability)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DurableCounts {
+    /// Client processes crashed (and restarted from their outbox).
+    pub client_kills: u64,
+    /// Messages the restarted clients submitted again from their outbox.
+    pub resubmitted: u64,
+    /// Journal records new server instances took back.
+    pub restored: u64,
+    /// Journal records a new instance had no room for.
+    pub refused_for_room: u64,
+    /// Deliveries the server applications committed.
+    pub committed: u64,
+    /// Deliveries lost with a crashed server's uncommitted record.
+    pub rolled_back: u64,
+}
+
 /// Everything a run did, and whether the protocol told the truth about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
@@ -86,6 +103,8 @@ pub struct Report {
     pub kills: u64,
     /// Times a server (re)started listening.
     pub listens: Vec<Instant>,
+    /// Client crashes, journals and outboxes (crash-proof state on).
+    pub durable: DurableCounts,
 
     // --- What the clients counted (their claims) ---
     /// First transmissions, as the clients counted them.
@@ -204,6 +223,7 @@ impl Report {
             steps: 0,
             kills: 0,
             listens: Vec::new(),
+            durable: DurableCounts::default(),
             sent: 0,
             replayed: 0,
             possible_duplicates: 0,
@@ -365,6 +385,15 @@ impl fmt::Display for Report {
         )?;
         row(f, "event-loop steps", &self.steps)?;
         row(f, "server kills", &self.kills)?;
+        if self.durable != DurableCounts::default() {
+            let d = &self.durable;
+            row(f, "client kills (restarted from outbox)", &d.client_kills)?;
+            row(f, "messages submitted again", &d.resubmitted)?;
+            row(f, "journal records restored", &d.restored)?;
+            row(f, "journal records without room", &d.refused_for_room)?;
+            row(f, "deliveries committed", &d.committed)?;
+            row(f, "deliveries lost uncommitted", &d.rolled_back)?;
+        }
         row(f, "reconnects", &self.reconnects)?;
         row(f, "transport rebuilds", &self.transport_rebuilds)?;
         row(

@@ -211,6 +211,98 @@ pub struct Scenario {
     pub stray: Option<StrayPeer>,
     /// Event-loop steps after which the run stops and fails its verdict.
     pub max_steps: u64,
+    /// Crash-proof state on both sides: a server journal and a client
+    /// outbox, client crashes, and the checks of exactly once across
+    /// crashes ([`Durability`]). `None`: servers lose everything when they
+    /// crash and clients never crash.
+    pub durable: Option<Durability>,
+}
+
+/// Exactly once across crashes: what survives a crash on each side, and
+/// how often clients crash.
+///
+/// * Servers keep a journal ([`ServerConfig::journal`]) and the
+///   application's record of what it was handed. Both are committed at
+///   each flush (the driver's `flush`, right before replies leave): a
+///   crashed server loses exactly the deliveries and the journal records
+///   since its last flush, and its next instance is restored from the
+///   committed records ([`ServerCore::restore`]) before it listens.
+/// * Each client keeps an outbox: the resume point and the messages it
+///   has not released. It writes it after every `submit` (the message is
+///   durable before the application counts it as submitted), after every
+///   poll that released messages (`base_sn` moved by `outbox_lag` or more
+///   since the last write) or changed the server record it trusts, and
+///   when its epoch comes within [`EPOCH_RESERVE`]` / 2` of the
+///   reservation it wrote (the outbox keeps `epoch + EPOCH_RESERVE`, as
+///   `ResumePoint::epoch` allows, so that no connection attempt needs a
+///   write of its own). A crashed client restarts from its outbox with
+///   `ClientSession::resume` and submits the held messages again, in sn
+///   order, before it starts.
+///
+/// [`ServerConfig::journal`]: iomsg_core::session::ServerConfig::journal
+/// [`ServerCore::restore`]: iomsg_core::session::ServerCore::restore
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// Servers keep a journal and restore their next instance from it.
+    pub journal: bool,
+    /// Client crash-restarts during the faulty phase: every `every` one
+    /// client (in turn) crashes and restarts from its outbox `down_for`
+    /// later, at most `max_kills` times in all.
+    pub client_crash: Option<CrashPlan>,
+    /// Sns a client releases before it writes its outbox for them alone
+    /// (1: after every release; more: a crash can find the outbox behind,
+    /// and the restarted client submits messages the server has already
+    /// delivered).
+    pub outbox_lag: u64,
+    /// A defect planted in the journal on its way back to a new instance,
+    /// to show that the checks find what it breaks.
+    pub restore_defect: Option<RestoreDefect>,
+}
+
+impl Default for Durability {
+    /// The journal on, no client crashes, the outbox written at every
+    /// release, no defect.
+    fn default() -> Self {
+        Durability {
+            journal: true,
+            client_crash: None,
+            outbox_lag: 1,
+            restore_defect: None,
+        }
+    }
+}
+
+/// How far above the current epoch a client's outbox reserves epochs.
+pub const EPOCH_RESERVE: u32 = 16;
+
+/// A defect planted in the journal records a new server instance is
+/// restored from (the records are rewritten from the documented format,
+/// checksum recomputed, so the instance takes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RestoreDefect {
+    /// Every sn in `[cumulative, top)` reads as received: the open holes
+    /// are dropped (the record's cumulative point moves to its top).
+    DropHoles,
+    /// The record's last byte is lost (a torn write): the new instance
+    /// must refuse it.
+    Torn,
+}
+
+impl RestoreDefect {
+    /// Its name in repro lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            RestoreDefect::DropHoles => "dropholes",
+            RestoreDefect::Torn => "torn",
+        }
+    }
+
+    /// The defect called `name`.
+    pub fn from_name(name: &str) -> Option<RestoreDefect> {
+        [RestoreDefect::DropHoles, RestoreDefect::Torn]
+            .into_iter()
+            .find(|d| d.name() == name)
+    }
 }
 
 impl Scenario {
@@ -370,6 +462,16 @@ impl Scenario {
         if self.max_steps == 0 {
             return Err(E::MaxSteps);
         }
+        if let Some(d) = self.durable {
+            if d.client_crash
+                .is_some_and(|c| c.every.is_zero() && c.max_kills > 0)
+            {
+                return Err(E::CrashEveryZero);
+            }
+            if d.outbox_lag == 0 {
+                return Err(E::OutboxLag);
+            }
+        }
         Ok(())
     }
 }
@@ -400,6 +502,7 @@ impl Default for Scenario {
             shared_session_pairs: 0,
             stray: None,
             max_steps: DEFAULT_MAX_STEPS,
+            durable: None,
         }
     }
 }
@@ -428,7 +531,7 @@ pub enum ScenarioError {
     /// An unbounded workload with no interval and no latency: time would
     /// never pass.
     UnboundedAtOneInstant,
-    /// A crash plan with kills and `every` zero.
+    /// A crash plan (servers' or clients') with kills and `every` zero.
     CrashEveryZero,
     /// A `kill_on` entry with `nth` 0 (occurrences count from 1).
     KillOnZero(KillEvent),
@@ -465,6 +568,8 @@ pub enum ScenarioError {
     },
     /// `max_steps` is 0.
     MaxSteps,
+    /// The outbox's `outbox_lag` is 0.
+    OutboxLag,
 }
 
 impl fmt::Display for ScenarioError {
@@ -498,7 +603,7 @@ impl fmt::Display for ScenarioError {
             ),
             E::CrashEveryZero => write!(
                 f,
-                "crash plan with kills and `every` 0: give the servers at least 1 µs of uptime"
+                "crash plan with kills and `every` 0: give the servers (or clients) at least 1 µs of uptime"
             ),
             E::KillOnZero(e) => write!(
                 f,
@@ -536,6 +641,10 @@ impl fmt::Display for ScenarioError {
                 "stray peer victim {victim} is not a client (there are {clients})"
             ),
             E::MaxSteps => write!(f, "max_steps 0: allow the run at least one step"),
+            E::OutboxLag => write!(
+                f,
+                "outbox_lag 0: use 1 (write the outbox at every release) or more"
+            ),
         }
     }
 }
@@ -585,5 +694,6 @@ pub fn configs(scenario: &Scenario, client: usize, instance: u64) -> (ClientConf
     server_config.validate = w.validate;
     server_config.window = u32::try_from(scenario.server_window).unwrap_or(u32::MAX);
     server_config.max_sessions = scenario.server_sessions;
+    server_config.journal = scenario.durable.is_some_and(|d| d.journal);
     (client_config, server_config)
 }

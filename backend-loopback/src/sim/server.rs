@@ -3,12 +3,15 @@
 //! simulation needs: the receive window and the tombstone table are const
 //! capacities chosen by the scenario (the core's driver fixes them), and
 //! the caller can stop the driver right after any transport event (to
-//! kill the server right after a chosen protocol event).
+//! kill the server right after a chosen protocol event). As the core's
+//! driver, it can flush (hand over the journal's records, then say
+//! `flush`) before replies leave.
 
 use core::ops::Range;
 
 use iomsg_core::session::{
-    Delivery, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats,
+    Delivery, JournalError, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
+    ServerStats,
 };
 use iomsg_core::transport::{ConnId, Event, RxToken, SendError, Transport, TxToken};
 use iomsg_core::{workload, Instant};
@@ -33,6 +36,12 @@ pub(crate) enum Notice<'a> {
     },
     /// The core's event.
     Event(&'a ServerEvent),
+    /// A journal record (journal on): the application keeps it with what
+    /// it took, committed at the next [`Notice::Flush`].
+    Journal(&'a [u8]),
+    /// The application commits what it took and the journal records
+    /// since the last flush: replies that count on them leave next.
+    Flush,
 }
 
 /// A server instance, whatever its capacities.
@@ -51,11 +60,22 @@ pub(crate) trait SimServer {
     fn endpoint(&self) -> EndpointId;
     /// When its fault wrapper releases the next delayed frame.
     fn next_release(&self) -> Option<Instant>;
+    /// Whether to flush (hand the journal's records over and notify
+    /// [`Notice::Flush`]) before replies leave; off by default: without
+    /// crash-proof state nobody keeps what a flush commits.
+    fn flushing(&mut self, on: bool);
+    /// Takes back a journal record before serving.
+    fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError>;
+    /// Hands over the journal's pending records and flushes, as before
+    /// replies leave (a last flush before a clean stop).
+    fn flush(&mut self, on: &mut dyn FnMut(Notice<'_>) -> bool);
 }
 
 struct Driver<const S: usize, const C: usize, const W: usize, const T: usize> {
     transport: Faulty<ServerPort>,
     core: ServerCore<S, C, W, T>,
+    /// Whether the caller hears of flushes ([`SimServer::flushing`]).
+    flushing: bool,
 }
 
 /// The simulated application: reports what it takes, answers reads with
@@ -80,12 +100,23 @@ impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerHandler for App<'_, F> {
     fn event(&mut self, event: ServerEvent) {
         self.stop |= (self.on)(Notice::Event(&event));
     }
+    fn journal(&mut self, record: &[u8]) {
+        self.stop |= (self.on)(Notice::Journal(record));
+    }
+    fn flush(&mut self) {
+        self.stop |= (self.on)(Notice::Flush);
+    }
 }
 
 impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C, W, T> {
     /// Sends what the core has queued, as the core's driver does.
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
+        if self.flushing && self.core.pending_replies() > 0 {
+            // Whatever the replies acknowledge is kept before they leave.
+            self.core.drain_journal(|r| app.journal(r));
+            app.flush();
+        }
         loop {
             if let Some(conn) = self.core.poll_close() {
                 self.transport.close(now, conn);
@@ -188,6 +219,20 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
     fn next_release(&self) -> Option<Instant> {
         self.transport.next_release()
     }
+
+    fn flushing(&mut self, on: bool) {
+        self.flushing = on;
+    }
+
+    fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError> {
+        self.core.restore(now, record)
+    }
+
+    fn flush(&mut self, on: &mut dyn FnMut(Notice<'_>) -> bool) {
+        let mut app = App { on, stop: false };
+        self.core.drain_journal(|r| app.journal(r));
+        app.flush();
+    }
 }
 
 fn boxed<const S: usize, const C: usize, const W: usize, const T: usize>(
@@ -196,7 +241,11 @@ fn boxed<const S: usize, const C: usize, const W: usize, const T: usize>(
 ) -> Box<dyn SimServer> {
     let mut core = ServerCore::new(config);
     core.set_transport_limit(transport.capabilities().max_payload());
-    Box::new(Driver::<S, C, W, T> { transport, core })
+    Box::new(Driver::<S, C, W, T> {
+        transport,
+        core,
+        flushing: false,
+    })
 }
 
 /// [`boxed`] with `tombs` tombstones: one of

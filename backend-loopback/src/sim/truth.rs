@@ -36,6 +36,8 @@ use iomsg_core::wire::Op;
 
 use super::check::{Findings, Invariant};
 
+mod claims;
+mod crash;
 mod reads;
 mod records;
 mod verdict;
@@ -137,6 +139,9 @@ struct ClientTruth {
     refused_idle: bool,
     /// `Connecting`, `Established` and `Disconnected` events seen.
     seen: [u64; 3],
+    /// The servers keep a journal: what one instance committed, the
+    /// instances after it have ([`Truth::set_journal`]).
+    journaled: bool,
     /// The client's own counts of the same: what the events must match.
     counted: [u64; 3],
 }
@@ -150,7 +155,7 @@ impl ClientTruth {
         }
         self.grow(range.end - 1);
         for sn in range {
-            if !self.delivered_by(sn, generation) {
+            if !self.has(sn, generation) {
                 self.flags[sn as usize] |= TRUTH_LIVE;
             }
         }
@@ -182,6 +187,13 @@ impl ClientTruth {
             .and_then(|i| self.deliveries.get(i))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Whether instance `generation` has the sn already: it delivered
+    /// it, or (servers with a journal) an instance before it did and
+    /// committed it, so the journal it was restored from holds it.
+    fn has(&self, sn: u64, generation: u32) -> bool {
+        self.delivered_by(sn, generation) || (self.journaled && self.delivered(sn) > 0)
     }
 
     fn delivered_by(&self, sn: u64, generation: u32) -> bool {
@@ -218,6 +230,11 @@ pub struct Truth {
     carried_frames: u64,
     deliveries_by_stray: u64,
     undetectable_corruption: bool,
+    /// Crash-proof state on: deliveries are undone when their instance
+    /// crashes before committing them ([`Truth::set_crash_proof`]).
+    rollback: bool,
+    /// What each uncommitted delivery changed, to undo it.
+    uncommitted: Vec<crash::Undo>,
 }
 
 impl Truth {
@@ -251,6 +268,7 @@ impl Truth {
                     refused_idle: false,
                     seen: [0; 3],
                     counted: [0; 3],
+                    journaled: false,
                 })
                 .collect(),
             by_session,
@@ -262,6 +280,8 @@ impl Truth {
             carried_frames: 0,
             deliveries_by_stray: 0,
             undetectable_corruption: false,
+            rollback: false,
+            uncommitted: Vec::new(),
         }
     }
 
@@ -409,7 +429,7 @@ impl Truth {
             // it missing; the client asks once more on its next connection.
             return;
         }
-        if !c.delivered_by(f.sn, generation) {
+        if !c.has(f.sn, generation) {
             c.drops.push(DropRecord {
                 conn,
                 epoch: f.epoch,
@@ -494,7 +514,16 @@ impl Truth {
                         || format!("instance {generation} delivered it again, from a stray peer's frame"),
                     );
                 }
-                if !self.stray_deliveries.insert((generation, session, sn)) && !forgot {
+                let fresh = self.stray_deliveries.insert((generation, session, sn));
+                if self.rollback {
+                    self.uncommitted.push(crash::Undo::Stray {
+                        generation,
+                        session,
+                        sn,
+                        fresh,
+                    });
+                }
+                if !fresh && !forgot {
                     self.findings.add(
                         Invariant::DeliveredTwiceByOneInstance,
                         None,
@@ -525,11 +554,25 @@ impl Truth {
             );
         }
         let Truth {
-            clients, findings, ..
+            clients,
+            findings,
+            rollback,
+            uncommitted,
+            ..
         } = self;
         let c = &mut clients[i];
         let idx = c.grow(sn);
         let flags = c.flags[idx];
+        if *rollback {
+            uncommitted.push(crash::Undo::Client {
+                generation,
+                client: i,
+                idx,
+                deliveries: c.deliveries[idx],
+                last_gen: c.last_gen[idx],
+                flags,
+            });
+        }
         if c.deliveries[idx] > 0 {
             if c.last_gen[idx] == generation && !forgot {
                 findings.add(
@@ -709,87 +752,5 @@ impl Truth {
             // Closed, and what later core versions add.
             _ => {}
         }
-    }
-
-    /// A server's claim about a session's sns (`Delivered` goes to
-    /// [`delivered`](Self::delivered)). Applies to the clients of that
-    /// session at that server.
-    pub fn server_event(&mut self, server: u16, e: &ServerEvent) {
-        let (session, range, flag) = match e {
-            ServerEvent::LiveLoss {
-                session, missing, ..
-            } => (*session, missing.clone(), LIVE_CLAIM),
-            ServerEvent::LostLive { session, range } => (*session, range.clone(), LOST_LIVE_CLAIM),
-            ServerEvent::LostInFlight { session, range } => {
-                (*session, range.clone(), LOST_IN_FLIGHT_CLAIM)
-            }
-            _ => return,
-        };
-        let mut clients = self.by_session.get(&session).cloned().unwrap_or_default();
-        if let Some(&owner) = self.owners.get(&(server, session)) {
-            // Clients that share a session id: the one that owns it there.
-            clients.retain(|&i| i == owner);
-        }
-        for i in clients {
-            if self.clients[i].spec.server != server {
-                continue;
-            }
-            if flag == LOST_IN_FLIGHT_CLAIM {
-                for sn in range.clone() {
-                    if self.clients[i].flags(sn) & LIVE_CLAIM != 0 {
-                        self.findings.add(
-                            Invariant::LiveReclassified,
-                            Some(i),
-                            session,
-                            Some(sn),
-                            || "reported as a live loss, later as lost in flight".into(),
-                        );
-                    }
-                }
-            }
-            self.clients[i].flag(range.clone(), flag);
-        }
-    }
-
-    /// Server instance `generation` forgot `session`'s tombstone
-    /// (`ServerEvent::Forgotten`): from then on it may deliver the
-    /// session's sns again, from any peer's frames, as a new instance
-    /// would; its client must have announced them first.
-    pub fn forgotten(&mut self, generation: u32, session: u64) {
-        self.forgotten.insert((generation, session));
-    }
-
-    /// Holes still open in a running server at the end: claimed lost on a
-    /// live connection.
-    pub fn open_holes(&mut self, client: usize, holes: &[Range<u64>]) {
-        let spec = self.clients[client].spec;
-        if self
-            .owners
-            .get(&(spec.server, spec.session))
-            .is_some_and(|&owner| owner != client)
-        {
-            return;
-        }
-        for h in holes {
-            self.clients[client].flag(h.clone(), OPEN_HOLE);
-        }
-    }
-
-    /// Client `client` at the end: its oldest unacknowledged sn and the
-    /// events its session dropped.
-    ///
-    /// `counted` is what the client's counters say it queued: `Connecting`,
-    /// `Established` and `Disconnected` events (`connects`, `established`,
-    /// `disconnects`); the events seen must match them.
-    pub fn client_final(&mut self, client: usize, base_sn: u64, counted: [u64; 3]) {
-        let c = &mut self.clients[client];
-        c.final_base = Some(base_sn);
-        c.counted = counted;
-    }
-
-    /// The run did not finish: why.
-    pub fn not_finished(&mut self, why: String) {
-        self.findings
-            .add(Invariant::NotFinished, None, 0, None, move || why);
     }
 }

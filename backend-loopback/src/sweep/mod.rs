@@ -14,7 +14,9 @@
 //!   a stray peer; writes of mixed sizes in a storage barely larger than
 //!   the largest; 4 tombstones per server), and draws the [`Shape`]s
 //!   that provoke known defects on purpose ([`SHAPE_PER_MILLE`]).
-//!   [`Profile::Clean`] stays inside what today's core handles.
+//!   [`Profile::Clean`] stays inside what today's core handles;
+//!   [`Profile::Durable`] crashes servers with a journal and clients with
+//!   an outbox.
 //! * [`check`] runs one scenario and names the invariants it violates.
 //! * [`repro::encode`] / [`repro::decode`] turn a scenario into the
 //!   one-line reproduction a failing run prints, and back.
@@ -23,6 +25,7 @@
 //! Every run is bounded in virtual time and steps (the scenarios carry
 //! `max_steps`); a sweep is bounded by its run count and time budget.
 
+mod durable;
 pub mod repro;
 mod shapes;
 
@@ -33,8 +36,8 @@ use iomsg_core::rng::{mix64, SplitMix64};
 
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
 use crate::sim::{
-    self, CrashPlan, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, MAX_SIZE,
-    SERVER_SESSIONS, SERVER_WINDOWS,
+    self, CrashPlan, Durability, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer,
+    Workload, MAX_SIZE, SERVER_SESSIONS, SERVER_WINDOWS,
 };
 pub use shapes::{Shape, SHAPE_PER_MILLE};
 
@@ -62,6 +65,13 @@ pub enum Profile {
     /// stray peer (no session token yet); payload CRCs when reads meet
     /// corruption (a read completion carries no CRC of its own); replay on.
     Clean,
+    /// Exactly once across crashes: servers with a journal and clients
+    /// with an outbox, both crashed and restarted, under faults that leave
+    /// holes in the servers' windows (see `sweep::durable`); within the
+    /// clean profile's limits otherwise. Checks the invariants of the
+    /// applications' records (`delivered-twice-across-crashes`,
+    /// `lost-across-crashes`) with all the others.
+    Durable,
 }
 
 struct Dice(SplitMix64);
@@ -106,6 +116,9 @@ fn set_rate(f: &mut FaultConfig, kind: FrameFault, ppm: u32) {
 pub fn generate(seed: u64, profile: Profile) -> Scenario {
     let full = profile == Profile::Full;
     let mut d = Dice(SplitMix64::new(mix64(seed ^ 0x5EE9)));
+    if profile == Profile::Durable {
+        return durable::draw(&mut d, mix64(seed)).fixed();
+    }
     let servers = 1 + d.below(3) as usize;
     let server_sessions = d.pick(&SERVER_SESSIONS);
     let mut clients = if d.chance(300) {
@@ -303,6 +316,7 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         shared_session_pairs,
         stray,
         max_steps: SWEEP_MAX_STEPS,
+        durable: None,
     };
     if full {
         shapes::draw(&mut d, &mut s);
@@ -487,6 +501,33 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
     }
     if !s.kill_on.is_empty() {
         with(&|c| c.kill_on.clear());
+    }
+    // Fewer client crashes, an outbox written at every release (the
+    // planted defect, the journal itself stay: they are what is tested).
+    if let Some(x) = s.durable {
+        if let Some(p) = x.client_crash {
+            with(&|c| {
+                c.durable = Some(Durability {
+                    client_crash: None,
+                    ..x
+                })
+            });
+            if p.max_kills > 1 {
+                let fewer = CrashPlan {
+                    max_kills: p.max_kills / 2,
+                    ..p
+                };
+                with(&|c| {
+                    c.durable = Some(Durability {
+                        client_crash: Some(fewer),
+                        ..x
+                    })
+                });
+            }
+        }
+        if x.outbox_lag > 1 {
+            with(&|c| c.durable = Some(Durability { outbox_lag: 1, ..x }));
+        }
     }
     for i in 0..s.kill_on.len() {
         if s.kill_on.len() > 1 {

@@ -15,7 +15,7 @@ use core::fmt::{self, Write as _};
 use core::time::Duration;
 
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
-use crate::sim::{CrashPlan, KillEvent, KillOn, Scenario, StrayPeer};
+use crate::sim::{CrashPlan, Durability, KillEvent, KillOn, RestoreDefect, Scenario, StrayPeer};
 
 /// Why a repro line does not decode.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +100,24 @@ fn direction_name(d: Direction) -> &'static str {
     }
 }
 
+fn crash_plan(c: &CrashPlan) -> String {
+    format!(
+        "{}/{}/{}",
+        duration(c.every),
+        duration(c.down_for),
+        c.max_kills
+    )
+}
+
+fn parse_crash_plan(v: &str) -> Result<CrashPlan, String> {
+    let [every, down, kills] = parts::<3>(v, '/')?;
+    Ok(CrashPlan {
+        every: parse_duration(every)?,
+        down_for: parse_duration(down)?,
+        max_kills: num(kills)?,
+    })
+}
+
 /// The scenario as one line.
 pub fn encode(s: &Scenario) -> String {
     let d = Scenario::default();
@@ -179,15 +197,7 @@ pub fn encode(s: &Scenario) -> String {
         put("sched", items.join(","));
     }
     if let Some(c) = s.crash {
-        put(
-            "crash",
-            format!(
-                "{}/{}/{}",
-                duration(c.every),
-                duration(c.down_for),
-                c.max_kills
-            ),
-        );
+        put("crash", crash_plan(&c));
     }
     if !s.kill_on.is_empty() {
         let items: Vec<String> = s
@@ -245,6 +255,19 @@ pub fn encode(s: &Scenario) -> String {
     }
     if s.max_steps != d.max_steps {
         put("steps", s.max_steps.to_string());
+    }
+    if let Some(x) = s.durable {
+        // `journal` alone marks crash-proof state on.
+        put("journal", u8::from(x.journal).to_string());
+        if let Some(c) = x.client_crash {
+            put("ccrash", crash_plan(&c));
+        }
+        if x.outbox_lag != Durability::default().outbox_lag {
+            put("lag", x.outbox_lag.to_string());
+        }
+        if let Some(defect) = x.restore_defect {
+            put("defect", defect.name().to_string());
+        }
     }
     out
 }
@@ -334,13 +357,21 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
                 })
                 .collect::<Result<_, String>>()?;
         }
-        "crash" => {
-            let [every, down, kills] = parts::<3>(v, '/')?;
-            s.crash = Some(CrashPlan {
-                every: parse_duration(every)?,
-                down_for: parse_duration(down)?,
-                max_kills: num(kills)?,
-            });
+        "crash" => s.crash = Some(parse_crash_plan(v)?),
+        "journal" => s.durable.get_or_insert_with(Durability::default).journal = flag(v)?,
+        "ccrash" => {
+            s.durable
+                .get_or_insert_with(Durability::default)
+                .client_crash = Some(parse_crash_plan(v)?);
+        }
+        "lag" => s.durable.get_or_insert_with(Durability::default).outbox_lag = num(v)?,
+        "defect" => {
+            s.durable
+                .get_or_insert_with(Durability::default)
+                .restore_defect = Some(
+                RestoreDefect::from_name(v)
+                    .ok_or_else(|| format!("{v:?} is not a planted defect: dropholes or torn"))?,
+            );
         }
         "kill" => {
             s.kill_on = v

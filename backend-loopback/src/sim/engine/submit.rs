@@ -5,7 +5,9 @@ use iomsg_core::rng::SplitMix64;
 use iomsg_core::session::{RequestOp, SubmitError};
 use iomsg_core::{workload, Instant};
 
+use super::durable::Held;
 use super::ClientSlot;
+use crate::sim::ledger::Ledger;
 use crate::sim::scenario::{Scenario, READ_REQUEST_LEN};
 use crate::sim::truth::Truth;
 
@@ -19,6 +21,8 @@ pub(super) struct Workload<'a> {
     pub(super) rng: &'a mut SplitMix64,
     /// The ground truth.
     pub(super) truth: &'a mut Truth,
+    /// The applications' records.
+    pub(super) ledger: &'a mut Ledger,
     /// Submissions refused for a full window or storage.
     pub(super) backpressure: &'a mut u64,
 }
@@ -104,6 +108,16 @@ impl Workload<'_> {
         match submitted {
             Ok(sn) => {
                 self.truth.submitted(i, sn, hash);
+                self.ledger.submitted(i, sn);
+                if let Some(life) = c.life.as_mut() {
+                    let held = Held {
+                        sn,
+                        op,
+                        len: bytes,
+                        read_len,
+                    };
+                    life.outbox.submitted(held, c.driver.session());
+                }
                 if op == RequestOp::Read {
                     self.truth.read_submitted(i, sn);
                 }
