@@ -372,7 +372,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     }
 
     /// Hands the journal record of every session changed since the last
-    /// call to `keep` (with [`ServerConfig::journal`] on; nothing
+    /// call to `keep` (with [`ServerConfig::journal`](super::ServerConfig::journal) on; nothing
     /// otherwise). The [`Server`](crate::transport::Server) driver calls
     /// it, passing each record to [`ServerHandler::journal`], right before
     /// [`ServerHandler::flush`]; a bare `ServerCore` user does the same
