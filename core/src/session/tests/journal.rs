@@ -20,16 +20,6 @@ fn restarted(instance: u64, from: &Out) -> Server {
     s
 }
 
-fn announced(events: &[ClientEvent]) -> Vec<Range<u64>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::ServerRestarted { unconfirmed, .. } => Some(unconfirmed.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn lose_connection(c: &mut Client, now: Instant) {
     c.handle_disconnected(
         now,
@@ -68,7 +58,7 @@ fn a_restored_server_acknowledges_replays_without_delivering_them() {
     connect(&mut c, &mut b, &mut out_b, 1, t(50));
     let ev = events(&mut c);
     assert!(
-        announced(&ev).is_empty(),
+        unconfirmed(&ev).is_empty(),
         "nothing may arrive twice: {ev:?}"
     );
     assert!(ev.contains(&ClientEvent::Established {
@@ -112,7 +102,7 @@ fn a_restored_server_delivers_its_holes_and_only_them() {
     assert_eq!(b.holes(SESSION).collect::<Vec<_>>(), vec![2..4]);
     connect(&mut c, &mut b, &mut out_b, 1, t(50));
     let ev = events(&mut c);
-    assert!(announced(&ev).is_empty(), "{ev:?}");
+    assert!(unconfirmed(&ev).is_empty(), "{ev:?}");
     for _ in 0..3 {
         exchange(&mut c, &mut b, &mut out_b, 1, t(51));
     }
@@ -159,7 +149,7 @@ fn a_resumed_client_goes_on_with_its_session_and_nothing_arrives_twice() {
     submit_writes(&mut c2, 1);
     connect(&mut c2, &mut s, &mut out, 2, t(10));
     let ev = events(&mut c2);
-    assert!(announced(&ev).is_empty(), "{ev:?}");
+    assert!(unconfirmed(&ev).is_empty(), "{ev:?}");
     assert!(ev.contains(&ClientEvent::Acked { upto: 4 }), "{ev:?}");
     assert_eq!(c2.epoch(), 2, "epochs go on above the point's");
     exchange(&mut c2, &mut s, &mut out, 2, t(11));
@@ -180,7 +170,7 @@ fn a_client_resumed_against_a_server_without_its_past_announces_what_may_repeat(
     // B keeps no journal: it cannot know what A delivered.
     let (mut b, mut out_b) = (server(INSTANCE_B), Out::default());
     connect(&mut c2, &mut b, &mut out_b, 1, t(10));
-    assert_eq!(announced(&events(&mut c2)), vec![0..3]);
+    assert_eq!(unconfirmed(&events(&mut c2)), vec![0..3]);
 }
 
 #[test]

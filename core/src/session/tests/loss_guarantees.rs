@@ -13,15 +13,6 @@ fn delivered_twice(out: &Out) -> Vec<u64> {
         .collect()
 }
 
-fn unconfirmed(events: &[ClientEvent]) -> Vec<Range<u64>> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ClientEvent::ServerRestarted { unconfirmed, .. } => Some(unconfirmed.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 // ---- 1. duplicates are always announced -------------------------------------
 

@@ -345,6 +345,18 @@ pub(super) fn events<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>>(
     core::iter::from_fn(|| c.poll_event()).collect()
 }
 
+/// The `unconfirmed` ranges of the `ServerRestarted` events among
+/// `events`: the sns the client announced may arrive twice.
+pub(super) fn unconfirmed(events: &[ClientEvent]) -> Vec<Range<u64>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::ServerRestarted { unconfirmed, .. } => Some(unconfirmed.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 mod acks_replay;
 mod bad_input;
 mod epochs_not_bound;
