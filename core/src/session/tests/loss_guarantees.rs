@@ -13,7 +13,6 @@ fn delivered_twice(out: &Out) -> Vec<u64> {
         .collect()
 }
 
-
 // ---- 1. duplicates are always announced -------------------------------------
 
 #[test]
