@@ -324,6 +324,40 @@ pub(super) fn encode(
     len
 }
 
+/// The sessions changed since the journal last took them.
+#[derive(Debug)]
+pub(super) struct Dirty<const N: usize> {
+    ids: heapless::Vec<u64, N>,
+    /// `ids` overflowed: the next journal round takes every session.
+    all: bool,
+}
+
+impl<const N: usize> Dirty<N> {
+    pub(super) const fn new() -> Self {
+        Dirty {
+            ids: heapless::Vec::new(),
+            all: false,
+        }
+    }
+
+    /// Lists session `id` unless its own `mark` says it is listed.
+    #[inline]
+    pub(super) fn mark(&mut self, id: u64, mark: &mut bool) {
+        if *mark {
+            return;
+        }
+        *mark = true;
+        if self.ids.push(id).is_err() {
+            self.all = true;
+        }
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.ids.clear();
+        self.all = false;
+    }
+}
+
 /// A record over no bitmap yet: the fields to [`encode`].
 pub(super) fn header(
     session: u64,
@@ -355,20 +389,18 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         if !self.config.journal {
             return;
         }
-        if let Some(s) = self.sessions.get_mut(&id) {
-            if s.dirty {
-                return;
-            }
-            s.dirty = true;
-        }
-        if self.dirty.push(id).is_err() {
-            self.dirty_all = true;
-        }
+        // A tombstone has no mark of its own: it is listed each time.
+        let mut buried = false;
+        let mark = self
+            .sessions
+            .get_mut(&id)
+            .map_or(&mut buried, |s| &mut s.dirty);
+        self.dirty.mark(id, mark);
     }
 
     /// Whether sessions changed since the journal last took them.
     pub fn journal_pending(&self) -> bool {
-        self.dirty_all || !self.dirty.is_empty()
+        self.dirty.all || !self.dirty.ids.is_empty()
     }
 
     /// Hands the journal record of every session changed since the last
@@ -378,11 +410,10 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     /// [`ServerHandler::flush`]; a bare `ServerCore` user does the same
     /// before taking its transmits.
     pub fn drain_journal(&mut self, mut keep: impl FnMut(&[u8])) {
-        if self.dirty.is_empty() && !self.dirty_all {
+        if !self.journal_pending() {
             return;
         }
-        if self.dirty_all {
-            self.dirty_all = false;
+        if self.dirty.all {
             self.dirty.clear();
             for s in self.sessions.values_mut() {
                 s.dirty = false;
@@ -390,7 +421,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             return self.journal_all(keep);
         }
         let mut buf = [0u8; JOURNAL_MAX_RECORD];
-        while let Some(id) = self.dirty.pop() {
+        while let Some(id) = self.dirty.ids.pop() {
             if let Some(n) = self.encode_session(id, &mut buf) {
                 keep(&buf[..n]);
             }

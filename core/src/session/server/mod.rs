@@ -240,9 +240,7 @@ pub struct ServerCore<
     /// The largest payload the transport carries in one frame.
     transport_limit: usize,
     /// Sessions changed since the journal last took them (journal on).
-    dirty: heapless::Vec<u64, SESSIONS>,
-    /// `dirty` overflowed: the next journal round takes every session.
-    dirty_all: bool,
+    dirty: journal::Dirty<SESSIONS>,
     stats: ServerStats,
 }
 
@@ -279,8 +277,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             forgotten_upto: 0,
             next_ack_due: None,
             transport_limit: MAX_DATA_LEN as usize,
-            dirty: heapless::Vec::new(),
-            dirty_all: false,
+            dirty: journal::Dirty::new(),
             stats: ServerStats::ZERO,
         }
     }
@@ -301,7 +298,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.forgotten_upto = 0;
         self.next_ack_due = None;
         self.dirty.clear();
-        self.dirty_all = false;
         // The transport's limit stays: the driver set it for its backend.
         self.stats = ServerStats::ZERO;
     }
@@ -756,11 +752,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 }
                 stats.delivered += 1;
                 s.delivered += 1;
-                if self.config.journal && !s.dirty {
-                    s.dirty = true;
-                    if self.dirty.push(session).is_err() {
-                        self.dirty_all = true;
-                    }
+                if self.config.journal {
+                    self.dirty.mark(session, &mut s.dirty);
                 }
                 // Synchronous: returning is taking it, and only then can
                 // the ack below cover it.
