@@ -130,7 +130,7 @@ impl Client {
     ) -> Result<Client, Error> {
         let id = random_u64().map_err(Error::Random)?;
         let token = random_u64().map_err(Error::Random)?;
-        Client::open(
+        Client::resume(
             addr,
             options,
             (id, token),
@@ -155,20 +155,6 @@ impl Client {
     /// no longer fits the window ([`ClientOptions::window`] and
     /// [`ClientOptions::window_bytes`] must hold them all).
     pub fn resume<I>(
-        addr: impl std::net::ToSocketAddrs,
-        options: ClientOptions,
-        identity: (u64, u64),
-        point: ResumePoint,
-        held: I,
-    ) -> Result<Client, Error>
-    where
-        I: IntoIterator,
-        I::Item: AsRef<[u8]>,
-    {
-        Client::open(addr, options, identity, point, held)
-    }
-
-    fn open<I>(
         addr: impl std::net::ToSocketAddrs,
         options: ClientOptions,
         (id, token): (u64, u64),
