@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::testkit::{connected, drain, frames, net, us, TransportEvent};
+use iomsg_core::transport::{Connector, Transport, TxToken};
+use iomsg_core::wire::MAX_FRAME_LEN;
 
 #[test]
 fn connect_without_a_listener_fails_after_one_latency() {
