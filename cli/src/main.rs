@@ -233,6 +233,23 @@ struct ServerArgs {
     /// Compact the journal past this size (for tests).
     #[arg(long, hide = true, value_parser = args::size, default_value_t = COMPACT_OVER)]
     journal_compact_over: u64,
+    /// Speak UCX io_demo's own protocol instead of iomsg's: serve
+    /// unmodified io_demo clients (tag, and -A, told apart per
+    /// connection), answer their reads and writes as io_demo's server
+    /// does (so their -q checks pass), and track each connection's sns:
+    /// sns skipped on a live connection, duplicates, io messages of closed
+    /// connections, requests unanswered when a connection ends. --sessions,
+    /// --api, --journal and -q do not apply.
+    #[arg(long, conflicts_with_all = ["journal", "validate"])]
+    io_demo: bool,
+    /// io_demo's chunk size (its -k) when the clients use one: tag writes
+    /// arrive and tag reads go in chunks of this size.
+    #[arg(long, value_name = "SIZE", value_parser = args::size, requires = "io_demo")]
+    io_demo_chunk: Option<u64>,
+    /// The largest data size of one io_demo operation; a larger request is
+    /// refused and its connection closed.
+    #[arg(long, value_name = "SIZE", value_parser = args::size, default_value = "16M")]
+    io_demo_max_data: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -461,6 +478,9 @@ fn run_server(a: ServerArgs) -> ExitCode {
     if let Err(code) = serve_metrics(&a.common, "server") {
         return code;
     }
+    if a.io_demo {
+        return run_iodemo_server(a);
+    }
     let job = server::ServerJob {
         listen: a
             .listen
@@ -483,6 +503,32 @@ fn run_server(a: ServerArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("iomsg server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_iodemo_server(a: ServerArgs) -> ExitCode {
+    let mut opts = iomsg_ucx::iodemo::IoDemoOptions {
+        max_data: a.io_demo_max_data,
+        ..Default::default()
+    };
+    if let Some(chunk) = a.io_demo_chunk {
+        opts.chunk = chunk.max(1);
+    }
+    let job = iomsg_cli::iodemo_server::IoDemoJob {
+        listen: a
+            .listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], a.port))),
+        opts,
+        verbose: a.common.verbose,
+        report_interval: a.common.report_interval,
+        audit: audit(&a.common, "server"),
+    };
+    match iomsg_cli::iodemo_server::run(&job) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iomsg server --io-demo: {e}");
             ExitCode::FAILURE
         }
     }
