@@ -5,12 +5,16 @@
 //! The audit log (`NAME.log`, each line after its time in µs):
 //!
 //! - `listening ADDR iodemo`
-//! - `iodemo_open CONN PEER tag|am|none` (CONN: 16 hex digits, unique
-//!   across instances)
+//! - `iodemo_open CONN PEER tag|am|none OURS THEIRS` (CONN: 16 hex
+//!   digits, unique across instances; OURS: our id, decimal, which a tag
+//!   client logs as "Remote id is OURS"; THEIRS, hex: the client's
+//!   connection number, or with -A its endpoint's address, which it logs
+//!   as "created endpoint 0xTHEIRS")
 //! - `iodemo_gap CONN FIRST END`: sns `[FIRST, END)` skipped on a live
-//!   connection; `iodemo_dup CONN SN`; `iodemo_late ID SN|-`: an io
-//!   message for a connection id not open; `corrupt CONN SN OFFSET`;
-//!   `iodemo_bad CONN|- REASON…`
+//!   connection; `iodemo_dup CONN SN`; `iodemo_late ID SN|- CONN|-`: an
+//!   io message for a connection not open (CONN: the one it was for, if
+//!   it closed lately: it arrived, and was not answered);
+//!   `corrupt CONN SN OFFSET`; `iodemo_bad CONN|- REASON…`
 //! - `iodemo_close CONN REASON…`, then `iodemo_inflight CONN read|write SN`
 //!   for each request it left unanswered.
 //!
@@ -164,7 +168,13 @@ fn drain(
 /// An event's audit lines, counted in the tally.
 fn describe(e: &IoDemoEvent, t: &mut Tally, peers: &mut HashMap<u64, String>) -> Vec<String> {
     match e {
-        IoDemoEvent::Opened { conn, peer, tag } => {
+        IoDemoEvent::Opened {
+            conn,
+            peer,
+            tag,
+            ours,
+            theirs,
+        } => {
             t.opened += 1;
             let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
             peers.insert(*conn, peer.clone());
@@ -173,7 +183,9 @@ fn describe(e: &IoDemoEvent, t: &mut Tally, peers: &mut HashMap<u64, String>) ->
                 Some(false) => "am",
                 None => "none",
             };
-            vec![format!("iodemo_open {conn:016x} {peer} {api}")]
+            vec![format!(
+                "iodemo_open {conn:016x} {peer} {api} {ours} {theirs:x}"
+            )]
         }
         IoDemoEvent::Gap { conn, first, end } => {
             t.gaps += u64::from(end.wrapping_sub(*first));
@@ -183,10 +195,11 @@ fn describe(e: &IoDemoEvent, t: &mut Tally, peers: &mut HashMap<u64, String>) ->
             t.duplicates += 1;
             vec![format!("iodemo_dup {conn:016x} {sn}")]
         }
-        IoDemoEvent::Late { id, sn } => {
+        IoDemoEvent::Late { id, conn, sn } => {
             t.late += 1;
             let sn = sn.map_or_else(|| "-".to_string(), |s| s.to_string());
-            vec![format!("iodemo_late {id:08x} {sn}")]
+            let conn = conn.map_or_else(|| "-".to_string(), |c| format!("{c:016x}"));
+            vec![format!("iodemo_late {id} {sn} {conn}")]
         }
         IoDemoEvent::Corrupt { conn, sn, offset } => {
             t.corrupt += 1;

@@ -181,6 +181,8 @@ pub(super) struct Slot {
 pub(super) struct Slots {
     pub(super) slots: Vec<Option<Slot>>,
     free: Vec<usize>,
+    /// Boxed: UCX holds each one's address while its request runs.
+    #[allow(clippy::vec_box)]
     args: Vec<Box<Arg>>,
     inbox: *const Inbox,
 }

@@ -104,6 +104,10 @@ impl IoDemoOptions {
 /// like io messages (bit 63) to the wildcard receive.
 const MAX_ID: u32 = 0x7fff_ffff;
 
+/// Closed connections remembered, to name the connection of a late io
+/// message.
+const CLOSED: usize = 4096;
+
 /// Io messages a tag connection may send before its id arrives.
 const BACKLOG: usize = 64;
 
@@ -119,6 +123,13 @@ pub enum IoDemoEvent {
         peer: Option<SocketAddr>,
         /// `Some(true)` for the tag API, `Some(false)` for active messages.
         tag: Option<bool>,
+        /// Our id for it (tag API; 0 with active messages): io_demo's
+        /// client logs it as "Remote id is …".
+        ours: u32,
+        /// The client's id for it, from its io messages: its connection
+        /// number (tag API) or its endpoint's address (active messages,
+        /// which io_demo's client logs as "created endpoint 0x…").
+        theirs: u64,
     },
     /// An operation was answered: a write's data arrived (and, where the
     /// client fills it, matched the pattern) and its answer was posted, or
@@ -151,11 +162,15 @@ pub enum IoDemoEvent {
         /// The sn.
         sn: u32,
     },
-    /// An io message addressed to a connection id that is not open (an
-    /// old connection's, arriving late, or a guess).
+    /// An io message addressed to a connection that is not open: one
+    /// that arrived before its connection ended but was taken after (it
+    /// was not answered), an old connection's, or a guess.
     Late {
-        /// The connection id the tag named.
+        /// The connection id the tag named (0: an active message whose
+        /// endpoint is not open).
         id: u32,
+        /// The connection it was for, if it closed lately.
+        conn: Option<u64>,
         /// The message's sn, if it had a header.
         sn: Option<u32>,
     },
@@ -216,6 +231,8 @@ struct Conn {
     tag: Option<bool>,
     ops: HashMap<u32, Pending>,
     track: Option<track::Track>,
+    /// The client's id in its io messages (see [`IoDemoEvent::Opened`]).
+    theirs: u64,
     /// Io messages that came before the client's id.
     backlog: Vec<Vec<u8>>,
 }
@@ -227,6 +244,8 @@ pub struct IoDemoServer {
     conns: HashMap<u64, Conn>,
     by_id: HashMap<u32, u64>,
     by_ep: HashMap<usize, u64>,
+    /// Connections closed lately, by id and by endpoint, oldest first.
+    closed: VecDeque<(u32, usize, u64)>,
     next_id: u32,
     events: VecDeque<IoDemoEvent>,
     queued: Vec<ops::Queued>,
@@ -259,6 +278,7 @@ impl IoDemoServer {
             conns: HashMap::new(),
             by_id: HashMap::new(),
             by_ep: HashMap::new(),
+            closed: VecDeque::new(),
             next_id: ((crate::random_u64().unwrap_or(1) as u32) & MAX_ID).max(1),
             events: VecDeque::new(),
             queued: Vec::new(),

@@ -180,6 +180,7 @@ impl IoDemoServer {
                 tag: None,
                 ops: Default::default(),
                 track: None,
+                theirs: 0,
                 backlog: Vec::new(),
             },
         );
@@ -229,6 +230,10 @@ impl IoDemoServer {
         };
         self.by_id.remove(&c.id);
         self.by_ep.remove(&(c.ep as usize));
+        if self.closed.len() >= super::CLOSED {
+            self.closed.pop_front();
+        }
+        self.closed.push_back((c.id, c.ep as usize, key));
         if c.tag.is_none() {
             self.events.push_back(opened_event(key, &c));
         }
@@ -328,7 +333,8 @@ impl IoDemoServer {
         buf.truncate(len);
         let Some(key) = key else {
             let sn = IoDemoMsg::decode(&buf).ok().map(|m| m.sn);
-            self.events.push_back(IoDemoEvent::Late { id, sn });
+            let conn = self.closed.iter().rev().find(|c| c.0 == id).map(|c| c.2);
+            self.events.push_back(IoDemoEvent::Late { id, conn, sn });
             return;
         };
         let Some(c) = self.conns.get_mut(&key) else {
@@ -354,6 +360,7 @@ impl IoDemoServer {
         };
         let id = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
         c.their_id = Some(id);
+        c.theirs = u64::from(id);
         if c.tag.is_some() {
             return self.refuse(Some(key), "a connection that spoke both APIs".into());
         }
@@ -379,7 +386,13 @@ impl IoDemoServer {
         let Some(&key) = self.by_ep.get(&a.reply_ep) else {
             self.drop_payload(a.data);
             let sn = IoDemoMsg::decode(&a.header).ok().map(|m| m.sn);
-            self.events.push_back(IoDemoEvent::Late { id: 0, sn });
+            let conn = self
+                .closed
+                .iter()
+                .rev()
+                .find(|c| c.1 == a.reply_ep)
+                .map(|c| c.2);
+            self.events.push_back(IoDemoEvent::Late { id: 0, conn, sn });
             return;
         };
         let c = self
@@ -394,6 +407,7 @@ impl IoDemoServer {
             Some(false) => {}
             None => {
                 c.tag = Some(false);
+                c.theirs = IoDemoMsg::decode(&a.header).map_or(0, |m| m.conn_id);
                 let opened = opened_event(key, &self.conns[&key]);
                 self.events.push_back(opened);
             }
@@ -522,6 +536,8 @@ fn opened_event(key: u64, c: &Conn) -> IoDemoEvent {
         conn: key,
         peer: c.peer,
         tag: c.tag,
+        ours: if c.tag == Some(false) { 0 } else { c.id },
+        theirs: c.theirs,
     }
 }
 
