@@ -110,14 +110,14 @@ pub fn run(job: &IoDemoJob) -> Result<(), String> {
 
 fn status(t: &Tally, conns: usize) -> String {
     format!(
-        "{conns} connections ({} opened, {} closed) | {} reads {} writes {} | \
+        "{conns} connections ({} opened, {} closed) | {} reads {} writes {:.1} MB | \
          unanswered at disconnects {} | skipped sns {} duplicates {} late {} corrupt {} \
          refused {}",
         t.opened,
         t.closed,
         t.reads,
         t.writes,
-        format!("{:.1} MB", t.bytes as f64 / 1e6),
+        t.bytes as f64 / 1e6,
         t.forgotten,
         t.gaps,
         t.duplicates,
