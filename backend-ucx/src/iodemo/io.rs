@@ -155,12 +155,15 @@ pub(super) unsafe extern "C" fn on_am(
 pub(super) enum What {
     /// The wildcard receive of io messages (tag API).
     IoMsg,
-    /// The peer's 4-byte connection id over the stream.
+    /// The peer's 4-byte connection id over the stream (an AM client's
+    /// first flush, which says the endpoint is up, is reported the same
+    /// way).
     IdRecv { conn: u64 },
     /// Our id, or an answer, sent to `conn`.
     Send { conn: u64 },
-    /// A chunk of write `sn`'s data (tag) or a rendezvous payload (AM).
-    Data { conn: u64, sn: u32 },
+    /// A chunk of operation `sn`'s data (tag) or a rendezvous payload
+    /// (AM); `answer`: a tag read's answer, which travels on the data tag.
+    Data { conn: u64, sn: u32, answer: bool },
     /// An endpoint's close; the error handler's argument lives until it
     /// completes.
     Close { _err: Box<ErrArg> },
@@ -210,6 +213,9 @@ pub(super) enum Call {
     },
     /// `ucp_ep_close_nbx(ep)`, forced.
     Close { ep: sys::ucp_ep_h },
+    /// `ucp_ep_flush_nbx(ep)`: completes once the endpoint is wired up
+    /// and what it sent is out.
+    Flush { ep: sys::ucp_ep_h },
 }
 
 impl Slots {
@@ -295,6 +301,11 @@ impl Slots {
                 // the AM callback (kept with UCS_INPROGRESS), used once.
                 unsafe { sys::ucp_am_recv_data_nbx(worker, desc as *mut c_void, b, n, &p) }
             }
+            Call::Flush { ep } => {
+                p.cb.send = Some(on_send);
+                // SAFETY: ep is live.
+                unsafe { sys::ucp_ep_flush_nbx(ep, &p) }
+            }
             Call::Close { ep } => {
                 p.cb.send = Some(on_send);
                 p.flags = sys::UCP_EP_CLOSE_FLAG_FORCE;
@@ -340,6 +351,17 @@ impl Slots {
                 _ => false,
             };
             if mine && !s.req.is_null() {
+                // SAFETY: a live request of this worker; cancelling makes
+                // it complete (UCS_ERR_CANCELED) on a later progress.
+                unsafe { sys::ucp_request_cancel(worker, s.req) };
+            }
+        }
+    }
+
+    /// Cancels every request still in flight.
+    pub(super) fn cancel_all(&self, worker: sys::ucp_worker_h) {
+        for s in self.slots.iter().flatten() {
+            if !s.req.is_null() && !matches!(s.what, What::Close { .. }) {
                 // SAFETY: a live request of this worker; cancelling makes
                 // it complete (UCS_ERR_CANCELED) on a later progress.
                 unsafe { sys::ucp_request_cancel(worker, s.req) };

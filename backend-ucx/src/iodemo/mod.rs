@@ -37,6 +37,7 @@
 //! # }
 //! ```
 
+mod client;
 mod io;
 mod ops;
 mod serve;
@@ -49,6 +50,7 @@ use std::time::Duration;
 use iomsg_core::iodemo::Op;
 use iomsg_ucx_sys as sys;
 
+pub use client::{IoDemoClient, IoDemoClientEvent};
 pub use iomsg_core::iodemo::AM_ID;
 
 use crate::worker::{ErrArg, Worker};

@@ -48,6 +48,7 @@ impl IoDemoServer {
                     What::Data {
                         conn: key,
                         sn: msg.sn,
+                        answer: false,
                     },
                     vec![0; len],
                     Vec::new(),
@@ -98,6 +99,7 @@ impl IoDemoServer {
                 What::Data {
                     conn: key,
                     sn: msg.sn,
+                    answer: false,
                 },
                 vec![0; n],
                 Vec::new(),

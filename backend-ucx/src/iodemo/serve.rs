@@ -35,12 +35,8 @@ pub(super) fn new_worker() -> Result<Worker, UcxError> {
     })
 }
 
-/// The listener, and the active-message handler on `inbox`.
-pub(super) fn listen(
-    worker: &Worker,
-    inbox: &Inbox,
-    addr: SocketAddr,
-) -> Result<sys::ucp_listener_h, UcxError> {
+/// Registers io_demo's active-message handler (id 0) on `inbox`.
+pub(super) fn set_am_handler(worker: &Worker, inbox: &Inbox) -> Result<(), UcxError> {
     // SAFETY: all-zero is a valid "no fields" handler params value.
     let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
     hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
@@ -51,14 +47,23 @@ pub(super) fn listen(
     hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG;
     hp.cb = Some(super::io::on_am);
     hp.arg = (inbox as *const Inbox).cast_mut().cast();
-    // SAFETY: the worker is live; the handler's arg is the server's boxed
+    // SAFETY: the worker is live; the handler's arg is the owner's boxed
     // inbox, which outlives the worker (dropped after it).
     Status(unsafe { sys::ucp_worker_set_am_recv_handler(worker.worker, &hp) })
         .check()
-        .map_err(|s| UcxError {
+        .map_err(|status| UcxError {
             what: "registering io_demo's active-message handler",
-            status: s,
-        })?;
+            status,
+        })
+}
+
+/// The listener, and the active-message handler on `inbox`.
+pub(super) fn listen(
+    worker: &Worker,
+    inbox: &Inbox,
+    addr: SocketAddr,
+) -> Result<sys::ucp_listener_h, UcxError> {
+    set_am_handler(worker, inbox)?;
     let sockaddr = SockAddr::from(addr);
     // SAFETY: all-zero is a valid "no fields" listener params value.
     let mut params: sys::ucp_listener_params_t = unsafe { core::mem::zeroed() };
@@ -263,13 +268,7 @@ impl IoDemoServer {
     }
 
     pub(super) fn cancel_all(&mut self) {
-        for s in self.slots.slots.iter().flatten() {
-            if !s.req.is_null() {
-                // SAFETY: a live request of this worker; cancelled, it
-                // completes through its callback.
-                unsafe { sys::ucp_request_cancel(self.worker.worker, s.req) };
-            }
-        }
+        self.slots.cancel_all(self.worker.worker);
     }
 
     /// Starts a request (its buffer counted as held until it finishes)
@@ -303,7 +302,7 @@ impl IoDemoServer {
                 self.post_iomsg_recv();
             }
             What::IdRecv { conn } if status.is_ok() => self.id_arrived(conn, &s.buf),
-            What::Data { conn, sn } => {
+            What::Data { conn, sn, .. } => {
                 self.data_arrived(conn, sn, status, &s.buf[..len.min(s.buf.len())])
             }
             What::Send { conn } if !status.is_ok() && status.0 != sys::UCS_ERR_CANCELED => {
