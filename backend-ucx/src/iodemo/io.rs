@@ -164,6 +164,8 @@ pub(super) enum What {
     /// A chunk of operation `sn`'s data (tag) or a rendezvous payload
     /// (AM); `answer`: a tag read's answer, which travels on the data tag.
     Data { conn: u64, sn: u32, answer: bool },
+    /// Data nobody will take (for a connection that closed), discarded.
+    Discard,
     /// An endpoint's close; the error handler's argument lives until it
     /// completes.
     Close { _err: Box<ErrArg> },
@@ -216,6 +218,11 @@ pub(super) enum Call {
     /// `ucp_ep_flush_nbx(ep)`: completes once the endpoint is wired up
     /// and what it sent is out.
     Flush { ep: sys::ucp_ep_h },
+    /// `ucp_tag_msg_recv_nbx(worker, buf, msg)`: takes a probed message.
+    MsgRecv {
+        worker: sys::ucp_worker_h,
+        msg: sys::ucp_tag_message_h,
+    },
 }
 
 impl Slots {
@@ -301,6 +308,13 @@ impl Slots {
                 // the AM callback (kept with UCS_INPROGRESS), used once.
                 unsafe { sys::ucp_am_recv_data_nbx(worker, desc as *mut c_void, b, n, &p) }
             }
+            Call::MsgRecv { worker, msg } => {
+                p.cb.recv = Some(on_tag_recv);
+                p.op_attr_mask |= sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+                // SAFETY: msg came from ucp_tag_probe_nb with remove set
+                // and is received once; the buffer is kept as above.
+                unsafe { sys::ucp_tag_msg_recv_nbx(worker, b, n, msg, &p) }
+            }
             Call::Flush { ep } => {
                 p.cb.send = Some(on_send);
                 // SAFETY: ep is live.
@@ -373,4 +387,22 @@ impl Slots {
     pub(super) fn busy(&self) -> usize {
         self.slots.iter().flatten().count()
     }
+}
+
+/// Takes the first unexpected message whose tag matches `tag` under
+/// `mask` out of UCX's queue: its length, and the handle to receive it
+/// with ([`Call::MsgRecv`]).
+pub(super) fn probe(
+    worker: sys::ucp_worker_h,
+    tag: u64,
+    mask: u64,
+) -> Option<(usize, sys::ucp_tag_message_h)> {
+    let mut info = sys::ucp_tag_recv_info_t {
+        sender_tag: 0,
+        length: 0,
+    };
+    // SAFETY: the worker is live; info is a local out-struct; remove = 1
+    // hands the message to the caller, who receives it once.
+    let msg = unsafe { sys::ucp_tag_probe_nb(worker, tag, mask, 1, &mut info) };
+    (!msg.is_null()).then_some((info.length, msg))
 }

@@ -110,6 +110,10 @@ const MAX_ID: u32 = 0x7fff_ffff;
 /// message.
 const CLOSED: usize = 4096;
 
+/// How long data still arriving for a closed tag connection is taken
+/// out of UCX and dropped.
+const DRAIN_FOR: Duration = Duration::from_secs(5);
+
 /// Io messages a tag connection may send before its id arrives.
 const BACKLOG: usize = 64;
 
@@ -248,6 +252,9 @@ pub struct IoDemoServer {
     by_ep: HashMap<usize, u64>,
     /// Connections closed lately, by id and by endpoint, oldest first.
     closed: VecDeque<(u32, usize, u64)>,
+    /// Tag connections whose late data is still taken out of UCX, and
+    /// until when.
+    draining: VecDeque<(u32, std::time::Instant)>,
     next_id: u32,
     events: VecDeque<IoDemoEvent>,
     queued: Vec<ops::Queued>,
@@ -281,6 +288,7 @@ impl IoDemoServer {
             by_id: HashMap::new(),
             by_ep: HashMap::new(),
             closed: VecDeque::new(),
+            draining: VecDeque::new(),
             next_id: ((crate::random_u64().unwrap_or(1) as u32) & MAX_ID).max(1),
             events: VecDeque::new(),
             queued: Vec::new(),
@@ -314,6 +322,7 @@ impl IoDemoServer {
         any |= self.failures();
         any |= self.completions();
         any |= self.arrivals();
+        any |= self.drain_closed();
         any
     }
 

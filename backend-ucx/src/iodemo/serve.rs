@@ -239,6 +239,10 @@ impl IoDemoServer {
             self.closed.pop_front();
         }
         self.closed.push_back((c.id, c.ep as usize, key));
+        if c.tag == Some(true) {
+            self.draining
+                .push_back((c.id, std::time::Instant::now() + super::DRAIN_FOR));
+        }
         if c.tag.is_none() {
             self.events.push_back(opened_event(key, &c));
         }
@@ -545,5 +549,33 @@ fn gap(conn: u64, r: core::ops::Range<u64>) -> IoDemoEvent {
         conn,
         first: r.start as u32,
         end: r.end as u32,
+    }
+}
+
+impl IoDemoServer {
+    /// Takes out of UCX, and drops, data sent to tag connections that
+    /// closed lately: nobody will post a receive for it, and UCX would
+    /// hold it for good.
+    pub(super) fn drain_closed(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        while self.draining.front().is_some_and(|&(_, until)| until < now) {
+            self.draining.pop_front();
+        }
+        let mut any = false;
+        let ids: Vec<u32> = self.draining.iter().map(|&(id, _)| id).collect();
+        for id in ids {
+            let tag = u64::from(id) << 32;
+            let mask = wire::IOMSG_TAG | 0xffff_ffff_0000_0000;
+            while let Some((len, msg)) = super::io::probe(self.worker.worker, tag, mask) {
+                let call = Call::MsgRecv {
+                    worker: self.worker.worker,
+                    msg,
+                };
+                let n = len.min(self.opts.max_msg);
+                self.start(What::Discard, vec![0; n], Vec::new(), call);
+                any = true;
+            }
+        }
+        any
     }
 }
