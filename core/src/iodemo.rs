@@ -301,6 +301,32 @@ mod tests {
     }
 
     #[test]
+    fn any_bytes_decode_or_are_refused_and_decoded_headers_round_trip() {
+        let mut rng = crate::rng::SplitMix64::new(7);
+        for _ in 0..20_000 {
+            let mut buf = [0u8; 40];
+            let len = rng.below(41) as usize;
+            for b in buf.iter_mut() {
+                *b = rng.next_u64() as u8;
+            }
+            if rng.below(2) == 0 {
+                buf[20] = rng.below(4) as u8;
+            }
+            match IoDemoMsg::decode(&buf[..len]) {
+                Ok(m) => {
+                    assert!(len >= HEADER_LEN);
+                    let mut out = [0u8; 40];
+                    m.encode(&mut out[..len]);
+                    assert_eq!(out[..HEADER_LEN], buf[..HEADER_LEN]);
+                    assert_eq!(m.check_padding(&out[..len]), Ok(()));
+                }
+                Err(IoDemoError::Short { len: l }) => assert!(l < HEADER_LEN && l == len),
+                Err(IoDemoError::BadOp { code }) => assert!(code > 3 && code == buf[20]),
+            }
+        }
+    }
+
+    #[test]
     fn sns_unwrap_across_the_32_bit_edge() {
         assert_eq!(unwrap_sn(0xffff_fffe, 1), 0x1_0000_0001);
         assert_eq!(unwrap_sn(0x1_0000_0001, 0xffff_fffe), 0xffff_fffe);
