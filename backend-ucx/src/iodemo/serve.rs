@@ -206,11 +206,16 @@ impl IoDemoServer {
         Ok(())
     }
 
+    /// A connection id no open connection has, drawn at random: the tag
+    /// API carries no sender, so an id is all that ties an io message to
+    /// its connection, and a guessable one would let a peer speak for
+    /// another.
     fn fresh_id(&mut self) -> u32 {
         loop {
-            let id = self.next_id;
-            self.next_id = (self.next_id.wrapping_add(1) & super::MAX_ID).max(1);
-            if !self.by_id.contains_key(&id) {
+            let id =
+                (crate::random_u64().unwrap_or(u64::from(self.next_id)) as u32) & super::MAX_ID;
+            self.next_id = self.next_id.wrapping_add(1);
+            if id != 0 && !self.by_id.contains_key(&id) {
                 return id;
             }
         }
@@ -459,6 +464,14 @@ impl IoDemoServer {
     /// `Ok(None)` for a duplicate (reported, not served).
     fn admit(&mut self, key: u64, bytes: &[u8]) -> Result<Option<(IoDemoMsg, bool)>, String> {
         let msg = IoDemoMsg::decode(bytes).map_err(|e| e.to_string())?;
+        let c = &self.conns[&key];
+        if c.tag == Some(true) && c.their_id.map(u64::from) != Some(msg.conn_id) {
+            return Err(format!(
+                "an io message with connection id {} on the connection whose client said it is {}",
+                msg.conn_id,
+                c.their_id.unwrap_or(0)
+            ));
+        }
         if !matches!(msg.op, Op::Read | Op::Write) {
             return Err(format!(
                 "a client sent op {} (a server's answer)",
