@@ -41,6 +41,8 @@ use crate::transport::Api;
 use crate::worker::{self, AmData, ErrArg, WaitMode, Worker, AM_ID};
 
 mod attacker;
+#[doc(hidden)]
+pub mod iodemo_peer;
 mod peer;
 
 // ---------------------------------------------------------------------
