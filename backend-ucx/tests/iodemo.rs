@@ -69,7 +69,9 @@ fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64) {
     let (mut r, mut w) = (0, 0);
     for e in events {
         match e {
-            IoDemoEvent::Answered { conn: c, op, sn, .. } => {
+            IoDemoEvent::Answered {
+                conn: c, op, sn, ..
+            } => {
                 assert_eq!(*c, conn, "an answer on another connection");
                 match op {
                     Op::Read => r += 1,
@@ -88,7 +90,11 @@ fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64) {
             other => panic!("the server saw something wrong: {other:?}"),
         }
     }
-    assert_eq!((r, w), (reads, writes), "server (reads, writes) vs io_demo's");
+    assert_eq!(
+        (r, w),
+        (reads, writes),
+        "server (reads, writes) vs io_demo's"
+    );
     assert_contiguous(&sns);
 }
 

@@ -121,7 +121,8 @@ impl IoDemoPeer {
         // SAFETY: the endpoint is live; `buf` stays in place until the
         // request completed or was leaked below; `length` is written only
         // on immediate completion, before the call returns.
-        let ptr = unsafe { sys::ucp_stream_recv_nbx(ep, buf.as_mut_ptr().cast(), 4, &mut length, &p) };
+        let ptr =
+            unsafe { sys::ucp_stream_recv_nbx(ep, buf.as_mut_ptr().cast(), 4, &mut length, &p) };
         match Pending::from_ptr(ptr) {
             Pending::Done => {}
             Pending::Failed(s) => return Err(format!("receiving the server's id: {s}")),
@@ -238,7 +239,13 @@ impl IoDemoPeer {
         // `info.length` bytes and stays in place until the request
         // completed or was leaked below.
         let ptr = unsafe {
-            sys::ucp_tag_msg_recv_nbx(self.worker.worker, buf.as_mut_ptr().cast(), info.length, msg, &p)
+            sys::ucp_tag_msg_recv_nbx(
+                self.worker.worker,
+                buf.as_mut_ptr().cast(),
+                info.length,
+                msg,
+                &p,
+            )
         };
         match Pending::from_ptr(ptr) {
             Pending::Done => {}

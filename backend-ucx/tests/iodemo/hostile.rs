@@ -40,9 +40,10 @@ fn tag_peer(server: &mut ServerThread, our_id: u32) -> (IoDemoPeer, u32, u64) {
     let mut peer = IoDemoPeer::connect(server.addr, false).expect("a raw tag peer connects");
     let sid = peer.recv_id(STEP).expect("the server sends its id");
     peer.send_id(our_id).expect("our id goes out");
-    let opened = server.wait_for(STEP, |e| {
-        matches!(e, IoDemoEvent::Opened { tag: Some(true), ours, .. } if *ours == sid)
-    });
+    let opened = server.wait_for(
+        STEP,
+        |e| matches!(e, IoDemoEvent::Opened { tag: Some(true), ours, .. } if *ours == sid),
+    );
     let Some(IoDemoEvent::Opened { conn, theirs, .. }) = opened else {
         panic!("no Opened event for the raw peer the server calls {sid}");
     };
@@ -62,7 +63,11 @@ fn refused(server: &mut ServerThread, conn: Option<u64>, text: &str, real: u64) 
     let Some(IoDemoEvent::Refused { conn: c, reason }) = got else {
         panic!("no Refused event saying {text:?} (for {conn:?})");
     };
-    assert_ne!(c, Some(real), "the real client's connection was refused: {reason}");
+    assert_ne!(
+        c,
+        Some(real),
+        "the real client's connection was refused: {reason}"
+    );
     c
 }
 
@@ -94,9 +99,10 @@ fn unknown_connection(server: &mut ServerThread) {
     let wrong = (sid ^ 0x2000_0000) & 0x7fff_ffff;
     p.send_tag(wire::iomsg_tag(wrong), msg(14, 8, 77, 0, 256))
         .expect("sent");
-    let late = server.wait_for(STEP, |e| {
-        matches!(e, IoDemoEvent::Late { id, .. } if *id == wrong)
-    });
+    let late = server.wait_for(
+        STEP,
+        |e| matches!(e, IoDemoEvent::Late { id, .. } if *id == wrong),
+    );
     assert_eq!(
         late,
         Some(IoDemoEvent::Late {
@@ -115,7 +121,12 @@ fn backlog_overrun(server: &mut ServerThread, real: u64) {
         p.send_tag(wire::iomsg_tag(sid), msg(15, 8, sn, 0, 256))
             .expect("sent");
     }
-    let conn = refused(server, None, "io messages before the client's connection id", real);
+    let conn = refused(
+        server,
+        None,
+        "io messages before the client's connection id",
+        real,
+    );
     assert!(conn.is_some(), "the refusal names the connection");
 }
 
@@ -135,9 +146,10 @@ fn write_then_die(server: &mut ServerThread) {
     let done = IoDemoMsg::decode(&done).expect("an io message");
     assert_eq!((done.op, done.sn), (Op::ReadDone, 101));
     p.close_abruptly();
-    let closed = server.wait_for(STEP * 2, |e| {
-        matches!(e, IoDemoEvent::Closed { conn: c, .. } if *c == conn)
-    });
+    let closed = server.wait_for(
+        STEP * 2,
+        |e| matches!(e, IoDemoEvent::Closed { conn: c, .. } if *c == conn),
+    );
     let Some(IoDemoEvent::Closed { in_flight, .. }) = closed else {
         panic!("the dead client's connection was not closed");
     };
@@ -191,10 +203,15 @@ fn protocol_breakers_are_named_while_a_real_client_is_served() {
     let (code, log) = client.finish(Duration::from_secs(25));
     assert_client_ok(code, &log);
     let (reads, writes) = completed(&log);
-    assert_eq!(reads + writes, iters, "io_demo's own count; its log:\n{log}");
-    let closed = server.wait_for(STEP * 2, |e| {
-        matches!(e, IoDemoEvent::Closed { conn, .. } if *conn == real)
-    });
+    assert_eq!(
+        reads + writes,
+        iters,
+        "io_demo's own count; its log:\n{log}"
+    );
+    let closed = server.wait_for(
+        STEP * 2,
+        |e| matches!(e, IoDemoEvent::Closed { conn, .. } if *conn == real),
+    );
     assert!(closed.is_some(), "the real client's connection closed");
     let events = server.stop();
     let mut answered = (0, 0);
@@ -217,7 +234,11 @@ fn protocol_breakers_are_named_while_a_real_client_is_served() {
             _ => {}
         }
     }
-    assert_eq!(answered, (reads, writes), "server (reads, writes) vs io_demo's");
+    assert_eq!(
+        answered,
+        (reads, writes),
+        "server (reads, writes) vs io_demo's"
+    );
     if !running {
         eprintln!("note: io_demo finished before the raw peers were done");
     }
