@@ -18,6 +18,9 @@
 //! near one 64 MiB send buffer (shared by every large message) plus UCX's
 //! own.
 //!
+//! [`iodemo_peer`] is a raw client of UCX io_demo's protocol instead, for
+//! tests of the [io_demo server](crate::iodemo).
+//!
 //! What this module knows of the transport's wire layout (the tag, the key
 //! exchange, the message kinds, the batch format) is in the `wire layout`
 //! items at the top, so that a change of layout is made in one place.
@@ -41,6 +44,8 @@ use crate::transport::Api;
 use crate::worker::{self, AmData, ErrArg, WaitMode, Worker, AM_ID};
 
 mod attacker;
+#[doc(hidden)]
+pub mod iodemo_peer;
 mod peer;
 
 // ---------------------------------------------------------------------
