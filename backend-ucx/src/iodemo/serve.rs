@@ -192,15 +192,9 @@ impl IoDemoServer {
         self.by_id.insert(id, key);
         self.by_ep.insert(ep as usize, key);
         // io_demo's tag clients send their id and wait for ours over the
-        // stream; its AM clients never use it (the receive is cancelled
-        // when the connection closes).
-        let what = What::Send { conn: key };
-        self.start(
-            what,
-            id.to_le_bytes().to_vec(),
-            Vec::new(),
-            Call::StreamSend { ep },
-        );
+        // stream (ours goes when theirs came: an AM client, which never
+        // uses the stream, would log a warning for an unexpected stream
+        // message); the receive is cancelled when the connection closes.
         let what = What::IdRecv { conn: key };
         self.start(what, vec![0; 4], Vec::new(), Call::StreamRecv { ep });
         Ok(())
@@ -373,7 +367,15 @@ impl IoDemoServer {
             return self.refuse(Some(key), "a connection that spoke both APIs".into());
         }
         c.tag = Some(true);
+        let (ep, ours) = (c.ep, c.id);
         let backlog = core::mem::take(&mut c.backlog);
+        let what = What::Send { conn: key };
+        self.start(
+            what,
+            ours.to_le_bytes().to_vec(),
+            Vec::new(),
+            Call::StreamSend { ep },
+        );
         let opened = opened_event(key, &self.conns[&key]);
         self.events.push_back(opened);
         for m in backlog {
@@ -432,6 +434,15 @@ impl IoDemoServer {
     }
 
     pub(super) fn refuse(&mut self, key: Option<u64>, reason: String) {
+        // A connection refused before it showed its API is reported
+        // opened first (API unknown), so that its lines come in order.
+        if let Some(c) = key.and_then(|k| self.conns.get_mut(&k)) {
+            if c.tag.is_none() {
+                let opened = opened_event(key.unwrap_or(0), c);
+                c.tag = Some(false);
+                self.events.push_back(opened);
+            }
+        }
         self.events.push_back(IoDemoEvent::Refused {
             conn: key,
             reason: reason.clone(),
