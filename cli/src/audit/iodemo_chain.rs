@@ -93,8 +93,9 @@ pub struct Forgotten {
     pub conn: Option<String>,
     /// io_demo's count.
     pub io_demo: u64,
-    /// Sns that never reached a server.
-    pub never_arrived: Vec<Range<u64>>,
+    /// Sns that never reached a server (unwrapped: the low 32 bits are
+    /// io_demo's).
+    pub never_arrived: Option<Range<u64>>,
     /// Sns a server took and did not answer (at the close, or after it).
     pub unanswered: Vec<u32>,
     /// Answers posted that io_demo did not get: the last ones posted.
@@ -106,7 +107,7 @@ pub struct Forgotten {
 impl Forgotten {
     /// Operations named.
     pub fn named(&self) -> u64 {
-        let never: u64 = self.never_arrived.iter().map(|r| r.end - r.start).sum();
+        let never = self.never_arrived.as_ref().map_or(0, |r| r.end - r.start);
         never + self.unanswered.len() as u64 + self.answer_lost.len() as u64
     }
 }
@@ -202,7 +203,7 @@ fn judge_conn(
         ..Default::default()
     };
     if own > 0 {
-        f.never_arrived.push(hi + 1..hi + 1 + own);
+        f.never_arrived = Some(hi + 1..hi + 1 + own);
     }
     f.unanswered = s.unanswered.iter().chain(&s.late).copied().collect();
     let certain = own + f.unanswered.len() as u64;
@@ -236,7 +237,7 @@ fn judge_conn(
             number: b.number,
             conn: None,
             io_demo: n,
-            never_arrived: vec![next..next + n],
+            never_arrived: Some(next..next + n),
             reason: b
                 .disconnect
                 .as_ref()
@@ -297,7 +298,7 @@ mod tests {
         let chain = follow(&conns, &resolved);
         assert!(chain.failures.is_empty(), "{:?}", chain.failures);
         let f = &chain.forgotten[0];
-        assert_eq!(f.never_arrived, vec![(1 << 32) + 111..(1 << 32) + 113]);
+        assert_eq!(f.never_arrived, Some((1 << 32) + 111..(1 << 32) + 113));
         assert_eq!(f.unanswered, vec![110]);
         assert_eq!(f.answer_lost, vec![107, 108, 109]);
         assert_eq!(f.named(), 6);
