@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(f.named(), 6);
         assert_eq!(
             chain.forgotten[1].never_arrived,
-            vec![(1 << 32) + 113..(1 << 32) + 117]
+            Some((1 << 32) + 113..(1 << 32) + 117)
         );
         assert_eq!(chain.answered, 13);
     }
