@@ -46,6 +46,7 @@
 mod crc;
 pub(crate) mod endpoint;
 pub mod hostile;
+pub mod iodemo;
 pub mod observe;
 pub mod resources;
 mod sockaddr;

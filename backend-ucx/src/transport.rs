@@ -117,6 +117,7 @@ mod wire;
 
 use clock::Clock;
 pub use config::{raise_open_files, Api, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
+pub(crate) use conns::query_conn_request;
 pub use rx::UcxRx;
 pub use tx::UcxTx;
 pub use wait::sleep_any;
@@ -570,7 +571,7 @@ fn new_worker(config: &UcxConfig) -> Result<Worker, UcxError> {
     .map_err(err("creating the UCX context and worker"))
 }
 
-fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {
+pub(crate) fn query_listener(listener: sys::ucp_listener_h) -> Option<SocketAddr> {
     // SAFETY: all-zero is a valid attribute struct to fill.
     let mut attr: sys::ucp_listener_attr_t = unsafe { mem::zeroed() };
     attr.field_mask = u64::from(sys::UCP_LISTENER_ATTR_FIELD_SOCKADDR);
@@ -908,7 +909,7 @@ impl<R: Role> UcxTransport<R> {
 
 /// Endpoint parameters in peer error mode, whose failures reach
 /// `on_ep_error` with `err_arg` (which must outlive the endpoint).
-fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
+pub(crate) fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
     // SAFETY: all-zero is a valid endpoint-params value.
     let mut params: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
     params.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)

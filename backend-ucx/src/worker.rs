@@ -281,6 +281,45 @@ impl Worker {
         async_events: usize,
         am: bool,
     ) -> Result<Worker, Status> {
+        // One frame API only: a peer's messages on the other would wait in
+        // UCX unread (tag's unexpected queue) or be dropped by UCX.
+        let mut features = u64::from(sys::UCP_FEATURE_STREAM)
+            | u64::from(if am {
+                sys::UCP_FEATURE_AM
+            } else {
+                sys::UCP_FEATURE_TAG
+            });
+        if mode == WaitMode::Blocking {
+            features |= u64::from(sys::UCP_FEATURE_WAKEUP);
+        }
+        let made = Worker::with_features(mode, settings, async_events, features)?;
+        if am {
+            // SAFETY: all-zero is a valid "no fields" handler params value.
+            let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
+            hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
+                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
+            hp.id = AM_ID;
+            hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG | sys::UCP_AM_FLAG_PERSISTENT_DATA;
+            hp.cb = Some(on_am);
+            hp.arg = made.shared_ptr() as *mut c_void;
+            // SAFETY: the worker is live; the handler's arg is its boxed
+            // shared state, which lives as long as the worker (dropped
+            // after `ucp_worker_destroy`).
+            Status(unsafe { sys::ucp_worker_set_am_recv_handler(made.worker, &hp) }).check()?;
+        }
+        Ok(made)
+    }
+
+    /// A context with exactly `features` (`UCP_FEATURE_*`), configured as
+    /// [`new`](Self::new) does, and its worker; no active-message handler.
+    pub(crate) fn with_features(
+        mode: WaitMode,
+        settings: &[(&str, &str)],
+        async_events: usize,
+        features: u64,
+    ) -> Result<Worker, Status> {
         raise_async_events(async_events);
         let mut config: *mut sys::ucp_config_t = ptr::null_mut();
         // SAFETY: NULL env prefix and filename mean "UCX_" and none;
@@ -298,17 +337,6 @@ impl Worker {
             // strings are NUL-terminated and outlive the call.
             let status = Status(unsafe { sys::ucp_config_modify(config, n.as_ptr(), v.as_ptr()) });
             modified = modified.and(status.check());
-        }
-        // One frame API only: a peer's messages on the other would wait in
-        // UCX unread (tag's unexpected queue) or be dropped by UCX.
-        let mut features = u64::from(sys::UCP_FEATURE_STREAM)
-            | u64::from(if am {
-                sys::UCP_FEATURE_AM
-            } else {
-                sys::UCP_FEATURE_TAG
-            });
-        if mode == WaitMode::Blocking {
-            features |= u64::from(sys::UCP_FEATURE_WAKEUP);
         }
         // SAFETY: ucp_params_t is a plain C struct for which all-zero is a
         // valid "no fields set" value.
@@ -345,22 +373,6 @@ impl Worker {
             shared: Box::new(Shared::default()),
             mode,
         };
-        if am {
-            // SAFETY: all-zero is a valid "no fields" handler params value.
-            let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
-            hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
-            hp.id = AM_ID;
-            hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG | sys::UCP_AM_FLAG_PERSISTENT_DATA;
-            hp.cb = Some(on_am);
-            hp.arg = made.shared_ptr() as *mut c_void;
-            // SAFETY: the worker is live; the handler's arg is its boxed
-            // shared state, which lives as long as the worker (dropped
-            // after `ucp_worker_destroy`).
-            Status(unsafe { sys::ucp_worker_set_am_recv_handler(made.worker, &hp) }).check()?;
-        }
         Ok(made)
     }
 

@@ -9,6 +9,8 @@ pub mod common;
 pub mod durable;
 pub mod exporter;
 pub mod hostile;
+pub mod iodemo_client;
+pub mod iodemo_server;
 pub mod journal;
 pub mod outbox;
 pub mod plot;

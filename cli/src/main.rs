@@ -245,6 +245,23 @@ struct ServerArgs {
     /// Compact the journal past this size (for tests).
     #[arg(long, hide = true, value_parser = args::size, default_value_t = COMPACT_OVER)]
     journal_compact_over: u64,
+    /// Speak UCX io_demo's own protocol instead of iomsg's: serve
+    /// unmodified io_demo clients (tag, and -A, told apart per
+    /// connection), answer their reads and writes as io_demo's server
+    /// does (so their -q checks pass), and track each connection's sns:
+    /// sns skipped on a live connection, duplicates, io messages of closed
+    /// connections, requests unanswered when a connection ends. --sessions,
+    /// --api, --journal and -q do not apply.
+    #[arg(long, conflicts_with_all = ["journal", "validate"])]
+    io_demo: bool,
+    /// io_demo's chunk size (its -k) when the clients use one: tag writes
+    /// arrive and tag reads go in chunks of this size.
+    #[arg(long, value_name = "SIZE", value_parser = args::size, requires = "io_demo")]
+    io_demo_chunk: Option<u64>,
+    /// The largest data size of one io_demo operation; a larger request is
+    /// refused and its connection closed.
+    #[arg(long, value_name = "SIZE", value_parser = args::size, default_value = "16M")]
+    io_demo_max_data: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -357,6 +374,20 @@ struct ClientArgs {
     /// Compact the outbox past this size (for tests).
     #[arg(long, hide = true, value_parser = args::size, default_value_t = COMPACT_OVER)]
     outbox_compact_over: u64,
+    /// Speak UCX io_demo's own protocol, to an unmodified io_demo server
+    /// (`--api tag`, or `--api am` for a server started with -A): one
+    /// server; every operation the server leaves unanswered when a
+    /// connection ends is named (io_demo's own client forgets them), and
+    /// every answer's bytes are checked. --window is the operations in
+    /// flight; --replay, --outbox and --recreate-context do not apply.
+    #[arg(long, conflicts_with = "outbox")]
+    io_demo: bool,
+    /// io_demo's io message size (its -r).
+    #[arg(long, value_name = "SIZE", value_parser = args::size, default_value = "256", requires = "io_demo")]
+    io_demo_msg_size: u64,
+    /// io_demo's chunk size (its -k), if the server was given one.
+    #[arg(long, value_name = "SIZE", value_parser = args::size, requires = "io_demo")]
+    io_demo_chunk: Option<u64>,
     #[command(flatten)]
     workload: Workload,
     #[command(flatten)]
@@ -485,6 +516,9 @@ fn run_server(a: ServerArgs) -> ExitCode {
     if let Err(code) = serve_metrics(&a.common, "server") {
         return code;
     }
+    if a.io_demo {
+        return run_iodemo_server(a);
+    }
     let job = server::ServerJob {
         listen: a
             .listen
@@ -512,6 +546,74 @@ fn run_server(a: ServerArgs) -> ExitCode {
     }
 }
 
+fn run_iodemo_client(a: ClientArgs, servers: &[std::net::SocketAddr]) -> ExitCode {
+    let [server] = servers else {
+        eprintln!(
+            "iomsg client --io-demo: give one io_demo server, not {}",
+            servers.len()
+        );
+        return ExitCode::from(2);
+    };
+    let w = a.workload;
+    if w.window == 0 || w.data_size.min > w.data_size.max {
+        eprintln!("iomsg client --io-demo: --window must be at least 1 and --data-size MIN <= MAX");
+        return ExitCode::from(2);
+    }
+    let job = iomsg_cli::iodemo_client::IoDemoClientJob {
+        server: *server,
+        tag: w.api == iomsg_ucx::Api::Tag,
+        ops: w.ops.0.clone(),
+        sizes: w.data_size,
+        window: w.window,
+        iterations: a.iterations,
+        run_time: a.run_time,
+        reply_timeout: a.reply_timeout,
+        retry_interval: a.retry_interval,
+        retries: a.retries.max(),
+        drain: a.drain,
+        seed: w.seed,
+        msg_len: a.io_demo_msg_size.clamp(21, 1 << 16) as usize,
+        chunk: a.io_demo_chunk.unwrap_or(u64::MAX).max(1),
+        check: a.validate,
+        report_interval: a.common.report_interval,
+        verbose: a.common.verbose,
+        audit: audit(&a.common, "client"),
+    };
+    match iomsg_cli::iodemo_client::run(&job) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iomsg client --io-demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_iodemo_server(a: ServerArgs) -> ExitCode {
+    let mut opts = iomsg_ucx::iodemo::IoDemoOptions {
+        max_data: a.io_demo_max_data,
+        ..Default::default()
+    };
+    if let Some(chunk) = a.io_demo_chunk {
+        opts.chunk = chunk.max(1);
+    }
+    let job = iomsg_cli::iodemo_server::IoDemoJob {
+        listen: a
+            .listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], a.port))),
+        opts,
+        verbose: a.common.verbose,
+        report_interval: a.common.report_interval,
+        audit: audit(&a.common, "server"),
+    };
+    match iomsg_cli::iodemo_server::run(&job) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("iomsg server --io-demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run_client(a: ClientArgs) -> ExitCode {
     let mut servers = Vec::new();
     for s in &a.servers {
@@ -522,6 +624,9 @@ fn run_client(a: ClientArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         }
+    }
+    if a.io_demo {
+        return run_iodemo_client(a, &servers);
     }
     if a.outbox.is_some() && servers.len() != 1 {
         eprintln!(

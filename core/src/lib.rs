@@ -27,6 +27,7 @@
 extern crate std;
 
 mod conn;
+pub mod iodemo;
 pub mod loss;
 pub mod rng;
 pub mod seq;

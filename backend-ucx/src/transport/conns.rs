@@ -226,7 +226,7 @@ impl<R: Role> UcxTransport<R> {
 }
 
 /// The client's address of a connection request.
-pub(super) fn query_conn_request(req: sys::ucp_conn_request_h) -> Option<SocketAddr> {
+pub(crate) fn query_conn_request(req: sys::ucp_conn_request_h) -> Option<SocketAddr> {
     // SAFETY: all-zero is a valid attribute struct to fill.
     let mut attr: sys::ucp_conn_request_attr_t = unsafe { mem::zeroed() };
     attr.field_mask = u64::from(sys::UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR);
