@@ -157,14 +157,14 @@ pub struct ServerFiles {
     /// instance order).
     pub opened: Vec<u64>,
     /// Operations received and never answered (`iodemo_inflight`, and
-    /// `iodemo_late` for a known connection).
+    /// `iodemo_late` naming its sn and a known connection).
     pub inflight: Vec<Named>,
     /// Operations answered.
     pub replied: Vec<Replied>,
     /// Lines that fail the run by themselves (gap, dup, corrupt, bad, a
     /// late message for no known connection is only counted).
     pub failures: Vec<String>,
-    /// `iodemo_late` lines for no known connection.
+    /// `iodemo_late` lines naming no sn or no known connection.
     pub late_unknown: u64,
     /// Gap, dup, corrupt and bad lines in all (the first 100 are in
     /// `failures`).
@@ -215,8 +215,11 @@ fn read_instance_log(
                 }
             }
             "iodemo_late" => {
-                if let (Some(conn), Some(sn)) = (conn_id(w.first()), sn(1)) {
-                    late.push((conn, sn));
+                // `iodemo_late ID SN|- CONN|-`: CONN is the connection the
+                // message was for, when it closed lately.
+                match (sn(1), conn_id(w.get(2))) {
+                    (Some(sn), Some(conn)) => late.push((conn, sn)),
+                    _ => out.late_unknown += 1,
                 }
             }
             "iodemo_gap" | "iodemo_dup" | "corrupt" | "iodemo_bad" => {

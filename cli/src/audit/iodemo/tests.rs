@@ -149,6 +149,25 @@ fn a_hole_on_a_live_connection_fails_naming_the_sn() {
 }
 
 #[test]
+fn a_late_message_for_a_closed_connection_counts_as_unanswered() {
+    let dir = scratch("late");
+    // Offset 9 reached server-0 after its connection closed: received,
+    // never answered, so io_demo's N = 3 names it, then 7 and 8.
+    let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
+    let mut log = std::fs::read_to_string(dir.join("server-0.log")).unwrap();
+    log.push_str(&format!("3000 iodemo_late 77 {} {CONN_A:016x}\n", sn(9)));
+    log.push_str("3001 iodemo_late 78 - -\n");
+    std::fs::write(dir.join("server-0.log"), log).unwrap();
+    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    assert!(j.failures.is_empty(), "{:?}", j.failures);
+    let first = &j.disconnects[0];
+    assert_eq!((first.never_arrived, first.unanswered), (0, 1));
+    assert_eq!(first.named, vec![sn(9), sn(7), sn(8)]);
+    assert_eq!(j.totals.late_unknown, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_count_below_what_was_never_answered_fails() {
     let dir = scratch("count");
     // io_demo says it completed everything on connection A, but offset 9
