@@ -10,7 +10,10 @@
 //! the chain), unwrapped from the smallest sn the server saw from it. The
 //! client's own `disconnecting ... read X/Y write A/B` lines cut the
 //! chain in order, skipping those with nothing sent: line k covers the
-//! next Y+B sns. In each segment, `replied` are the sns some instance
+//! next Y+B sns. io_demo's counters restart at each performance report
+//! too (`total min:.. total:T | read .. total:R | write .. total:W`,
+//! printed once all it sent has completed), so a report cuts the chain as
+//! a segment of R+W sns with none forgotten (N = 0). In each segment, `replied` are the sns some instance
 //! answered (a record), `unanswered` those an instance received and never
 //! answered (`iodemo_inflight`), `never_arrived` the rest; `certain` is
 //! never_arrived and unanswered. io_demo's count N = (Y-X)+(B-A) must
@@ -276,14 +279,17 @@ fn judge_chain(
         return;
     };
     let mut start = 0u64;
-    let lines = log.disconnects.iter().filter(|d| d.sent() > 0);
-    for (index, d) in lines.enumerate() {
+    let mut index = 0;
+    for d in log.disconnects.iter().filter(|d| d.sent() > 0) {
         let seg = segment(base, start, d.sent(), &replied, &inflight);
         let row = judge_segment(server, instances, c, index, d, &seg, &mut out.failures);
         out.totals.completed += d.read_done + d.write_done;
         out.totals.forgotten += d.forgotten();
         out.totals.named += row.named_count;
-        out.disconnects.push(row);
+        if !d.performance {
+            out.disconnects.push(row);
+            index += 1;
+        }
         start += d.sent();
     }
     let past: Vec<u32> = replied
@@ -352,8 +358,19 @@ fn judge_segment(
     let certain = (seg.never_arrived.len() + seg.unanswered.len()) as u64;
     let replied = seg.replied.len() as u64;
     let what = format!(
-        "{} disconnect {index} (\"{}\", read {}/{} write {}/{})",
-        c.name, d.reason, d.read_done, d.read_sent, d.write_done, d.write_sent
+        "{} {} (\"{}\" at {:.6}, read {}/{} write {}/{})",
+        c.name,
+        if d.performance {
+            "segment".to_string()
+        } else {
+            format!("disconnect {index}")
+        },
+        d.reason,
+        d.at_us as f64 / 1e6,
+        d.read_done,
+        d.read_sent,
+        d.write_done,
+        d.write_sent
     );
     if n < certain {
         failures.push(format!(

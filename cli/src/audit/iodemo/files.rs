@@ -8,8 +8,12 @@ use std::path::Path;
 use crate::audit::each_line;
 use crate::common::Record;
 
-/// One `disconnecting` line of an io_demo client's log: the counts of the
-/// connection it closed (completed/sent per operation) and why.
+/// A line of an io_demo client's log that cuts its sn chain: a
+/// `disconnecting` line (completed/sent per operation on the connection
+/// since its counters were last reset, and why), or a performance report
+/// (`total min:.. max:.. total:T | read .. total:R | write .. total:W`),
+/// which io_demo prints once every operation sent has completed and after
+/// which it resets its counters: R reads and W writes, none forgotten.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Disconnect {
     /// io_demo's own time stamp, microseconds since the epoch.
@@ -24,6 +28,8 @@ pub struct Disconnect {
     pub write_sent: u64,
     /// The reason io_demo gave.
     pub reason: String,
+    /// A performance report, not a disconnect.
+    pub performance: bool,
 }
 
 impl Disconnect {
@@ -43,8 +49,8 @@ impl Disconnect {
 /// What an io_demo client's log says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClientLog {
-    /// Its disconnect lines in order (repeats, "not disconnecting", left
-    /// out).
+    /// Its disconnect lines and performance reports in order (repeats,
+    /// "not disconnecting", left out).
     pub disconnects: Vec<Disconnect>,
     /// Its `Client exit with status '...'`, if it got there.
     pub exit_status: Option<String>,
@@ -87,6 +93,34 @@ pub fn parse_disconnect(line: &str) -> Option<Disconnect> {
         write_done,
         write_sent,
         reason,
+        performance: false,
+    })
+}
+
+/// `total:N` in `part`.
+fn total_in(part: &str) -> Option<u64> {
+    part.split_whitespace()
+        .find_map(|w| w.strip_prefix("total:"))?
+        .parse()
+        .ok()
+}
+
+/// A `[DEMO] total min:.. max:.. total:T | read .. total:R | write ..
+/// total:W | ...` performance report, as a cut with nothing forgotten.
+pub fn parse_performance(line: &str) -> Option<Disconnect> {
+    let at = line.find("[DEMO] total min:")?;
+    let parts: Vec<&str> = line[at..].split(" | ").collect();
+    let read = parts.iter().find(|p| p.starts_with("read "))?;
+    let write = parts.iter().find(|p| p.starts_with("write "))?;
+    let (r, w) = (total_in(read)?, total_in(write)?);
+    Some(Disconnect {
+        at_us: stamp_us(line).unwrap_or(0),
+        read_done: r,
+        read_sent: r,
+        write_done: w,
+        write_sent: w,
+        reason: "performance report".into(),
+        performance: true,
     })
 }
 
@@ -104,7 +138,7 @@ fn is_error(line: &str) -> bool {
 pub fn parse_client_log(text: &str) -> ClientLog {
     let mut log = ClientLog::default();
     for line in text.lines() {
-        if let Some(d) = parse_disconnect(line) {
+        if let Some(d) = parse_disconnect(line).or_else(|| parse_performance(line)) {
             log.disconnects.push(d);
         } else if let Some(i) = line.find("Client exit with status '") {
             let rest = &line[i + "Client exit with status '".len()..];

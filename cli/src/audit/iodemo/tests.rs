@@ -54,7 +54,8 @@ fn disconnect(n: u32, counts: &str, why: &str) -> String {
 /// 0,2,4,6,8, writes 1,3,5,7,9), the server answered 0..9 and was killed
 /// before offset 9 arrived; io_demo completed 7 (read 3/5 write 4/5, N
 /// = 3). A failed connect (0/0). Connection B on server-1 sends 10..16,
-/// all answered, and the run ends with nothing forgotten.
+/// all answered: a performance report covers 10..14 (its counters
+/// restart), and the run ends with nothing forgotten.
 fn clean_run(dir: &Path, b_replied: &[u32], first_line: &str) -> Vec<IoDemoClient> {
     let open = |c: u64| format!("iodemo_open {c:016x} 127.0.1.1:40000 tag");
     let a: Vec<(u64, u32)> = (0..9).map(|o| (CONN_A, o)).collect();
@@ -80,7 +81,11 @@ fn clean_run(dir: &Path, b_replied: &[u32], first_line: &str) -> Vec<IoDemoClien
         disconnect(1, first_line, "Endpoint timeout"),
         "[1796312682.2] [vm:1:0] sock.c:325  UCX  ERROR   connect(fd=13) failed".into(),
         disconnect(2, "read 0/0 write 0/0", "Endpoint is not connected"),
-        disconnect(4, "read 3/3 write 3/3", "End of the Client run"),
+        "[1796312683.561627] [DEMO] total min:4 max:4 total:4 | read 14.7 MBs \
+         min:2(127.0.0.1:24570) max:2 total:2 | write 14.9 MBs min:2(127.0.0.1:24570) max:2 \
+         total:2 | active:1/1 buffers:15"
+            .into(),
+        disconnect(4, "read 1/1 write 1/1", "End of the Client run"),
         format!(
             "[1796312680.1] [DEMO] not {}",
             &disconnect(4, "read 3/3 write 3/3", "x")[23..]
@@ -105,7 +110,11 @@ fn a_clean_run_passes_and_names_the_forgotten_by_the_rule() {
     let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
     let j = judge(&dir, &names(), &clients, 1).unwrap();
     assert!(j.failures.is_empty(), "{:?}", j.failures);
-    assert_eq!(j.disconnects.len(), 2, "the 0/0 line is skipped");
+    assert_eq!(
+        j.disconnects.len(),
+        2,
+        "the 0/0 line and the report are no rows"
+    );
     let first = &j.disconnects[0];
     assert_eq!(
         (
@@ -223,4 +232,10 @@ fn io_demo_lines_parse_as_io_demo_writes_them() {
     assert!(log.disconnects.is_empty(), "a repeat is not a disconnect");
     assert_eq!(log.errors.len(), 1);
     assert_eq!(log.exit_status.as_deref(), Some("OK"));
+    let report = "[1796312681.097656] [DEMO] total min:1860 max:1860 total:1860 | read 3.59417 \
+                  MBs min:932(127.0.0.1:24570) max:932 total:932 | write 3.57875 MBs \
+                  min:928(127.0.0.1:24570) max:928 total:928 | active:1/1 buffers:12";
+    let p = files::parse_performance(report).unwrap();
+    assert_eq!((p.read_sent, p.write_sent, p.forgotten()), (932, 928, 0));
+    assert!(p.performance);
 }
