@@ -436,7 +436,11 @@ pub fn table(j: &IoDemoJudged) -> String {
             "  {:<10} {:>3} {:<22} {:>7} {:>6} {:>5} {:>5} {:>6} {:>6} {:>7}  {:?}{}",
             r.client,
             r.index,
-            r.instances.join(","),
+            if r.instances.is_empty() {
+                "-".to_string()
+            } else {
+                r.instances.join(",")
+            },
             r.sent,
             r.forgotten,
             r.forgotten_reads,
