@@ -26,6 +26,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub mod iodemo;
 pub mod iodemo_chain;
 pub mod once;
 mod reconcile;

@@ -128,7 +128,19 @@ fn soak_help() -> String {
          instances' records: no sn handed over twice, no submitted sn never handed over, \
          no sn used and in no record, the same bytes for an sn in every record; the \
          report's `exactly_once` holds submitted, delivered, duplicates, missing, server \
-         and client kills, and names every failure by session, sn range and file.",
+         and client kills, and names every failure by session, sn range and file. With \
+         --io-demo-clients N the clients are unmodified io_demo processes: each server \
+         connection is linked to its client by address, a client's sns are cut into \
+         segments by its own `disconnecting ... read X/Y write A/B` lines, and each \
+         segment's count N=(Y-X)+(B-A) must cover what no instance answered and stay \
+         within what it answered; the ops io_demo forgot are named as those never \
+         answered plus the last N-|those| answered in reply order (a FIFO lane delivers \
+         a prefix; the replies posted just before a SIGKILL are the ones lost). It fails \
+         on a client exit other than 0 or an error in its output, any gap, duplicate, \
+         corrupt or malformed message the server logged, an sn lost on a live \
+         connection, a count out of bounds, fewer kills than asked, or a client with no \
+         connection on an instance after a kill; report.json and report.txt hold a row \
+         per disconnect and the totals.",
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
         b.isolation.as_secs_f64()
@@ -475,6 +487,18 @@ struct SoakArgs {
     /// virtual time; --kills, --clients, --seed, --replay apply).
     #[arg(long)]
     sim: bool,
+    /// Run N unmodified io_demo clients (`-q -o read,write`, `-d`
+    /// from --data-size, `-w` from --window, `-A` with --api am, `-y
+    /// 0.2s -t 10s -i 0`, `-l` past the last kill) against `iomsg server
+    /// --io-demo`, SIGKILLed --kills times about every --kill-every and
+    /// restarted; the verdict is judged from the clients' own output and
+    /// the instances' audit files (see below). With more than one client
+    /// each process runs in a network namespace of its own (root).
+    #[arg(long, value_name = "N", conflicts_with_all = ["sim", "exactly_once", "duration"])]
+    io_demo_clients: Option<usize>,
+    /// The io_demo program for --io-demo-clients (looked up on PATH).
+    #[arg(long, value_name = "PATH", default_value = "io_demo")]
+    io_demo_bin: PathBuf,
     #[command(flatten)]
     workload: Workload,
 }
@@ -790,6 +814,22 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         drain: a.drain,
         keep_records: a.keep_records,
     };
+    if let Some(n) = a.io_demo_clients {
+        // The field's mix, both directions validated, whatever --ops says.
+        let job = soak::SoakJob {
+            ops: vec![iomsg_cli::args::Op::Read, iomsg_cli::args::Op::Write],
+            ..job
+        };
+        let io = soak::iodemo::IoDemoJob {
+            clients: n,
+            bin: a.io_demo_bin,
+        };
+        return if soak::iodemo::run_and_show(&job, &io) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     println!(
         "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}{}, audit in {}",
         job.clients,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::args::{Op, SizeRange};
 
 pub mod faults;
+pub mod iodemo;
 mod judge;
 mod lab;
 mod report;

@@ -1,0 +1,469 @@
+//! The judge of an io_demo soak: unmodified io_demo clients against
+//! `iomsg server --io-demo` instances SIGKILLed and restarted, judged
+//! from files the processes wrote themselves: each client's own log and
+//! each instance's audit log and records.
+//!
+//! Each server connection is linked to its client by the peer's IP
+//! address (one address per client). A client's sns form one chain (io_demo
+//! draws a random u32 and adds one per operation; with one server the
+//! sns on a connection are contiguous and the next connection continues
+//! the chain), unwrapped from the smallest sn the server saw from it. The
+//! client's own `disconnecting ... read X/Y write A/B` lines cut the
+//! chain in order, skipping those with nothing sent: line k covers the
+//! next Y+B sns. io_demo's counters restart at each performance report
+//! too (`total min:.. total:T | read .. total:R | write .. total:W`,
+//! printed once all it sent has completed), so a report cuts the chain as
+//! a segment of R+W sns with none forgotten (N = 0). In each segment, `replied` are the sns some instance
+//! answered (a record), `unanswered` those an instance received and never
+//! answered (`iodemo_inflight`), `never_arrived` the rest; `certain` is
+//! never_arrived and unanswered. io_demo's count N = (Y-X)+(B-A) must
+//! satisfy |certain| <= N <= |certain| + |replied|.
+//!
+//! The ops io_demo forgot are then named by this rule: every certain
+//! sn, and the last N - |certain| replied sns in reply order. A FIFO lane
+//! delivers a prefix of what was sent, so the replies io_demo never saw
+//! are the last ones posted before the SIGKILL.
+//!
+//! The verdict fails on: a client exit code other than 0 or an error
+//! line in its log; any `iodemo_gap`, `iodemo_dup`, `corrupt` or
+//! `iodemo_bad` line; a connection from no client's address; an sn
+//! answered twice; a count out of the bounds above (an sn no instance saw
+//! outside any disconnect's forgotten set, a loss on a live connection,
+//! is named there); an sn past the client's last disconnect line; a
+//! client with no connection on an instance started after a kill.
+//!
+//! Memory grows with operations (32 bytes per answered operation): the
+//! records are read whole, for runs of minutes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde::Serialize;
+
+pub mod files;
+
+pub use files::{parse_client_log, read_servers, ClientLog, Disconnect, ServerFiles};
+
+/// The rule that names the operations io_demo forgot, for the report.
+pub const NAMING_RULE: &str = "forgotten at a disconnect = every sn of its segment no instance \
+    answered (never arrived, or received and not answered) plus the last N-|those| answered sns \
+    in reply order (a FIFO lane delivers a prefix of what was sent: the replies posted just \
+    before a SIGKILL are the ones lost)";
+
+/// Sns named in a report row: at most this many, then a count.
+pub const NAMED_SHOWN: usize = 20;
+
+/// One io_demo client of the run.
+#[derive(Clone, Debug)]
+pub struct IoDemoClient {
+    /// Its name: its log is `DIR/NAME.log`.
+    pub name: String,
+    /// The IP address its connections come from.
+    pub peer_ip: String,
+    /// Its exit code (None: killed by a signal, or never reaped).
+    pub exit_code: Option<i32>,
+}
+
+/// One disconnect of a client, judged.
+#[derive(Clone, Debug, Serialize)]
+pub struct DisconnectRow {
+    /// The client.
+    pub client: String,
+    /// Its index among the client's disconnect lines that sent something.
+    pub index: usize,
+    /// The instances its segment's connections were on.
+    pub instances: Vec<String>,
+    /// When (io_demo's time stamp, microseconds since the epoch).
+    pub at_us: u64,
+    /// io_demo's reason.
+    pub reason: String,
+    /// Operations sent on the connection (its segment's length).
+    pub sent: u64,
+    /// io_demo's count of what it forgot, N.
+    pub forgotten: u64,
+    /// Its read part.
+    pub forgotten_reads: u64,
+    /// Its write part.
+    pub forgotten_writes: u64,
+    /// Sns of the segment no instance saw.
+    pub never_arrived: u64,
+    /// Sns received and not answered.
+    pub unanswered: u64,
+    /// Sns answered.
+    pub replied: u64,
+    /// The forgotten sns named by [`NAMING_RULE`] (the first
+    /// [`NAMED_SHOWN`]).
+    pub named: Vec<u32>,
+    /// How many were named.
+    pub named_count: u64,
+}
+
+/// The totals of the run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Operations io_demo completed (X+A over every disconnect line).
+    pub completed: u64,
+    /// Operations io_demo forgot (N over every disconnect line).
+    pub forgotten: u64,
+    /// Operations named forgotten (must equal `forgotten`).
+    pub named: u64,
+    /// Operations answered, per instance.
+    pub replied_per_instance: Vec<u64>,
+    /// Connections opened.
+    pub connections: u64,
+    /// Late messages for no known connection.
+    pub late_unknown: u64,
+}
+
+/// The judge's report.
+#[derive(Clone, Debug, Serialize)]
+pub struct IoDemoJudged {
+    /// How forgotten operations are named.
+    pub rule: &'static str,
+    /// Every disconnect that sent something.
+    pub disconnects: Vec<DisconnectRow>,
+    /// The totals.
+    pub totals: Totals,
+    /// Why the run fails (empty: it passes).
+    pub failures: Vec<String>,
+}
+
+/// What one client's segment holds.
+struct Segment<'a> {
+    replied: Vec<&'a files::Replied>,
+    unanswered: Vec<u32>,
+    never_arrived: Vec<u32>,
+}
+
+/// Judges the run in `dir`: `instances` in the order they ran (kill k
+/// ended instance k), `clients` with their addresses and exit codes.
+///
+/// # Errors
+///
+/// A file could not be read.
+pub fn judge(
+    dir: &Path,
+    instances: &[String],
+    clients: &[IoDemoClient],
+    kills: u32,
+) -> Result<IoDemoJudged, String> {
+    let server = read_servers(dir, instances)?;
+    let mut out = IoDemoJudged {
+        rule: NAMING_RULE,
+        disconnects: Vec::new(),
+        totals: Totals {
+            replied_per_instance: server.replied_per_instance.clone(),
+            connections: server.conns.len() as u64,
+            late_unknown: server.late_unknown,
+            ..Totals::default()
+        },
+        failures: server.failures.clone(),
+    };
+    if server.failing_lines > server.failures.len() as u64 {
+        out.failures.push(format!(
+            "{} more gap, dup, corrupt or bad lines in the instances' logs",
+            server.failing_lines - server.failures.len() as u64
+        ));
+    }
+    let by_ip: HashMap<&str, usize> = clients
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (c.peer_ip.as_str(), k))
+        .collect();
+    for (id, c) in &server.conns {
+        if !by_ip.contains_key(c.peer_ip.as_str()) {
+            out.failures.push(format!(
+                "{}: connection {id:016x} from {}, the address of no client",
+                instances[c.instance], c.peer_ip
+            ));
+        }
+    }
+    for (k, c) in clients.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(format!("{}.log", c.name)))
+            .map_err(|e| format!("cannot read {}'s log in {}: {e}", c.name, dir.display()))?;
+        let log = parse_client_log(&text);
+        judge_exit(c, &log, &mut out.failures);
+        judge_reconnects(&server, instances, c, kills, &mut out.failures);
+        let conns: HashSet<u64> = server
+            .conns
+            .iter()
+            .filter(|(_, x)| by_ip.get(x.peer_ip.as_str()) == Some(&k))
+            .map(|(id, _)| *id)
+            .collect();
+        judge_chain(&server, instances, c, &log, &conns, &mut out);
+    }
+    Ok(out)
+}
+
+/// A client must exit 0 with no error line.
+fn judge_exit(c: &IoDemoClient, log: &ClientLog, failures: &mut Vec<String>) {
+    match c.exit_code {
+        Some(0) => {}
+        Some(code) => failures.push(format!("{} exited with code {code}", c.name)),
+        None => failures.push(format!("{} was killed or never exited", c.name)),
+    }
+    for e in &log.errors {
+        failures.push(format!("{} logged an error: {e}", c.name));
+    }
+    if c.exit_code == Some(0) && log.exit_status.is_none() {
+        failures.push(format!(
+            "{}'s log has no `Client exit with status` line",
+            c.name
+        ));
+    }
+}
+
+/// After kill k, the client must have opened a connection on instance k
+/// (the one started after it; instance 0 is the first).
+fn judge_reconnects(
+    server: &ServerFiles,
+    instances: &[String],
+    c: &IoDemoClient,
+    kills: u32,
+    failures: &mut Vec<String>,
+) {
+    let on: HashSet<usize> = server
+        .conns
+        .values()
+        .filter(|x| x.peer_ip == c.peer_ip)
+        .map(|x| x.instance)
+        .collect();
+    for k in 1..=kills as usize {
+        if !on.contains(&k) {
+            failures.push(format!(
+                "{} never reconnected after kill {k}: no connection from {} on {}, the instance \
+                 started after it",
+                c.name,
+                c.peer_ip,
+                instances.get(k).map_or("(none started)", String::as_str),
+            ));
+        }
+    }
+}
+
+/// The first `NAMED_SHOWN` of `v`.
+fn shown(v: &[u32]) -> Vec<u32> {
+    v.iter().take(NAMED_SHOWN).copied().collect()
+}
+
+/// Cuts the client's chain by its disconnect lines and checks each
+/// segment's counts.
+fn judge_chain(
+    server: &ServerFiles,
+    instances: &[String],
+    c: &IoDemoClient,
+    log: &ClientLog,
+    conns: &HashSet<u64>,
+    out: &mut IoDemoJudged,
+) {
+    let mut replied: HashMap<u32, &files::Replied> = HashMap::new();
+    for r in server.replied.iter().filter(|r| conns.contains(&r.op.conn)) {
+        if replied.insert(r.op.sn, r).is_some() {
+            out.failures
+                .push(format!("{}: sn {} answered twice", c.name, r.op.sn));
+        }
+    }
+    let inflight: HashSet<u32> = server
+        .inflight
+        .iter()
+        .filter(|n| conns.contains(&n.conn))
+        .map(|n| n.sn)
+        .collect();
+    let Some(base) = chain_base(replied.keys().chain(inflight.iter()).copied()) else {
+        if log.disconnects.iter().any(|d| d.sent() > 0) {
+            out.failures.push(format!(
+                "{}: sent operations and no instance saw one",
+                c.name
+            ));
+        }
+        return;
+    };
+    let mut start = 0u64;
+    let mut index = 0;
+    for d in log.disconnects.iter().filter(|d| d.sent() > 0) {
+        let seg = segment(base, start, d.sent(), &replied, &inflight);
+        let row = judge_segment(server, instances, c, index, d, &seg, &mut out.failures);
+        out.totals.completed += d.read_done + d.write_done;
+        out.totals.forgotten += d.forgotten();
+        out.totals.named += row.named_count;
+        if !d.performance {
+            out.disconnects.push(row);
+            index += 1;
+        }
+        start += d.sent();
+    }
+    let past: Vec<u32> = replied
+        .keys()
+        .chain(inflight.iter())
+        .copied()
+        .filter(|&sn| u64::from(sn.wrapping_sub(base)) >= start)
+        .collect();
+    if !past.is_empty() {
+        out.failures.push(format!(
+            "{}: {} sns seen by the server past the {} its disconnect lines cover (e.g. {:?})",
+            c.name,
+            past.len(),
+            start,
+            shown(&past)
+        ));
+    }
+}
+
+/// The chain's first sn: the smallest of `seen` in wrapping order.
+fn chain_base(seen: impl Iterator<Item = u32> + Clone) -> Option<u32> {
+    let r = seen.clone().next()?;
+    let low = seen.map(|s| s.wrapping_sub(r) as i32).min()?;
+    Some(r.wrapping_add(low as u32))
+}
+
+/// The sns `[base+start, base+start+len)` sorted into replied (in reply
+/// order), unanswered and never arrived.
+fn segment<'a>(
+    base: u32,
+    start: u64,
+    len: u64,
+    replied: &HashMap<u32, &'a files::Replied>,
+    inflight: &HashSet<u32>,
+) -> Segment<'a> {
+    let mut seg = Segment {
+        replied: Vec::new(),
+        unanswered: Vec::new(),
+        never_arrived: Vec::new(),
+    };
+    for off in start..start + len {
+        let sn = base.wrapping_add(off as u32);
+        if let Some(r) = replied.get(&sn) {
+            seg.replied.push(r);
+        } else if inflight.contains(&sn) {
+            seg.unanswered.push(sn);
+        } else {
+            seg.never_arrived.push(sn);
+        }
+    }
+    seg.replied.sort_by_key(|r| r.order);
+    seg
+}
+
+/// Checks one segment against io_demo's count; names what it forgot.
+fn judge_segment(
+    server: &ServerFiles,
+    instances: &[String],
+    c: &IoDemoClient,
+    index: usize,
+    d: &Disconnect,
+    seg: &Segment<'_>,
+    failures: &mut Vec<String>,
+) -> DisconnectRow {
+    let n = d.forgotten();
+    let certain = (seg.never_arrived.len() + seg.unanswered.len()) as u64;
+    let replied = seg.replied.len() as u64;
+    let what = format!(
+        "{} {} (\"{}\" at {:.6}, read {}/{} write {}/{})",
+        c.name,
+        if d.performance {
+            "segment".to_string()
+        } else {
+            format!("disconnect {index}")
+        },
+        d.reason,
+        d.at_us as f64 / 1e6,
+        d.read_done,
+        d.read_sent,
+        d.write_done,
+        d.write_sent
+    );
+    if n < certain {
+        failures.push(format!(
+            "{what}: io_demo forgot {n} but {certain} sns of it were never answered; never seen \
+             by any instance: {:?} ({} in all), received and not answered: {:?} ({} in all)",
+            shown(&seg.never_arrived),
+            seg.never_arrived.len(),
+            shown(&seg.unanswered),
+            seg.unanswered.len()
+        ));
+    } else if n > certain + replied {
+        failures.push(format!(
+            "{what}: io_demo forgot {n}, more than the {certain} never answered and {replied} \
+             answered together"
+        ));
+    }
+    let extra = n.saturating_sub(certain).min(replied) as usize;
+    let mut named: Vec<u32> = seg.never_arrived.clone();
+    named.extend(&seg.unanswered);
+    named.extend(
+        seg.replied[seg.replied.len() - extra..]
+            .iter()
+            .map(|r| r.op.sn),
+    );
+    let mut on: Vec<String> = seg
+        .replied
+        .iter()
+        .filter_map(|r| server.conns.get(&r.op.conn))
+        .map(|x| instances[x.instance].clone())
+        .collect();
+    on.dedup();
+    DisconnectRow {
+        client: c.name.clone(),
+        index,
+        instances: on,
+        at_us: d.at_us,
+        reason: d.reason.clone(),
+        sent: d.sent(),
+        forgotten: n,
+        forgotten_reads: d.read_sent.saturating_sub(d.read_done),
+        forgotten_writes: d.write_sent.saturating_sub(d.write_done),
+        never_arrived: seg.never_arrived.len() as u64,
+        unanswered: seg.unanswered.len() as u64,
+        replied,
+        named: shown(&named),
+        named_count: named.len() as u64,
+    }
+}
+
+/// The judge's report as a short text table.
+pub fn table(j: &IoDemoJudged) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {:<10} {:>3} {:<22} {:>7} {:>6} {:>5} {:>5} {:>6} {:>6} {:>7}  named",
+        "client", "#", "instance", "sent", "N", "read", "write", "never", "unans", "replied"
+    );
+    for r in &j.disconnects {
+        let more = r.named_count.saturating_sub(r.named.len() as u64);
+        let _ = writeln!(
+            s,
+            "  {:<10} {:>3} {:<22} {:>7} {:>6} {:>5} {:>5} {:>6} {:>6} {:>7}  {:?}{}",
+            r.client,
+            r.index,
+            if r.instances.is_empty() {
+                "-".to_string()
+            } else {
+                r.instances.join(",")
+            },
+            r.sent,
+            r.forgotten,
+            r.forgotten_reads,
+            r.forgotten_writes,
+            r.never_arrived,
+            r.unanswered,
+            r.replied,
+            r.named,
+            if more > 0 {
+                format!(" +{more}")
+            } else {
+                String::new()
+            }
+        );
+    }
+    let t = &j.totals;
+    let _ = writeln!(
+        s,
+        "  completed {}  forgotten {} (named {})  replied per instance {:?}  connections {}",
+        t.completed, t.forgotten, t.named, t.replied_per_instance, t.connections
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests;
