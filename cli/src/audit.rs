@@ -27,7 +27,6 @@ use std::path::Path;
 use serde::Serialize;
 
 pub mod iodemo;
-pub mod iodemo_chain;
 pub mod once;
 mod reconcile;
 pub mod sort;

@@ -3,8 +3,10 @@
 //! from files the processes wrote themselves: each client's own log and
 //! each instance's audit log and records.
 //!
-//! Each server connection is linked to its client by the peer's IP
-//! address (one address per client). A client's sns form one chain (io_demo
+//! Each server connection is linked to its client by the ids both sides
+//! logged ([`link`]: the server's id for a tag connection, the client's
+//! endpoint address and the time for an `-A` one), so clients may share
+//! a host and an address. A client's sns form one chain (io_demo
 //! draws a random u32 and adds one per operation; with one server the
 //! sns on a connection are contiguous and the next connection continues
 //! the chain), unwrapped from the smallest sn the server saw from it. The
@@ -26,7 +28,8 @@
 //!
 //! The verdict fails on: a client exit code other than 0 or an error
 //! line in its log; any `iodemo_gap`, `iodemo_dup`, `corrupt` or
-//! `iodemo_bad` line; a connection from no client's address; an sn
+//! `iodemo_bad` line; a connection that answered operations and that no
+//! client's log names; an sn
 //! answered twice; a count out of the bounds above (an sn no instance saw
 //! outside any disconnect's forgotten set, a loss on a live connection,
 //! is named there); an sn past the client's last disconnect line; a
@@ -41,6 +44,7 @@ use std::path::Path;
 use serde::Serialize;
 
 pub mod files;
+pub mod link;
 
 pub use files::{parse_client_log, read_servers, ClientLog, Disconnect, ServerFiles};
 
@@ -165,33 +169,24 @@ pub fn judge(
             server.failing_lines - server.failures.len() as u64
         ));
     }
-    let by_ip: HashMap<&str, usize> = clients
-        .iter()
-        .enumerate()
-        .map(|(k, c)| (c.peer_ip.as_str(), k))
-        .collect();
-    for (id, c) in &server.conns {
-        if !by_ip.contains_key(c.peer_ip.as_str()) {
-            out.failures.push(format!(
-                "{}: connection {id:016x} from {}, the address of no client",
-                instances[c.instance], c.peer_ip
-            ));
-        }
-    }
-    for (k, c) in clients.iter().enumerate() {
-        let text = std::fs::read_to_string(dir.join(format!("{}.log", c.name)))
+    let links = link::ServerLinks::read(dir, instances)?;
+    let mut claimed: HashSet<u64> = HashSet::new();
+    for c in clients {
+        let path = dir.join(format!("{}.log", c.name));
+        let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}'s log in {}: {e}", c.name, dir.display()))?;
         let log = parse_client_log(&text);
-        judge_exit(c, &log, &mut out.failures);
-        judge_reconnects(&server, instances, c, kills, &mut out.failures);
-        let conns: HashSet<u64> = server
-            .conns
-            .iter()
-            .filter(|(_, x)| by_ip.get(x.peer_ip.as_str()) == Some(&k))
-            .map(|(id, _)| *id)
+        let mine = link::read_client_conns(&path)?;
+        let conns: HashSet<u64> = links
+            .resolve(&mine, &mut claimed)
+            .into_iter()
+            .flatten()
             .collect();
+        judge_exit(c, &log, &mut out.failures);
+        judge_reconnects(&server, instances, c, &conns, kills, &mut out.failures);
         judge_chain(&server, instances, c, &log, &conns, &mut out);
     }
+    judge_unclaimed(&server, instances, &claimed, &mut out.failures);
     Ok(out)
 }
 
@@ -213,26 +208,50 @@ fn judge_exit(c: &IoDemoClient, log: &ClientLog, failures: &mut Vec<String>) {
     }
 }
 
+/// Server connections that answered operations must be some client's.
+fn judge_unclaimed(
+    server: &ServerFiles,
+    instances: &[String],
+    claimed: &HashSet<u64>,
+    failures: &mut Vec<String>,
+) {
+    let mut answered: HashMap<u64, u64> = HashMap::new();
+    for r in &server.replied {
+        *answered.entry(r.op.conn).or_default() += 1;
+    }
+    for (id, n) in answered {
+        if !claimed.contains(&id) {
+            let on = server
+                .conns
+                .get(&id)
+                .map_or("an instance", |c| instances[c.instance].as_str());
+            failures.push(format!(
+                "{on}: connection {id:016x} answered {n} operations, and no client's log names it"
+            ));
+        }
+    }
+}
+
 /// After kill k, the client must have opened a connection on instance k
 /// (the one started after it; instance 0 is the first).
 fn judge_reconnects(
     server: &ServerFiles,
     instances: &[String],
     c: &IoDemoClient,
+    conns: &HashSet<u64>,
     kills: u32,
     failures: &mut Vec<String>,
 ) {
-    let on: HashSet<usize> = server
-        .conns
-        .values()
-        .filter(|x| x.peer_ip == c.peer_ip)
+    let on: HashSet<usize> = conns
+        .iter()
+        .filter_map(|id| server.conns.get(id))
         .map(|x| x.instance)
         .collect();
     for k in 1..=kills as usize {
         if !on.contains(&k) {
             failures.push(format!(
-                "{} never reconnected after kill {k}: no connection from {} on {}, the instance \
-                 started after it",
+                "{} never reconnected after kill {k}: no connection of its (from {}) on {}, the \
+                 instance started after it",
                 c.name,
                 c.peer_ip,
                 instances.get(k).map_or("(none started)", String::as_str),

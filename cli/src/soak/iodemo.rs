@@ -6,15 +6,11 @@
 //! files the processes wrote: each client's own output and each
 //! instance's audit files ([`crate::audit::iodemo`]).
 //!
-//! The judge links a server connection to its client by the peer's IP
-//! address, so each client needs an address of its own. io_demo's `-I`
-//! (source address) does not serve on one loopback device with UCX
-//! 1.13.1: a client given `-I 127.0.1.2` never connects (its connection
-//! request does not reach the server, or the server's reply connection is
-//! refused when 127.0.1.2 is an address of lo). So with more than one
-//! client every process runs in a network namespace of its own (the
-//! `--hosts netns` lab, root), each client at its own link-local address;
-//! one client may run on the loopback device.
+//! The judge links a server connection to its client by the ids both
+//! logged ([`crate::audit::iodemo::link`]), so every process may run on
+//! the loopback device (`--hosts local`, the default); with `--hosts
+//! netns` (root) each runs in a network namespace of its own, each client
+//! at its own link-local address.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -389,7 +385,7 @@ pub fn run(job: &SoakJob, io: &IoDemoJob) -> Result<IoDemoSoakReport, String> {
     check(job, io)?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let stop = crate::common::stop_on_signals()?;
-    let lab = if lab_needed(job, io) {
+    let lab = if lab_needed(job) {
         Some(Lab::new(io.clients)?)
     } else {
         None
@@ -498,10 +494,9 @@ fn supervise(
     Ok(done)
 }
 
-/// Whether the run needs the namespaces: more than one client (each
-/// needs an address of its own) or `--hosts netns`.
-fn lab_needed(job: &SoakJob, io: &IoDemoJob) -> bool {
-    io.clients > 1 || job.hosts == Hosts::Netns
+/// Whether the run needs the namespaces: `--hosts netns`.
+fn lab_needed(job: &SoakJob) -> bool {
+    job.hosts == Hosts::Netns
 }
 
 /// Checks the job; the audit directory made and empty.

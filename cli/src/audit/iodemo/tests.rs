@@ -43,6 +43,20 @@ fn instance(dir: &Path, name: &str, lines: &[String], replied: &[(u64, u32)]) {
     std::fs::write(dir.join(format!("{name}.records")), bytes).unwrap();
 }
 
+/// The server's id for a connection, as the client logs it.
+fn ours(conn: u64) -> u64 {
+    conn & 0xffff
+}
+
+/// io_demo's line naming the server's id for its connection `#n`.
+fn remote_id(n: u32, conn: u64) -> String {
+    format!(
+        "[1796312680.{n:06}] [UCX-connection 0x557d44c718e0: #{n} 127.0.0.1:24570] Remote id \
+         is {}, endpoint 0x7f00, local address 127.0.0.1:1 remote address 127.0.0.1:2",
+        ours(conn)
+    )
+}
+
 fn disconnect(n: u32, counts: &str, why: &str) -> String {
     format!(
         "[1796312682.{n:06}] [DEMO] disconnecting [UCX-connection 0x557d44c718e0: #{n} \
@@ -57,7 +71,7 @@ fn disconnect(n: u32, counts: &str, why: &str) -> String {
 /// all answered: a performance report covers 10..14 (its counters
 /// restart), and the run ends with nothing forgotten.
 fn clean_run(dir: &Path, b_replied: &[u32], first_line: &str) -> Vec<IoDemoClient> {
-    let open = |c: u64| format!("iodemo_open {c:016x} 127.0.1.1:40000 tag");
+    let open = |c: u64| format!("iodemo_open {c:016x} 127.0.1.1:40000 tag {} 1", ours(c));
     let a: Vec<(u64, u32)> = (0..9).map(|o| (CONN_A, o)).collect();
     instance(
         dir,
@@ -78,6 +92,7 @@ fn clean_run(dir: &Path, b_replied: &[u32], first_line: &str) -> Vec<IoDemoClien
     );
     let log = [
         "[1796312680.076066] [DEMO] Command line: io_demo -q".to_string(),
+        remote_id(1, CONN_A),
         disconnect(1, first_line, "Endpoint timeout"),
         "[1796312682.2] [vm:1:0] sock.c:325  UCX  ERROR   connect(fd=13) failed".into(),
         disconnect(2, "read 0/0 write 0/0", "Endpoint is not connected"),
@@ -85,6 +100,7 @@ fn clean_run(dir: &Path, b_replied: &[u32], first_line: &str) -> Vec<IoDemoClien
          min:2(127.0.0.1:24570) max:2 total:2 | write 14.9 MBs min:2(127.0.0.1:24570) max:2 \
          total:2 | active:1/1 buffers:15"
             .into(),
+        remote_id(4, CONN_B),
         disconnect(4, "read 1/1 write 1/1", "End of the Client run"),
         format!(
             "[1796312680.1] [DEMO] not {}",
@@ -198,13 +214,27 @@ fn server_lines_a_bad_exit_and_a_missed_reconnect_fail() {
     let mut clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
     let mut log = std::fs::read_to_string(dir.join("server-1.log")).unwrap();
     log.push_str(&format!("2000 iodemo_gap {CONN_B:016x} 5 7\n"));
-    log.push_str("2001 iodemo_open 00000000000000ff 127.0.9.9:1 tag\n");
+    log.push_str("2001 iodemo_open 00000000000000ff 127.0.9.9:1 tag 99 1\n");
     std::fs::write(dir.join("server-1.log"), log).unwrap();
+    // A stranger's connection that answered an operation.
+    let mut records = std::fs::read(dir.join("server-1.records")).unwrap();
+    Record {
+        session: 0xff,
+        sn: 5,
+        hash: 1,
+    }
+    .put(&mut records);
+    std::fs::write(dir.join("server-1.records"), records).unwrap();
     clients[0].exit_code = Some(134);
     let j = judge(&dir, &names(), &clients, 2).unwrap();
     let all = j.failures.join("\n");
     assert!(all.contains("iodemo_gap"), "{all}");
-    assert!(all.contains("127.0.9.9, the address of no client"), "{all}");
+    assert!(
+        all.contains(
+            "connection 00000000000000ff answered 1 operations, and no client's log names it"
+        ),
+        "{all}"
+    );
     assert!(all.contains("exited with code 134"), "{all}");
     assert!(all.contains("never reconnected after kill 2"), "{all}");
     assert!(!all.contains("after kill 1"), "{all}");
