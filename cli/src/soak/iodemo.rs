@@ -557,5 +557,15 @@ fn finish(
         .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
     let text = job.report.with_extension("txt");
     fs::write(&text, table(&r)).map_err(|e| format!("cannot write {}: {e}", text.display()))?;
+    if r.verdict == "pass" && !job.keep_records {
+        // Judged: the records (24 bytes per answer) are large, and the
+        // report holds what they showed.
+        for e in fs::read_dir(&job.audit_dir).map_err(|e| e.to_string())?.flatten() {
+            if e.path().extension().is_some_and(|x| x == "records") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        println!("  audit records removed after the pass (--keep-records keeps them)");
+    }
     Ok(r)
 }
