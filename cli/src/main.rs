@@ -262,6 +262,16 @@ struct ServerArgs {
     /// refused and its connection closed.
     #[arg(long, value_name = "SIZE", value_parser = args::size, default_value = "16M")]
     io_demo_max_data: u64,
+    /// A planted defect (to show the soak finds a loss): drop the N-th
+    /// request of every connection without a word.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        default_value_t = 0,
+        requires = "io_demo"
+    )]
+    io_demo_plant_drop: u64,
     #[command(flatten)]
     common: Common,
 }
@@ -499,6 +509,16 @@ struct SoakArgs {
     /// The io_demo program for --io-demo-clients (looked up on PATH).
     #[arg(long, value_name = "PATH", default_value = "io_demo")]
     io_demo_bin: PathBuf,
+    /// A planted defect: every server instance drops the N-th request of
+    /// each connection without a word; the verdict must fail naming it.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "N",
+        default_value_t = 0,
+        requires = "io_demo_clients"
+    )]
+    io_demo_plant_drop: u64,
     #[command(flatten)]
     workload: Workload,
 }
@@ -591,6 +611,7 @@ fn run_iodemo_client(a: ClientArgs, servers: &[std::net::SocketAddr]) -> ExitCod
 fn run_iodemo_server(a: ServerArgs) -> ExitCode {
     let mut opts = iomsg_ucx::iodemo::IoDemoOptions {
         max_data: a.io_demo_max_data,
+        plant_drop: a.io_demo_plant_drop,
         ..Default::default()
     };
     if let Some(chunk) = a.io_demo_chunk {
@@ -823,6 +844,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         let io = soak::iodemo::IoDemoJob {
             clients: n,
             bin: a.io_demo_bin,
+            plant_drop: a.io_demo_plant_drop,
         };
         return if soak::iodemo::run_and_show(&job, &io) {
             ExitCode::SUCCESS

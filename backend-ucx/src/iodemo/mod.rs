@@ -76,6 +76,11 @@ pub struct IoDemoOptions {
     pub max_ops_per_conn: usize,
     /// Data bytes held in flight over all connections (512 MiB).
     pub max_bytes_in_flight: u64,
+    /// A planted defect, to show that a loss is found: with `n > 0` the
+    /// server silently drops the `n`-th request of every connection (no
+    /// answer, no event). 0 (the default): off.
+    #[doc(hidden)]
+    pub plant_drop: u64,
 }
 
 impl Default for IoDemoOptions {
@@ -87,6 +92,7 @@ impl Default for IoDemoOptions {
             max_msg: 64 << 10,
             max_ops_per_conn: 1024,
             max_bytes_in_flight: 512 << 20,
+            plant_drop: 0,
         }
     }
 }
@@ -239,6 +245,8 @@ struct Conn {
     track: Option<track::Track>,
     /// The client's id in its io messages (see [`IoDemoEvent::Opened`]).
     theirs: u64,
+    /// Requests admitted (for [`IoDemoOptions::plant_drop`]).
+    requests: u64,
     /// Io messages that came before the client's id.
     backlog: Vec<Vec<u8>>,
 }

@@ -186,6 +186,7 @@ impl IoDemoServer {
                 ops: Default::default(),
                 track: None,
                 theirs: 0,
+                requests: 0,
                 backlog: Vec::new(),
             },
         );
@@ -533,6 +534,10 @@ impl IoDemoServer {
                 conn: key,
                 sn: msg.sn,
             });
+            return Ok(None);
+        }
+        c.requests += 1;
+        if opts.plant_drop != 0 && c.requests == opts.plant_drop {
             return Ok(None);
         }
         let check = bytes.len() >= wire::HEADER_LEN + 8 && msg.check_padding(bytes).is_ok();

@@ -185,6 +185,7 @@ pub fn judge(
         judge_exit(c, &log, &mut out.failures);
         judge_reconnects(&server, instances, c, &conns, kills, &mut out.failures);
         judge_chain(&server, instances, c, &log, &conns, &mut out);
+        judge_live_holes(&server, instances, c, &conns, &mut out.failures);
     }
     judge_unclaimed(&server, instances, &claimed, &mut out.failures);
     Ok(out)
@@ -204,6 +205,58 @@ fn judge_exit(c: &IoDemoClient, log: &ClientLog, failures: &mut Vec<String>) {
         failures.push(format!(
             "{}'s log has no `Client exit with status` line",
             c.name
+        ));
+    }
+}
+
+/// On one connection a FIFO lane delivers a prefix of what was sent: an
+/// sn no instance saw below one that the same connection's instance saw
+/// was lost on a live connection, whatever io_demo's counts say (a
+/// request the server dropped stays in io_demo's window until a
+/// disconnect forgets it with the rest).
+fn judge_live_holes(
+    server: &ServerFiles,
+    instances: &[String],
+    c: &IoDemoClient,
+    conns: &HashSet<u64>,
+    failures: &mut Vec<String>,
+) {
+    let mut seen: HashMap<u64, Vec<u32>> = HashMap::new();
+    let replied = server.replied.iter().map(|r| r.op);
+    for n in replied.chain(server.inflight.iter().copied()) {
+        if conns.contains(&n.conn) {
+            seen.entry(n.conn).or_default().push(n.sn);
+        }
+    }
+    for (conn, sns) in seen {
+        let Some(base) = chain_base(sns.iter().copied()) else {
+            continue;
+        };
+        let mut offs: Vec<u64> = sns
+            .iter()
+            .map(|&s| u64::from(s.wrapping_sub(base)))
+            .collect();
+        offs.sort_unstable();
+        offs.dedup();
+        let top = offs.last().copied().unwrap_or(0);
+        if top + 1 == offs.len() as u64 {
+            continue;
+        }
+        let have: HashSet<u64> = offs.iter().copied().collect();
+        let missing: Vec<u32> = (0..top)
+            .filter(|o| !have.contains(o))
+            .map(|o| base.wrapping_add(o as u32))
+            .collect();
+        let on = server
+            .conns
+            .get(&conn)
+            .map_or("an instance", |x| instances[x.instance].as_str());
+        failures.push(format!(
+            "{}: {} sns never reached {on} on connection {conn:016x} although later ones did \
+             (lost on a live connection): {:?}",
+            c.name,
+            missing.len(),
+            shown(&missing)
         ));
     }
 }

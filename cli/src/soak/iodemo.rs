@@ -39,6 +39,9 @@ pub struct IoDemoJob {
     pub clients: usize,
     /// The io_demo program (a name is looked up on `PATH`).
     pub bin: PathBuf,
+    /// A planted defect: the servers drop the N-th request of each
+    /// connection without a word (0: none).
+    pub plant_drop: u64,
 }
 
 /// io_demo's retry interval between connection attempts (its default, 5
@@ -87,9 +90,9 @@ impl Placement {
 }
 
 /// `iomsg server --io-demo`'s arguments for instance `name`.
-pub fn server_args(job: &SoakJob, listen: &str, name: &str) -> Vec<String> {
+pub fn server_args(job: &SoakJob, io: &IoDemoJob, listen: &str, name: &str) -> Vec<String> {
     let dir = job.audit_dir.display().to_string();
-    [
+    let mut args: Vec<String> = [
         "server",
         "--io-demo",
         "--listen",
@@ -102,7 +105,11 @@ pub fn server_args(job: &SoakJob, listen: &str, name: &str) -> Vec<String> {
         job.api.name(),
     ]
     .map(str::to_string)
-    .to_vec()
+    .to_vec();
+    if io.plant_drop > 0 {
+        args.extend(["--io-demo-plant-drop".into(), io.plant_drop.to_string()]);
+    }
+    args
 }
 
 /// io_demo client `k`'s arguments, running `run_time`.
@@ -233,7 +240,7 @@ impl World<'_> {
             let out = dir.join(format!("{name}.out"));
             let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
             let mut c = self.command(exe, None);
-            c.args(server_args(self.job, &self.at.listen, &name))
+            c.args(server_args(self.job, self.io, &self.at.listen, &name))
                 .stdout(file.try_clone().map_err(|e| e.to_string())?)
                 .stderr(file);
             let from_us = epoch_us();
@@ -560,7 +567,10 @@ fn finish(
     if r.verdict == "pass" && !job.keep_records {
         // Judged: the records (24 bytes per answer) are large, and the
         // report holds what they showed.
-        for e in fs::read_dir(&job.audit_dir).map_err(|e| e.to_string())?.flatten() {
+        for e in fs::read_dir(&job.audit_dir)
+            .map_err(|e| e.to_string())?
+            .flatten()
+        {
             if e.path().extension().is_some_and(|x| x == "records") {
                 let _ = fs::remove_file(e.path());
             }

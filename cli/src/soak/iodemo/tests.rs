@@ -42,11 +42,20 @@ fn job(api: iomsg_ucx::Api) -> SoakJob {
 #[test]
 fn the_server_is_iomsg_in_io_demo_mode_with_its_audit_files() {
     let j = job(iomsg_ucx::Api::Tag);
+    let mut io = IoDemoJob {
+        clients: 1,
+        bin: "io_demo".into(),
+        plant_drop: 0,
+    };
     assert_eq!(
-        server_args(&j, "127.0.0.1:4242", "server-3").join(" "),
+        server_args(&j, &io, "127.0.0.1:4242", "server-3").join(" "),
         "server --io-demo --listen 127.0.0.1:4242 --audit-dir /soak/audit --audit-name server-3 \
          --api tag"
     );
+    io.plant_drop = 500;
+    assert!(server_args(&j, &io, "127.0.0.1:4242", "server-3")
+        .join(" ")
+        .ends_with("--api tag --io-demo-plant-drop 500"));
 }
 
 #[test]
