@@ -268,3 +268,142 @@ fn tag_clients_survive_two_server_kills_and_every_answer_is_accounted() {
 fn active_message_clients_survive_two_server_kills_and_every_answer_is_accounted() {
     killed_twice("am", &["-A"]);
 }
+
+/// Starts an unmodified io_demo server (`-v`: it logs every request it
+/// gets, the ground truth of what arrived) on `port` and waits until it
+/// listens.
+fn start_io_demo_server(bin: &Path, dir: &Path, name: &str, port: u16, am: bool) -> Proc {
+    let out = dir.join(format!("{name}.log"));
+    for _ in 0..10 {
+        let mut cmd = Command::new(bin);
+        cmd.args(["-q", "-v", "-d", "4096", "-p", &port.to_string()])
+            .args(if am { &["-A"][..] } else { &[][..] })
+            .env("UCX_TCP_CM_REUSEADDR", "y");
+        let mut p = Proc::spawn(&mut cmd, &out);
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            let log =
+                String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
+            if log.contains("started listener") {
+                return p;
+            }
+            if let Ok(Some(_)) = p.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = p.0.kill();
+        let _ = p.0.wait();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    panic!("io_demo's server {name} never listened on port {port}");
+}
+
+/// The sns an io_demo server's verbose log says it got.
+fn io_demo_received(dir: &Path, name: &str) -> std::collections::HashSet<u32> {
+    let log = String::from_utf8_lossy(&std::fs::read(dir.join(format!("{name}.log"))).unwrap())
+        .into_owned();
+    log.lines()
+        .filter(|l| l.contains("got io"))
+        .filter_map(|l| {
+            l.split(" sn ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// `iomsg client --io-demo` against an unmodified io_demo server killed
+/// once (SIGKILL) and restarted: the client exits 0; every operation it
+/// sent is either answered (its audit records) or named unanswered
+/// (`iodemo_forgot`), never both; every answered one is one an io_demo
+/// server logged getting; and the kill left some named.
+fn iomsg_client_against_io_demo(name: &str, am: bool) {
+    let _one = one_at_a_time();
+    let Some(bin) = io_demo() else {
+        eprintln!("skipped: io_demo is not on PATH (Debian's ucx-utils has it)");
+        return;
+    };
+    let dir = scratch(name);
+    let port = free_port();
+    let server = start_io_demo_server(&bin, &dir, "io-demo-0", port, am);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_iomsg"));
+    cmd.args([
+        "client",
+        "--io-demo",
+        "-q",
+        "--api",
+        if am { "am" } else { "tag" },
+    ])
+    .args(["-o", "read,write", "-d", "4096", "-l", "4s", "-i", "0"])
+    .args(["--retry-interval", "100ms", "--report-interval", "0"])
+    .arg("--audit-dir")
+    .arg(&dir)
+    .args(["--audit-name", "client"])
+    .arg(format!("127.0.0.1:{port}"));
+    let client = Proc::spawn(&mut cmd, &dir.join("client.out"));
+    std::thread::sleep(Duration::from_millis(1500));
+    server.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let server = start_io_demo_server(&bin, &dir, "io-demo-1", port, am);
+    let code = client.wait(Duration::from_secs(30));
+    server.kill();
+    let out = std::fs::read_to_string(dir.join("client.out")).unwrap_or_default();
+    assert_eq!(
+        code,
+        Some(0),
+        "iomsg client's exit; its output:\n{}",
+        tail(&out)
+    );
+    let log = std::fs::read_to_string(dir.join("client.log")).unwrap();
+    let forgot: Vec<u32> = log
+        .lines()
+        .filter(|l| l.contains(" iodemo_forgot "))
+        .filter_map(|l| l.split_whitespace().last()?.parse().ok())
+        .collect();
+    let records = std::fs::read(dir.join("client.records")).unwrap();
+    let answered: Vec<u32> = records
+        .chunks_exact(24)
+        .map(|c| u32::from_le_bytes([c[8], c[9], c[10], c[11]]))
+        .collect();
+    let received: std::collections::HashSet<u32> = io_demo_received(&dir, "io-demo-0")
+        .union(&io_demo_received(&dir, "io-demo-1"))
+        .copied()
+        .collect();
+    assert!(
+        !forgot.is_empty(),
+        "the kill left nothing unanswered:\n{}",
+        tail(&out)
+    );
+    let both: Vec<&u32> = forgot.iter().filter(|s| answered.contains(s)).collect();
+    assert!(both.is_empty(), "answered and named unanswered: {both:?}");
+    let unheard: Vec<&u32> = answered.iter().filter(|s| !received.contains(s)).collect();
+    assert!(
+        unheard.is_empty(),
+        "answered, though no io_demo server got them: {unheard:?}"
+    );
+    // One counter: every sn from the first to the last is accounted for.
+    let first = answered.iter().chain(&forgot).copied().min().unwrap();
+    let all: std::collections::HashSet<u32> = answered.iter().chain(&forgot).copied().collect();
+    let last = all.iter().map(|s| s.wrapping_sub(first)).max().unwrap();
+    assert_eq!(
+        all.len() as u32,
+        last + 1,
+        "every sn sent is answered or named"
+    );
+    assert_eq!(answered.len() + forgot.len(), all.len(), "no sn twice");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_iomsg_client_names_what_a_killed_tag_io_demo_server_left_unanswered() {
+    iomsg_client_against_io_demo("client-tag", false);
+}
+
+#[test]
+fn the_iomsg_client_names_what_a_killed_am_io_demo_server_left_unanswered() {
+    iomsg_client_against_io_demo("client-am", true);
+}
