@@ -185,8 +185,9 @@ fn pattern_word(seed: u32, conn_id: u64, i: usize) -> [u8; 8] {
     w
 }
 
-/// Fills `buf` with io_demo's data pattern: whole 8-byte words from
-/// [`pattern_word`], then the tail bytes counting 0, 1, 2, …. The data of
+/// Fills `buf` with io_demo's data pattern: whole 8-byte words (word i:
+/// i as u16, the connection id's low 16 bits, the seed, little-endian),
+/// then the tail bytes counting 0, 1, 2, …. The data of
 /// an operation is filled with seed = its sn and the client's connection
 /// id; io_demo fills each chunk (`-k`) from its own start.
 pub fn fill(seed: u32, conn_id: u64, buf: &mut [u8]) {

@@ -58,7 +58,7 @@ struct Op1 {
 }
 
 /// A client of an io_demo server over one connection; see the
-/// [module](self). Made again (with [`connect`](Self::connect)) after it
+/// [module](crate::iodemo). Made again (with [`connect`](Self::connect)) after it
 /// closes.
 pub struct IoDemoClient {
     tag: bool,
