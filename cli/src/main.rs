@@ -130,7 +130,8 @@ fn soak_help() -> String {
          report's `exactly_once` holds submitted, delivered, duplicates, missing, server \
          and client kills, and names every failure by session, sn range and file. With \
          --io-demo-clients N the clients are unmodified io_demo processes: each server \
-         connection is linked to its client by address, a client's sns are cut into \
+         connection is linked to its client by the ids both logged (the server's tag id, \
+         or the -A endpoint address and the time), a client's sns are cut into \
          segments by its own `disconnecting ... read X/Y write A/B` lines, and each \
          segment's count N=(Y-X)+(B-A) must cover what no instance answered and stay \
          within what it answered; the ops io_demo forgot are named as those never \
@@ -138,7 +139,8 @@ fn soak_help() -> String {
          a prefix; the replies posted just before a SIGKILL are the ones lost). It fails \
          on a client exit other than 0 or an error in its output, any gap, duplicate, \
          corrupt or malformed message the server logged, an sn lost on a live \
-         connection, a count out of bounds, fewer kills than asked, or a client with no \
+         connection (one no instance saw below one the same connection delivered), a \
+         count out of bounds, fewer kills than asked, or a client with no \
          connection on an instance after a kill; report.json and report.txt hold a row \
          per disconnect and the totals.",
         soak::silence_timeout().as_secs_f64(),
@@ -502,8 +504,8 @@ struct SoakArgs {
     /// 0.2s -t 10s -i 0`, `-l` past the last kill) against `iomsg server
     /// --io-demo`, SIGKILLed --kills times about every --kill-every and
     /// restarted; the verdict is judged from the clients' own output and
-    /// the instances' audit files (see below). With more than one client
-    /// each process runs in a network namespace of its own (root).
+    /// the instances' audit files (see below). Clients are told apart by
+    /// the ids both sides log, so all may run on the loopback device.
     #[arg(long, value_name = "N", conflicts_with_all = ["sim", "exactly_once", "duration"])]
     io_demo_clients: Option<usize>,
     /// The io_demo program for --io-demo-clients (looked up on PATH).
