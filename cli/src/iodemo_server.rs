@@ -83,7 +83,10 @@ pub fn run(job: &IoDemoJob) -> Result<(), String> {
         a.event(format_args!("listening {addr} iodemo"));
         a.flush()?;
     }
-    println!("listening on {addr} for io_demo clients (tag and -A)");
+    println!(
+        "listening on {addr} for io_demo clients (tag and -A); memory bound {:.0} MiB",
+        job.opts.memory_bound() as f64 / f64::from(1 << 20)
+    );
     let mut t = Tally::default();
     let mut peers: HashMap<u64, String> = HashMap::new();
     let mut next_report = Instant::now() + job.report_interval;

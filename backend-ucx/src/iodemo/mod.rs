@@ -98,14 +98,24 @@ impl Default for IoDemoOptions {
 }
 
 impl IoDemoOptions {
-    /// The most memory the server's buffers hold, in bytes: the data in
-    /// flight, plus per connection its io messages waiting for its id
-    /// and its answers' headers.
+    /// The most memory the server's own buffers hold, in bytes: the data
+    /// and answers in flight (every receive and send buffer counts
+    /// against [`max_bytes_in_flight`](Self::max_bytes_in_flight)), plus
+    /// per connection its io messages waiting for its id and its table
+    /// entries. What UCX itself holds (its unexpected queue: messages
+    /// sent on tags nobody receives) is not in it.
     pub fn memory_bound(&self) -> u64 {
-        let per_conn = (BACKLOG + self.max_ops_per_conn) as u64 * self.max_msg as u64;
+        let per_conn =
+            BACKLOG as u64 * self.max_msg as u64 + self.max_ops_per_conn as u64 * PER_OP + PER_CONN;
         self.max_bytes_in_flight + self.max_connections as u64 * per_conn
     }
 }
+
+/// A pending operation's table entry, with the map's overhead (bytes).
+const PER_OP: u64 = 128;
+
+/// A connection's own state, its tracker among it (bytes).
+const PER_CONN: u64 = 2048;
 
 /// The largest connection id: io_demo puts the receiver's id in tag bits
 /// 32..64 of data too, and an id with bit 31 set would make its data look
@@ -120,8 +130,10 @@ const CLOSED: usize = 4096;
 /// out of UCX and dropped.
 const DRAIN_FOR: Duration = Duration::from_secs(5);
 
-/// Io messages a tag connection may send before its id arrives.
-const BACKLOG: usize = 64;
+/// Io messages a tag connection may send before its id arrives. io_demo
+/// sends none (it needs the server's id for their tags, and the server
+/// sends it once the client's came); only a peer that guessed an id can.
+const BACKLOG: usize = 16;
 
 /// What the server saw; take them with [`IoDemoServer::next_event`].
 #[derive(Clone, Debug, PartialEq, Eq)]
