@@ -29,6 +29,7 @@ use crate::common::epoch_us;
 mod report;
 #[cfg(test)]
 mod tests;
+mod timeline;
 
 pub use report::{table, IoDemoSoakReport};
 
@@ -192,6 +193,8 @@ struct World<'a> {
     instances: Vec<Instance>,
     clients: Vec<ClientProc>,
     reasons: Vec<String>,
+    /// When each kill was sent (µs since the epoch).
+    kills_us: Vec<u64>,
 }
 
 impl Drop for World<'_> {
@@ -290,6 +293,7 @@ impl World<'_> {
 
     /// SIGKILLs the running instance and starts the next.
     fn kill_server(&mut self, exe: &Path) -> Result<(), String> {
+        self.kills_us.push(epoch_us());
         if let Some(s) = self.instances.last_mut() {
             let _ = s.child.kill();
             s.end = Some(match s.child.wait() {
@@ -412,6 +416,7 @@ pub fn run(job: &SoakJob, io: &IoDemoJob) -> Result<IoDemoSoakReport, String> {
         instances: Vec::new(),
         clients: Vec::new(),
         reasons: Vec::new(),
+        kills_us: Vec::new(),
     };
     w.start_server(&exe)?;
     let started = Wall::now();
@@ -440,6 +445,7 @@ pub fn run_and_show(job: &SoakJob, io: &IoDemoJob) -> bool {
         Ok(r) => {
             print!("{}", table(&r));
             println!("  report: {}", job.report.display());
+            println!("  picture: {}", job.plot.display());
             r.verdict == "pass"
         }
         Err(e) => {
@@ -564,6 +570,31 @@ fn finish(
         .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
     let text = job.report.with_extension("txt");
     fs::write(&text, table(&r)).map_err(|e| format!("cannot write {}: {e}", text.display()))?;
+    let run = timeline::Run {
+        start_us: w.instances.first().map_or(0, |i| i.from_us),
+        kills_us: &w.kills_us,
+        restarts_us: &w.instances.iter().map(|i| i.from_us).collect::<Vec<_>>(),
+        clients: w
+            .clients
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    job.audit_dir.join(format!("{}.log", c.name)),
+                )
+            })
+            .collect(),
+    };
+    let title = format!(
+        "iomsg soak, io_demo clients: {} ({} kills, {} forgotten by io_demo, {} named)",
+        r.verdict.to_uppercase(),
+        kills,
+        r.judge.totals.forgotten,
+        r.judge.totals.named
+    );
+    if let Err(e) = timeline::write(&run, &r.judge, title, &job.plot) {
+        eprintln!("iomsg soak: no timeline picture: {e}");
+    }
     if r.verdict == "pass" && !job.keep_records {
         // Judged: the records (24 bytes per answer) are large, and the
         // report holds what they showed.
