@@ -171,6 +171,16 @@ pub(super) enum What {
     Close { _err: Box<ErrArg> },
 }
 
+impl What {
+    /// The connection the request is for, if one.
+    pub(super) fn conn(&self) -> Option<u64> {
+        match *self {
+            What::IdRecv { conn } | What::Send { conn } | What::Data { conn, .. } => Some(conn),
+            _ => None,
+        }
+    }
+}
+
 /// A request in flight and what it owns.
 pub(super) struct Slot {
     pub(super) what: What,

@@ -76,6 +76,10 @@ pub struct IoDemoOptions {
     pub max_ops_per_conn: usize,
     /// Data bytes held in flight over all connections (512 MiB).
     pub max_bytes_in_flight: u64,
+    /// Data bytes one connection may hold in flight (128 MiB): a client
+    /// that stops taking its answers is refused past it, before it can
+    /// take the others' room.
+    pub max_bytes_per_conn: u64,
     /// A planted defect, to show that a loss is found: with `n > 0` the
     /// server silently drops the `n`-th request of every connection (no
     /// answer, no event). 0 (the default): off.
@@ -92,6 +96,7 @@ impl Default for IoDemoOptions {
             max_msg: 64 << 10,
             max_ops_per_conn: 1024,
             max_bytes_in_flight: 512 << 20,
+            max_bytes_per_conn: 128 << 20,
             plant_drop: 0,
         }
     }
@@ -259,6 +264,8 @@ struct Conn {
     theirs: u64,
     /// Requests admitted (for [`IoDemoOptions::plant_drop`]).
     requests: u64,
+    /// Bytes its requests hold.
+    held: u64,
     /// Io messages that came before the client's id.
     backlog: Vec<Vec<u8>>,
 }

@@ -231,7 +231,7 @@ impl IoDemoServer {
     /// Queues an answer: it goes out at the start of the next poll, after
     /// the application took the events that report it.
     fn queue(&mut self, conn: u64, tag: Option<u64>, buf: Vec<u8>, header: Vec<u8>) {
-        self.held += (buf.len() + header.len()) as u64;
+        self.charge(Some(conn), (buf.len() + header.len()) as u64, true);
         self.queued.push(Queued {
             conn,
             tag,
@@ -245,9 +245,7 @@ impl IoDemoServer {
         let queued = core::mem::take(&mut self.queued);
         let any = !queued.is_empty();
         for q in queued {
-            self.held = self
-                .held
-                .saturating_sub((q.buf.len() + q.header.len()) as u64);
+            self.charge(Some(q.conn), (q.buf.len() + q.header.len()) as u64, false);
             let Some(ep) = self.conns.get(&q.conn).map(|c| c.ep) else {
                 continue;
             };

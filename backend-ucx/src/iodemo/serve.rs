@@ -187,6 +187,7 @@ impl IoDemoServer {
                 track: None,
                 theirs: 0,
                 requests: 0,
+                held: 0,
                 backlog: Vec::new(),
             },
         );
@@ -278,10 +279,27 @@ impl IoDemoServer {
     /// Starts a request (its buffer counted as held until it finishes)
     /// and finishes it at once if UCX did.
     pub(super) fn start(&mut self, what: What, buf: Vec<u8>, header: Vec<u8>, call: Call) {
-        self.held += buf.len() as u64;
+        self.charge(what.conn(), buf.len() as u64, true);
         let (slot, now) = self.slots.start(what, buf, header, call);
         if let Some((status, len, tag)) = now {
             self.finish(slot, status, len, tag);
+        }
+    }
+
+    /// Counts `bytes` held (`on`) or given back, in all and against
+    /// connection `conn`'s share.
+    pub(super) fn charge(&mut self, conn: Option<u64>, bytes: u64, on: bool) {
+        let c = conn.and_then(|k| self.conns.get_mut(&k));
+        if on {
+            self.held += bytes;
+            if let Some(c) = c {
+                c.held += bytes;
+            }
+        } else {
+            self.held = self.held.saturating_sub(bytes);
+            if let Some(c) = c {
+                c.held = c.held.saturating_sub(bytes);
+            }
         }
     }
 
@@ -299,7 +317,7 @@ impl IoDemoServer {
         let Some(s) = self.slots.take(slot) else {
             return;
         };
-        self.held = self.held.saturating_sub(s.buf.len() as u64);
+        self.charge(s.what.conn(), s.buf.len() as u64, false);
         match s.what {
             What::IoMsg => {
                 self.iomsg_done(status, s.buf, len, tag);
@@ -514,6 +532,17 @@ impl IoDemoServer {
             .conns
             .get_mut(&key)
             .expect("requests come from open connections");
+        if c.held + msg.data_size > opts.max_bytes_per_conn {
+            return Err(format!(
+                "{} sn {} of {} bytes: the connection holds {} of its share of {} bytes in \
+                 flight (a client that does not take its answers)",
+                msg.op.name(),
+                msg.sn,
+                msg.data_size,
+                c.held,
+                opts.max_bytes_per_conn
+            ));
+        }
         if c.ops.len() >= opts.max_ops_per_conn {
             return Err(format!(
                 "{} operations in flight on one connection (the limit)",
