@@ -17,6 +17,8 @@ const STEP: Duration = Duration::from_secs(5);
 
 /// The server's limit on one operation's data in this test.
 const MAX_DATA: u64 = 1 << 20;
+/// The server's share of bytes in flight per connection in this test.
+const PER_CONN: u64 = 8 << 20;
 
 /// An io message of `len` bytes (the header cut short below 21) with op
 /// byte `op`, padded with io_demo's pattern.
@@ -95,6 +97,19 @@ fn bad_tag_messages(server: &mut ServerThread, real: u64) {
     }
 }
 
+/// A peer that asks for reads and never takes the answers (its worker
+/// is never progressed again): refused once its answers fill its share
+/// of the bytes in flight, before they take the others' room.
+fn stalled_reader(server: &mut ServerThread, real: u64) {
+    let (mut p, sid, conn) = tag_peer(server, 15);
+    for sn in 0..(PER_CONN / MAX_DATA + 4) as u32 {
+        p.send_tag(wire::iomsg_tag(sid), msg(15, MAX_DATA, sn, 0, 256))
+            .expect("sent");
+    }
+    refused(server, Some(conn), "does not take its answers", real);
+    drop(p);
+}
+
 /// An io message whose tag names a connection id the server never gave.
 fn unknown_connection(server: &mut ServerThread) {
     let (mut p, sid, _) = tag_peer(server, 14);
@@ -167,6 +182,7 @@ fn protocol_breakers_are_named_while_a_real_client_is_served() {
     };
     let opts = IoDemoOptions {
         max_data: MAX_DATA,
+        max_bytes_per_conn: PER_CONN,
         ..IoDemoOptions::default()
     };
     let mut server = ServerThread::start(opts);
@@ -180,6 +196,7 @@ fn protocol_breakers_are_named_while_a_real_client_is_served() {
         panic!("io_demo's connection did not open");
     };
     bad_tag_messages(&mut server, real);
+    stalled_reader(&mut server, real);
     unknown_connection(&mut server);
     write_then_die(&mut server);
     bad_active_messages(&mut server, real);
