@@ -94,24 +94,16 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Starts `iomsg server --io-demo` on `port`, auditing as `name` in
-/// `dir`, and waits until it listens (a few tries: the port may take a
-/// moment to come free after a kill).
-fn start_server(dir: &Path, name: &str, port: u16) -> Proc {
+/// Starts the command `make` builds, its output to `out`, and waits
+/// until `out` says `ready` (a few tries: the port may take a moment to
+/// come free after a kill).
+fn start_until(make: impl Fn() -> Command, out: &Path, ready: &str, what: &str) -> Proc {
     for _ in 0..10 {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iomsg"));
-        cmd.args(["server", "--io-demo", "--listen"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--audit-dir")
-            .arg(dir)
-            .args(["--audit-name", name])
-            .env("UCX_TCP_CM_REUSEADDR", "y")
-            .env("UCX_NET_DEVICES", "lo");
-        let mut p = Proc::spawn(&mut cmd, &dir.join(format!("{name}.out")));
+        let mut p = Proc::spawn(&mut make(), out);
         let end = Instant::now() + Duration::from_secs(10);
         while Instant::now() < end {
-            let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
-            if log.contains(" listening ") {
+            let log = String::from_utf8_lossy(&std::fs::read(out).unwrap_or_default()).into_owned();
+            if log.contains(ready) {
                 return p;
             }
             if let Ok(Some(_)) = p.0.try_wait() {
@@ -121,9 +113,34 @@ fn start_server(dir: &Path, name: &str, port: u16) -> Proc {
         }
         let _ = p.0.kill();
         let _ = p.0.wait();
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(300));
     }
-    panic!("the server {name} never listened on port {port}");
+    panic!("{what} never said {ready:?}");
+}
+
+/// Starts `iomsg server --io-demo` on `port`, auditing as `name` in
+/// `dir`, and waits until it listens.
+fn start_server(dir: &Path, name: &str, port: u16) -> Proc {
+    let make = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_iomsg"));
+        cmd.args(["server", "--io-demo", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--audit-dir")
+            .arg(dir)
+            .args(["--audit-name", name])
+            .env("UCX_TCP_CM_REUSEADDR", "y")
+            .env("UCX_NET_DEVICES", "lo");
+        cmd
+    };
+    let out = dir.join(format!("{name}.out"));
+    // The audit log says it: the server writes `listening` there.
+    let p = start_until(make, &out, "listening on", &format!("the server {name}"));
+    let log = std::fs::read_to_string(dir.join(format!("{name}.log"))).unwrap_or_default();
+    assert!(
+        log.contains(" listening "),
+        "{name}'s audit log has no listening line"
+    );
+    p
 }
 
 /// The runs go one at a time: each keeps a server and a client busy on
@@ -273,30 +290,20 @@ fn active_message_clients_survive_two_server_kills_and_every_answer_is_accounted
 /// gets, the ground truth of what arrived) on `port` and waits until it
 /// listens.
 fn start_io_demo_server(bin: &Path, dir: &Path, name: &str, port: u16, am: bool) -> Proc {
-    let out = dir.join(format!("{name}.log"));
-    for _ in 0..10 {
+    let make = || {
         let mut cmd = Command::new(bin);
         cmd.args(["-q", "-v", "-d", "4096", "-p", &port.to_string()])
             .args(if am { &["-A"][..] } else { &[][..] })
             .env("UCX_TCP_CM_REUSEADDR", "y");
-        let mut p = Proc::spawn(&mut cmd, &out);
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            let log =
-                String::from_utf8_lossy(&std::fs::read(&out).unwrap_or_default()).into_owned();
-            if log.contains("started listener") {
-                return p;
-            }
-            if let Ok(Some(_)) = p.0.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = p.0.kill();
-        let _ = p.0.wait();
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    panic!("io_demo's server {name} never listened on port {port}");
+        cmd
+    };
+    let out = dir.join(format!("{name}.log"));
+    start_until(
+        make,
+        &out,
+        "started listener",
+        &format!("io_demo's server {name}"),
+    )
 }
 
 /// The sns an io_demo server's verbose log says it got.

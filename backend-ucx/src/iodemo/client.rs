@@ -265,32 +265,28 @@ impl IoDemoClient {
                     call,
                 );
             } else {
-                let call = Call::TagRecv {
-                    worker: self.worker.worker,
-                    tag,
-                    mask: u64::MAX,
-                };
-                let what = What::Data {
-                    conn: CONN,
-                    sn,
-                    answer: false,
-                };
-                self.start(what, vec![0; n as usize], Vec::new(), call);
+                self.receive_part(tag, sn, n as usize, false);
             }
         }
         if op == Op::Read {
-            let call = Call::TagRecv {
-                worker: self.worker.worker,
-                tag,
-                mask: u64::MAX,
-            };
-            let what = What::Data {
-                conn: CONN,
-                sn,
-                answer: true,
-            };
-            self.start(what, vec![0; self.msg_len], Vec::new(), call);
+            self.receive_part(tag, sn, self.msg_len, true);
         }
+    }
+
+    /// Posts the receive of a tag read's chunk of `len` bytes, or of its
+    /// answer, which travels on the same tag.
+    fn receive_part(&mut self, tag: u64, sn: u32, len: usize, answer: bool) {
+        let call = Call::TagRecv {
+            worker: self.worker.worker,
+            tag,
+            mask: u64::MAX,
+        };
+        let what = What::Data {
+            conn: CONN,
+            sn,
+            answer,
+        };
+        self.start(what, vec![0; len], Vec::new(), call);
     }
 
     fn chunks(&self, size: u64) -> Vec<u64> {
@@ -325,15 +321,10 @@ impl IoDemoClient {
 
     /// Polls until something happens or `max` passes.
     pub fn wait(&mut self, max: Duration) {
-        if self.poll() {
-            return;
+        if !self.poll() {
+            super::serve::sleep_on(&self.worker, max);
+            self.poll();
         }
-        if let Ok(true) = self.worker.arm() {
-            if let Ok(fd) = self.worker.event_fd() {
-                super::serve::wait_fd(fd, max);
-            }
-        }
-        self.poll();
     }
 
     /// The events since the last call, oldest first.

@@ -356,15 +356,10 @@ impl IoDemoServer {
     /// Polls until something happens or `max` passes, sleeping on UCX's
     /// event fd when nothing is ready.
     pub fn wait(&mut self, max: Duration) {
-        if self.poll() {
-            return;
+        if !self.poll() {
+            serve::sleep_on(&self.worker, max);
+            self.poll();
         }
-        if let Ok(true) = self.worker.arm() {
-            if let Ok(fd) = self.worker.event_fd() {
-                serve::wait_fd(fd, max);
-            }
-        }
-        self.poll();
     }
 
     /// The next event, oldest first.

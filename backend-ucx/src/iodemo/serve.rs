@@ -85,8 +85,16 @@ pub(super) fn listen(
     Ok(listener)
 }
 
+/// Sleeps on the worker's event fd until UCX has something or `max`
+/// passes; returns at once when events are pending (the arm fails).
+pub(super) fn sleep_on(worker: &Worker, max: Duration) {
+    if let (Ok(true), Ok(fd)) = (worker.arm(), worker.event_fd()) {
+        wait_fd(fd, max);
+    }
+}
+
 /// Sleeps until `fd` is readable or `max` passes.
-pub(super) fn wait_fd(fd: i32, max: Duration) {
+fn wait_fd(fd: i32, max: Duration) {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
