@@ -21,6 +21,13 @@
 //! never_arrived and unanswered. io_demo's count N = (Y-X)+(B-A) must
 //! satisfy |certain| <= N <= |certain| + |replied|.
 //!
+//! io_demo adds one to its sn even for a send that fails at once (its
+//! endpoint already failed in UCX, before it noticed): such sns were
+//! never sent. So a connection's first segment starts where its instance
+//! saw its first sn when that is at most 64 ahead, and the sns between
+//! are counted as skipped (a request lost at a connection's start would
+//! instead push the chain out of step, and fail a later segment).
+//!
 //! The ops io_demo forgot are then named by this rule: every certain
 //! sn, and the last N - |certain| replied sns in reply order. A FIFO lane
 //! delivers a prefix of what was sent, so the replies io_demo never saw
@@ -117,6 +124,9 @@ pub struct Totals {
     pub connections: u64,
     /// Late messages for no known connection.
     pub late_unknown: u64,
+    /// Sns io_demo skipped between connections (counted up, never sent:
+    /// a send that failed at once).
+    pub skipped: u64,
 }
 
 /// The judge's report.
@@ -177,14 +187,16 @@ pub fn judge(
             .map_err(|e| format!("cannot read {}'s log in {}: {e}", c.name, dir.display()))?;
         let log = parse_client_log(&text);
         let mine = link::read_client_conns(&path)?;
-        let conns: HashSet<u64> = links
-            .resolve(&mine, &mut claimed)
-            .into_iter()
-            .flatten()
+        let resolved = links.resolve(&mine, &mut claimed);
+        let conn_of: HashMap<u32, u64> = mine
+            .iter()
+            .zip(&resolved)
+            .filter_map(|(c, k)| Some((c.number, (*k)?)))
             .collect();
+        let conns: HashSet<u64> = conn_of.values().copied().collect();
         judge_exit(c, &log, &mut out.failures);
         judge_reconnects(&server, instances, c, &conns, kills, &mut out.failures);
-        judge_chain(&server, instances, c, &log, &conns, &mut out);
+        judge_chain(&server, instances, c, &log, (&conns, &conn_of), &mut out);
         judge_live_holes(&server, instances, c, &conns, &mut out.failures);
     }
     judge_unclaimed(&server, instances, &claimed, &mut out.failures);
@@ -325,7 +337,7 @@ fn judge_chain(
     instances: &[String],
     c: &IoDemoClient,
     log: &ClientLog,
-    conns: &HashSet<u64>,
+    (conns, conn_of): (&HashSet<u64>, &HashMap<u32, u64>),
     out: &mut IoDemoJudged,
 ) {
     let mut replied: HashMap<u32, &files::Replied> = HashMap::new();
@@ -352,7 +364,21 @@ fn judge_chain(
     };
     let mut start = 0u64;
     let mut index = 0;
-    for d in log.disconnects.iter().filter(|d| d.sent() > 0) {
+    let segments: Vec<&Disconnect> = log.disconnects.iter().filter(|d| d.sent() > 0).collect();
+    let owners = segment_conns(&segments, conn_of);
+    let first_seen = first_seen_per_conn(server, conns, base);
+    for (k, d) in segments.iter().enumerate() {
+        // A connection's first segment starts where its instance saw its
+        // first sn, if that is a little ahead: io_demo adds one to its sn
+        // even when a send fails at once (an endpoint UCX already knows
+        // failed), so sns it never sent sit between connections.
+        let new_conn = k == 0 || owners[k] != owners[k - 1];
+        if let (true, Some(first)) = (new_conn, owners[k].and_then(|o| first_seen.get(&o))) {
+            if *first > start && *first - start <= MAX_SKIPPED {
+                out.totals.skipped += *first - start;
+                start = *first;
+            }
+        }
         let seg = segment(base, start, d.sent(), &replied, &inflight);
         let row = judge_segment(server, instances, c, index, d, &seg, &mut out.failures);
         out.totals.completed += d.read_done + d.write_done;
@@ -379,6 +405,41 @@ fn judge_chain(
             shown(&past)
         ));
     }
+}
+
+/// Sns io_demo may skip between two connections (a failed send per
+/// operation it tried before it noticed the failure; at most its window).
+const MAX_SKIPPED: u64 = 64;
+
+/// Which server connection each segment belongs to: a disconnect line
+/// names its own; a status report belongs to the connection of the next
+/// disconnect line.
+fn segment_conns(segments: &[&Disconnect], conn_of: &HashMap<u32, u64>) -> Vec<Option<u64>> {
+    let mut owners = vec![None; segments.len()];
+    let mut next: Option<u64> = None;
+    for (k, d) in segments.iter().enumerate().rev() {
+        if !d.performance {
+            next = d.number.and_then(|n| conn_of.get(&n).copied());
+        }
+        owners[k] = next;
+    }
+    owners
+}
+
+/// The first sn (as an offset from `base`) each of `conns` saw.
+fn first_seen_per_conn(server: &ServerFiles, conns: &HashSet<u64>, base: u32) -> HashMap<u64, u64> {
+    let mut first: HashMap<u64, u64> = HashMap::new();
+    let seen = server
+        .replied
+        .iter()
+        .map(|r| r.op)
+        .chain(server.inflight.iter().copied());
+    for n in seen.filter(|n| conns.contains(&n.conn)) {
+        let off = u64::from(n.sn.wrapping_sub(base));
+        let e = first.entry(n.conn).or_insert(off);
+        *e = (*e).min(off);
+    }
+    first
 }
 
 /// The chain's first sn: the smallest of `seen` in wrapping order.
@@ -531,8 +592,9 @@ pub fn table(j: &IoDemoJudged) -> String {
     let t = &j.totals;
     let _ = writeln!(
         s,
-        "  completed {}  forgotten {} (named {})  replied per instance {:?}  connections {}",
-        t.completed, t.forgotten, t.named, t.replied_per_instance, t.connections
+        "  completed {}  forgotten {} (named {})  replied per instance {:?}  connections {}  \
+         sns io_demo skipped (a send that failed at once) {}",
+        t.completed, t.forgotten, t.named, t.replied_per_instance, t.connections, t.skipped
     );
     s
 }

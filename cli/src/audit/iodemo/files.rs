@@ -30,6 +30,8 @@ pub struct Disconnect {
     pub reason: String,
     /// A performance report, not a disconnect.
     pub performance: bool,
+    /// io_demo's connection number (`#N`) of a disconnect.
+    pub number: Option<u32>,
 }
 
 impl Disconnect {
@@ -94,6 +96,11 @@ pub fn parse_disconnect(line: &str) -> Option<Disconnect> {
         write_sent,
         reason,
         performance: false,
+        number: rest
+            .split('#')
+            .nth(1)
+            .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok()),
     })
 }
 
@@ -121,6 +128,7 @@ pub fn parse_performance(line: &str) -> Option<Disconnect> {
         write_sent: w,
         reason: "performance report".into(),
         performance: true,
+        number: None,
     })
 }
 

@@ -189,6 +189,18 @@ fn a_hole_on_a_live_connection_fails_naming_the_sn() {
 }
 
 #[test]
+fn an_sn_io_demo_counted_up_and_never_sent_between_connections_is_skipped_not_lost() {
+    let dir = scratch("skipped");
+    // io_demo added one to its sn for a send that failed at once at the
+    // kill: connection B's sns start at offset 11, not 10.
+    let clients = clean_run(&dir, &(11..17).collect::<Vec<_>>(), "read 3/5 write 4/5");
+    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    assert!(j.failures.is_empty(), "{:?}", j.failures);
+    assert_eq!(j.totals.skipped, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_request_dropped_on_a_live_connection_fails_even_when_io_demos_counts_add_up() {
     let dir = scratch("dropped");
     let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
