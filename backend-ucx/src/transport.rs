@@ -920,5 +920,16 @@ pub(crate) fn peer_mode(err_arg: &ErrArg) -> sys::ucp_ep_params_t {
     params
 }
 
+/// [`peer_mode`] endpoint parameters for a client-server connection to
+/// `addr` (its storage must outlive the `ucp_ep_create` call).
+pub(crate) fn dial_mode(err_arg: &ErrArg, addr: sys::ucs_sock_addr_t) -> sys::ucp_ep_params_t {
+    let mut params = peer_mode(err_arg);
+    params.field_mask |=
+        u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS) | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
+    params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    params.sockaddr = addr;
+    params
+}
+
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,7 @@ use iomsg_ucx_sys as sys;
 
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
-use crate::worker::{self, AmData, ErrArg, WaitMode, Worker};
+use crate::worker::{AmData, ErrArg, WaitMode, Worker};
 
 /// A request in flight and the buffers UCX may use until it completes.
 struct Req {
@@ -69,17 +69,7 @@ impl IoDemoPeer {
             key: 0,
         });
         let addr = SockAddr::from(server);
-        // SAFETY: all-zero is a valid endpoint-params value.
-        let mut p: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
-        p.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-        p.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler.cb = Some(worker::on_ep_error);
-        p.err_handler.arg = (&*err as *const ErrArg).cast_mut().cast();
-        p.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        p.sockaddr = addr.as_ucs();
+        let p = crate::transport::dial_mode(&err, addr.as_ucs());
         let mut ep: sys::ucp_ep_h = ptr::null_mut();
         // SAFETY: the worker is live; the address outlives the call; `err`
         // is boxed in the peer and outlives the endpoint (the peer closes

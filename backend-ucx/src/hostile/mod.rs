@@ -41,7 +41,7 @@ use iomsg_ucx_sys as sys;
 use crate::sockaddr::SockAddr;
 use crate::status::{Pending, Status};
 use crate::transport::Api;
-use crate::worker::{self, AmData, ErrArg, WaitMode, Worker, AM_ID};
+use crate::worker::{AmData, ErrArg, WaitMode, Worker, AM_ID};
 
 mod attacker;
 #[doc(hidden)]

@@ -55,17 +55,7 @@ impl Peer {
             shared: self.worker.shared_ptr(),
             key: slot as _,
         });
-        // SAFETY: all-zero is a valid endpoint-params value.
-        let mut p: sys::ucp_ep_params_t = unsafe { mem::zeroed() };
-        p.field_mask = u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_ERR_HANDLER)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
-            | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-        p.err_mode = sys::UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler.cb = Some(worker::on_ep_error);
-        p.err_handler.arg = (&*err as *const ErrArg).cast_mut().cast();
-        p.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        p.sockaddr = server.as_ucs();
+        let p = crate::transport::dial_mode(&err, server.as_ucs());
         let mut h: sys::ucp_ep_h = ptr::null_mut();
         t[mode.index()].opened += 1;
         // SAFETY: the worker is live; the socket address lives in the

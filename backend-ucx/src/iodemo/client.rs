@@ -143,11 +143,7 @@ impl IoDemoClient {
             key: CONN,
         });
         let sockaddr = SockAddr::from(addr);
-        let mut params = crate::transport::peer_mode(&err);
-        params.field_mask |=
-            u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS) | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-        params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        params.sockaddr = sockaddr.as_ucs();
+        let params = crate::transport::dial_mode(&err, sockaddr.as_ucs());
         let mut ep: sys::ucp_ep_h = core::ptr::null_mut();
         // SAFETY: the worker is live; the address outlives the call; err
         // is kept until the endpoint's close completes.
@@ -468,7 +464,7 @@ impl IoDemoClient {
     }
 
     fn am_arrived(&mut self, a: AmIn) {
-        self.answer(&a.header.clone(), Some(a.data));
+        self.answer(&a.header, Some(a.data));
     }
 
     fn done(&mut self, sn: u32) {

@@ -449,7 +449,7 @@ impl IoDemoServer {
                 self.events.push_back(opened);
             }
         }
-        self.request(key, &a.header.clone(), Some(a.data));
+        self.request(key, &a.header, Some(a.data));
     }
 
     pub(super) fn drop_payload(&self, data: AmPayload) {

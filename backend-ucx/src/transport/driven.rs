@@ -145,11 +145,7 @@ impl Connector for UcxTransport<Dial> {
         let addr = self.role.server.as_ucs();
         let peer = self.role.addr;
         self.add_conn(Some(peer), |err_arg| {
-            let mut params = peer_mode(err_arg);
-            params.field_mask |= u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS)
-                | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-            params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-            params.sockaddr = addr;
+            let params = dial_mode(err_arg, addr);
             let mut ep: sys::ucp_ep_h = ptr::null_mut();
             // SAFETY: worker is live; the socket address lives in
             // self.role for the transport's lifetime; err_arg is boxed in

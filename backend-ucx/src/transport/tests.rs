@@ -881,11 +881,7 @@ fn a_bad_key_exchange_closes_that_connection_only() {
             key: 0,
         });
         let sockaddr = SockAddr::from(server.local_addr());
-        let mut params = peer_mode(&err_arg);
-        params.field_mask |=
-            u64::from(sys::UCP_EP_PARAM_FIELD_FLAGS) | u64::from(sys::UCP_EP_PARAM_FIELD_SOCK_ADDR);
-        params.flags = sys::UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-        params.sockaddr = sockaddr.as_ucs();
+        let params = dial_mode(&err_arg, sockaddr.as_ucs());
         let mut ep: sys::ucp_ep_h = ptr::null_mut();
         // SAFETY: the worker is live; sockaddr and err_arg outlive the
         // endpoint (closed below, before they drop).
