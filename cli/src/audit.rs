@@ -162,6 +162,26 @@ pub struct ClientTrail {
     pub killed: bool,
 }
 
+/// `us` on a clock `offset_us` ahead of this one, read on this one.
+fn unskew(us: u64, offset_us: i64) -> u64 {
+    us.saturating_add_signed(offset_us.saturating_neg())
+}
+
+impl ClientTrail {
+    /// Puts its times on this host's clock: its files were written on a
+    /// host whose clock is `offset_us` ahead.
+    pub fn unskew(&mut self, offset_us: i64) {
+        for s in &mut self.samples {
+            s.0 = unskew(s.0, offset_us);
+        }
+        for s in &mut self.sessions {
+            for t in s.disconnects_us.iter_mut().chain(&mut s.first_acks_us) {
+                *t = unskew(*t, offset_us);
+            }
+        }
+    }
+}
+
 /// Which sns a client's records of a session may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sns {
@@ -322,6 +342,19 @@ pub struct InstanceTrail {
     pub corrupt: u64,
     /// Connections rejected.
     pub rejected: u64,
+}
+
+impl InstanceTrail {
+    /// Puts its times on this host's clock: its files were written on a
+    /// host whose clock is `offset_us` ahead.
+    pub fn unskew(&mut self, offset_us: i64) {
+        if let Some(t) = self.listening_us.as_mut() {
+            *t = unskew(*t, offset_us);
+        }
+        for t in &mut self.resumed_us {
+            *t = unskew(*t, offset_us);
+        }
+    }
 }
 
 /// Reads a server instance's log `dir/NAME.log` (its records are read by

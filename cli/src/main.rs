@@ -47,7 +47,7 @@ enum Cmd {
     /// hostile peer loose); judge the run from the processes' audit files
     /// and exit statuses.
     #[command(args_override_self = true, after_help = soak_help())]
-    Soak(SoakArgs),
+    Soak(Box<SoakArgs>),
     /// Attack a server with raw UCX traffic (random tags, wrong keys,
     /// broken and oversized frames, stalls, floods) and print what it sent
     /// and what the server answered.
@@ -420,13 +420,15 @@ struct ClientArgs {
         .help("Clients rebuild their UCX context after every disconnect")),
 )]
 struct SoakArgs {
-    /// Clients, each its own process and session.
-    #[arg(short = 'n', long, default_value_t = 2)]
-    clients: usize,
+    /// Clients, each its own process and session [default: 2; with
+    /// --launcher, one per client host].
+    #[arg(short = 'n', long)]
+    clients: Option<usize>,
     /// UCX_TLS for every process (`tcp`; `tcp,posix,sysv,cma,self` for
-    /// shared memory on one host).
-    #[arg(long, default_value = "tcp")]
-    tls: String,
+    /// shared memory on one host) [default: tcp; with --launcher unset,
+    /// UCX picks on each host (verbs where there is RDMA)].
+    #[arg(long)]
+    tls: Option<String>,
     /// Mean time between server kills (SIGKILL), jittered ±30 % by the
     /// seed [default: 5s; 1.5s with --exactly-once].
     #[arg(long, value_name = "TIME", value_parser = duration)]
@@ -521,6 +523,8 @@ struct SoakArgs {
         requires = "io_demo_clients"
     )]
     io_demo_plant_drop: u64,
+    #[command(flatten)]
+    across: soak::remote::cli::LauncherArgs,
     #[command(flatten)]
     workload: Workload,
 }
@@ -744,6 +748,10 @@ fn run_info() -> ExitCode {
 
 fn run_soak(a: SoakArgs) -> ExitCode {
     if a.sim {
+        if a.across.launcher.is_some() {
+            eprintln!("iomsg soak: --sim runs in this process; --launcher is for real hosts");
+            return ExitCode::from(2);
+        }
         return run_sim(&a);
     }
     let mut faults = match soak::faults::parse_list(&a.faults) {
@@ -811,9 +819,28 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     });
     let report = a.report.unwrap_or_else(|| audit_dir.join("report.json"));
     let plot = a.plot.unwrap_or_else(|| report.with_extension("svg"));
+    let remote = match a.across.job() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("iomsg soak: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if remote.is_some() && a.io_demo_clients.is_some() {
+        eprintln!("iomsg soak: --launcher runs iomsg's own clients, not --io-demo-clients");
+        return ExitCode::from(2);
+    }
     let job = soak::SoakJob {
-        clients: a.clients,
-        tls: a.tls,
+        clients: a
+            .clients
+            .unwrap_or_else(|| remote.as_ref().map_or(2, |r| r.clients.len())),
+        tls: a.tls.unwrap_or_else(|| {
+            if remote.is_some() {
+                String::new()
+            } else {
+                "tcp".into()
+            }
+        }),
         api: a.workload.api,
         kill_every,
         kills: a.kills,
@@ -836,6 +863,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         report_interval: a.report_interval,
         drain: a.drain,
         keep_records: a.keep_records,
+        remote,
     };
     if let Some(n) = a.io_demo_clients {
         // The field's mix, both directions validated, whatever --ops says.
@@ -928,7 +956,7 @@ fn run_hostile(a: HostileArgs) -> ExitCode {
 fn run_sim(a: &SoakArgs) -> ExitCode {
     use iomsg_loopback::sim;
     let mut s = sim::Scenario::field_repro(a.workload.seed, u64::from(a.kills));
-    s.clients = a.clients;
+    s.clients = a.clients.unwrap_or(2);
     s.replay = a.workload.replay;
     s.rebuild_transport = a.workload.recreate_context;
     let report = match sim::run(&s) {
@@ -981,7 +1009,7 @@ fn main() -> ExitCode {
         Cmd::Server(a) => run_server(a),
         Cmd::Client(a) => run_client(a),
         Cmd::Info => run_info(),
-        Cmd::Soak(a) => run_soak(a),
+        Cmd::Soak(a) => run_soak(*a),
         Cmd::Hostile(a) => run_hostile(a),
     }
 }

@@ -19,6 +19,7 @@ pub mod faults;
 pub mod iodemo;
 mod judge;
 mod lab;
+pub mod remote;
 mod report;
 mod run;
 mod supervision;
@@ -97,6 +98,9 @@ pub struct SoakJob {
     /// Keep the audit records after a pass (they are always kept after a
     /// fail).
     pub keep_records: bool,
+    /// Across hosts (`--launcher`): where and how; `tls` empty leaves
+    /// UCX to pick on each host.
+    pub remote: Option<remote::RemoteJob>,
 }
 
 /// How often the soak's clients write a status line and an audit

@@ -5,10 +5,12 @@
 use std::fs;
 
 use super::lab::{journal_dir, outbox_dir, World};
+use super::remote::{fleet, HostReport};
 use super::report::{
     self, ClientProcReport, EventReport, FaultReport, Files, HostileReport, InstanceReport,
     LongestReport, OnceReport, ServerReport, SoakConfig, StallReport, StallRow, UcxInfo,
 };
+use super::supervision::LostHost;
 use super::verdict::{self, ClientEnd, Event, Kind, Life, ServerEnd};
 use super::{faults, stall_bounds, Fault, Hosts, SoakJob, SoakReport, SAMPLE_EVERY};
 use crate::audit::once::{self, OnceFigures};
@@ -24,6 +26,10 @@ pub(super) struct VerdictInput<'a> {
     pub(super) once_client_kills: u32,
     pub(super) seconds: f64,
     pub(super) t0: u64,
+    /// The hosts (`--launcher`): clock offsets, UCX, losses.
+    pub(super) hosts: &'a [HostReport],
+    /// Hosts lost during the run.
+    pub(super) lost: &'a [LostHost],
 }
 
 /// Seconds from `t0` to `us` (both microseconds since the epoch).
@@ -41,8 +47,30 @@ pub(super) fn verdict_and_report(
     v: VerdictInput<'_>,
 ) -> Result<SoakReport, String> {
     let dir = &job.audit_dir;
-    let (clients, instances) = read_trails(job, world, events)?;
-    let (figures, once, mut reasons) = reconcile(job, world, &clients, &instances)?;
+    let (clients, instances, missing) = read_trails(job, world, events, v.hosts)?;
+    let (figures, once, mut reasons) = if missing.is_empty() {
+        reconcile(job, world, &clients, &instances)?
+    } else {
+        // Without a host's files no message of its processes can be
+        // accounted for: the run is not reconciled.
+        let mut reasons = vec![format!(
+            "not reconciled: the files of {} could not be read",
+            missing.join(", ")
+        )];
+        reasons.extend(
+            v.lost
+                .iter()
+                .map(|l| format!("lost {} at {:.1} s: {}", l.host, secs(v.t0, l.at_us), l.why)),
+        );
+        (audit::Reconciled::default(), None, reasons)
+    };
+    if missing.is_empty() {
+        reasons.extend(
+            v.lost
+                .iter()
+                .map(|l| format!("lost {} at {:.1} s: {}", l.host, secs(v.t0, l.at_us), l.why)),
+        );
+    }
     if v.kills < v.planned_kills {
         reasons.push(format!(
             "only {} of {} kills happened",
@@ -97,6 +125,7 @@ pub(super) fn verdict_and_report(
         stalls: stall_report,
         seconds: v.seconds,
         ucx: ucx_info(job),
+        hosts: v.hosts.to_vec(),
         config: config(job),
         files: Files {
             audit_dir: dir.display().to_string(),
@@ -169,11 +198,30 @@ fn reconcile(
     Ok((figures, None, reasons))
 }
 
-/// Each client process's slot and trail, and each server instance's.
-type Trails = (Vec<(usize, ClientTrail)>, Vec<InstanceTrail>);
+/// Each client process's slot and trail, each server instance's, and
+/// the processes whose files are missing (their hosts lost).
+type Trails = (Vec<(usize, ClientTrail)>, Vec<InstanceTrail>, Vec<String>);
 
-/// The clients' and the server instances' trails (records apart).
-fn read_trails(job: &SoakJob, world: &World, events: &[Event]) -> Result<Trails, String> {
+/// The clients' and the server instances' trails (records apart), their
+/// times on this host's clock (`hosts`' offsets, `--launcher`). A
+/// process whose host was lost may have no files: it is named, with an
+/// empty trail.
+fn read_trails(
+    job: &SoakJob,
+    world: &World,
+    events: &[Event],
+    hosts: &[HostReport],
+) -> Result<Trails, String> {
+    let mut missing = Vec::new();
+    let mut absent = |name: &str, host: Option<&str>, e: String| {
+        let lost = host.is_some_and(|h| hosts.iter().any(|r| r.host == h && r.lost.is_some()));
+        if lost {
+            missing.push(format!("{name} (on {})", host.unwrap_or("?")));
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
     let dir = &job.audit_dir;
     // The ground truth.
     let mut clients: Vec<(usize, ClientTrail)> = Vec::new();
@@ -184,13 +232,27 @@ fn read_trails(job: &SoakJob, world: &World, events: &[Event]) -> Result<Trails,
         Sns::FromZero
     };
     for c in &world.clients {
-        let mut t = audit::read_client_as(dir, &c.name, c.slot, sns)?;
+        let mut t = match audit::read_client_as(dir, &c.name, c.slot, sns) {
+            Ok(t) => t,
+            Err(e) => {
+                absent(&c.name, c.host.as_deref(), e)?;
+                ClientTrail::default()
+            }
+        };
+        t.unskew(fleet::offset_us(hosts, c.host.as_deref()));
         t.killed = c.end == Some(ClientEnd::Killed);
         clients.push((c.slot, t));
     }
     let mut instances: Vec<InstanceTrail> = Vec::new();
     for i in &world.instances {
-        let mut trail = audit::read_instance(dir, &i.name)?;
+        let mut trail = match audit::read_instance(dir, &i.name) {
+            Ok(t) => t,
+            Err(e) => {
+                absent(&i.name, i.host.as_deref(), e)?;
+                InstanceTrail::default()
+            }
+        };
+        trail.unskew(fleet::offset_us(hosts, i.host.as_deref()));
         // The ends of its pauses: from then on it could serve again.
         let lived = i.from_us..=(if i.to_us == 0 { u64::MAX } else { i.to_us });
         trail.resumed_us = events
@@ -200,7 +262,7 @@ fn read_trails(job: &SoakJob, world: &World, events: &[Event]) -> Result<Trails,
             .collect();
         instances.push(trail);
     }
-    Ok((clients, instances))
+    Ok((clients, instances, missing))
 }
 
 /// (a) Every server instance ended as the soak ended it; (c) peak memory.
@@ -227,6 +289,7 @@ fn judge_servers(job: &SoakJob, world: &World, reasons: &mut Vec<String>, t0: u6
                 ServerEnd::Stopped(e) => format!("stopped at the end ({e})"),
                 ServerEnd::Hung => "did not stop on SIGTERM".into(),
                 ServerEnd::Unknown => "unknown".into(),
+                ServerEnd::HostLost => "its host stopped answering".into(),
             },
             ok: judged.is_ok(),
             peak_rss_bytes: i.peak_rss,
@@ -274,6 +337,7 @@ fn judge_clients(
                 ClientEnd::Finished(e) => format!("finished ({e})"),
                 ClientEnd::EndedEarly(e) => format!("ended by itself ({e})"),
                 ClientEnd::NeverFinished => "never finished".into(),
+                ClientEnd::HostLost => "its host stopped answering".into(),
             },
             ok: judged.is_ok(),
         });
@@ -457,9 +521,10 @@ fn config(job: &SoakJob) -> SoakConfig {
         seed: job.seed,
         replay: job.replay,
         exactly_once: job.exactly_once,
-        hosts: match job.hosts {
-            Hosts::Local => "local".into(),
-            Hosts::Netns => "netns".into(),
+        hosts: match (&job.remote, job.hosts) {
+            (Some(r), _) => format!("{} launcher", r.launcher.name()),
+            (None, Hosts::Local) => "local".into(),
+            (None, Hosts::Netns) => "netns".into(),
         },
         cut_links: job.faults.contains(&Fault::LinkCut),
         recreate_context: job.recreate_context,

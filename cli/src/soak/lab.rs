@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as Wall};
 
+use super::remote::{self, RemoteJob};
 use super::verdict::{self, ClientEnd, Exit, ServerEnd};
 use super::{hostile_modes, SoakJob, CONNECT_TIMEOUT, REPLY_TIMEOUT, SAMPLE_EVERY};
 use crate::args::Op;
@@ -159,8 +160,12 @@ impl Drop for Lab {
 /// One server instance.
 pub(super) struct Instance {
     pub(super) name: String,
+    /// The process, or with `--launcher` the launcher running it.
     pub(super) child: Option<Child>,
+    /// Its pid (on its host with `--launcher`; 0 until known).
     pub(super) pid: u32,
+    /// Its host with `--launcher`.
+    pub(super) host: Option<String>,
     pub(super) from_us: u64,
     /// When it ended (0 while it runs).
     pub(super) to_us: u64,
@@ -171,6 +176,10 @@ pub(super) struct Instance {
 impl Instance {
     /// Takes the peak of its resident memory so far.
     pub(super) fn sample_rss(&mut self) {
+        if self.host.is_some() {
+            // Read on its host when it is signalled (VmHWM, the peak).
+            return;
+        }
         if let Some((hwm, now)) = verdict::rss(self.pid) {
             self.peak_rss = self.peak_rss.max(hwm).max(now);
         }
@@ -181,8 +190,12 @@ impl Instance {
 pub(super) struct ClientProc {
     pub(super) slot: usize,
     pub(super) name: String,
+    /// The process, or with `--launcher` the launcher running it.
     pub(super) child: Option<Child>,
+    /// Its pid (on its host with `--launcher`; 0 until known).
     pub(super) pid: u32,
+    /// Its host with `--launcher`.
+    pub(super) host: Option<String>,
     pub(super) from_us: u64,
     pub(super) to_us: Option<u64>,
     pub(super) restarted: bool,
@@ -199,16 +212,43 @@ pub(super) struct HostileRun {
 }
 
 /// Every process the soak started; those still running are killed (by
-/// pid) on drop.
+/// pid; on their hosts first with `--launcher`) on drop.
 #[derive(Default)]
 pub(super) struct World {
     pub(super) instances: Vec<Instance>,
     pub(super) clients: Vec<ClientProc>,
     pub(super) hostiles: Vec<HostileRun>,
+    /// With `--launcher`: how to reach the hosts.
+    pub(super) remote: Option<RemoteJob>,
+    /// Where the processes' output is (their remote pids are there).
+    pub(super) audit_dir: PathBuf,
 }
 
 impl Drop for World {
     fn drop(&mut self) {
+        if let Some(job) = &self.remote {
+            let running = self
+                .instances
+                .iter_mut()
+                .map(|i| (&i.name, &i.host, &mut i.child))
+                .chain(
+                    self.clients
+                        .iter_mut()
+                        .map(|c| (&c.name, &c.host, &mut c.child)),
+                );
+            for (name, host, child) in running {
+                let (Some(h), Some(c)) = (host, child.as_mut()) else {
+                    continue;
+                };
+                if c.try_wait().ok().flatten().is_some() {
+                    continue;
+                }
+                let out = fs::read_to_string(remote::out_file(&self.audit_dir, name));
+                if let Some(pid) = remote::wrapped(&out.unwrap_or_default()).pid {
+                    let _ = remote::signal(job, h, pid, "KILL");
+                }
+            }
+        }
         let children = self
             .instances
             .iter_mut()
@@ -245,13 +285,45 @@ pub(super) struct Runner<'a> {
     pub(super) job: &'a SoakJob,
     pub(super) exe: PathBuf,
     pub(super) lab: Option<Lab>,
+    /// With `--launcher`: the hosts, and the address the clients dial.
+    pub(super) remote: Option<Remote>,
     pub(super) port: u16,
     pub(super) faults_log: Option<fs::File>,
     pub(super) t0: u64,
 }
 
+/// How a process ended, as the soak saw it.
+pub(super) enum Ended {
+    /// With this status.
+    Exit(Exit),
+    /// Not within the time given (its child was then killed).
+    TimedOut,
+    /// Its host, or the link to it, was lost: why.
+    Lost(String),
+}
+
+/// The soak across hosts (`--launcher`).
+pub(super) struct Remote {
+    pub(super) job: RemoteJob,
+    /// The address the clients dial (no port).
+    pub(super) addr: String,
+    /// The program's path on the hosts.
+    pub(super) exe: String,
+}
+
 impl Runner<'_> {
     fn command(&self, host: Option<usize>, device: &str) -> Command {
+        if self.remote.is_some() {
+            // UCX on the hosts picks its transports and devices, unless
+            // --tls says.
+            let mut c = Command::new(&self.exe);
+            if !self.job.tls.is_empty() {
+                c.env("UCX_TLS", &self.job.tls);
+            }
+            // The transports each endpoint uses, in UCX's `ep_cfg` lines.
+            c.env("UCX_LOG_LEVEL", "info");
+            return c;
+        }
         let mut c = match (&self.lab, host) {
             (Some(lab), h) => {
                 let ns = h.map_or(&lab.server_ns, |k| &lab.client_ns[k]);
@@ -274,6 +346,9 @@ impl Runner<'_> {
     }
 
     fn server_addr(&self) -> String {
+        if let Some(r) = &self.remote {
+            return format!("{}:{}", r.addr, self.port);
+        }
         match self.lab {
             Some(_) => format!("{LAB_NET}.1:{}", self.port),
             None => format!("127.0.0.1:{}", self.port),
@@ -284,6 +359,126 @@ impl Runner<'_> {
         self.lab
             .as_ref()
             .map_or("lo".to_string(), |l| l.bridge.clone())
+    }
+
+    /// Where the processes write their audit files: the audit directory,
+    /// or with `--launcher` the scratch directory on their hosts.
+    fn audit_dir_arg(&self) -> PathBuf {
+        match &self.remote {
+            Some(r) => PathBuf::from(&r.job.dir),
+            None => self.job.audit_dir.clone(),
+        }
+    }
+
+    /// `host`'s name with `--launcher` (`None`: the server's).
+    pub(super) fn host_name(&self, host: Option<usize>) -> Option<String> {
+        let r = self.remote.as_ref()?;
+        Some(match host {
+            None => r.job.server.clone(),
+            Some(k) => r.job.client_host(k).to_string(),
+        })
+    }
+
+    /// Starts `c` (output to `out`) here, or with `--launcher` on its
+    /// host through the launcher's wrapper.
+    fn spawn(&self, host: Option<usize>, c: Command, out: fs::File) -> std::io::Result<Child> {
+        let mut c = match (&self.remote, self.host_name(host)) {
+            (Some(r), Some(h)) => {
+                let env: Vec<(String, String)> = c
+                    .get_envs()
+                    .filter_map(|(k, v)| Some((k.to_str()?.to_string(), v?.to_str()?.to_string())))
+                    .collect();
+                let argv: Vec<String> = std::iter::once(r.exe.clone())
+                    .chain(c.get_args().map(|a| a.to_string_lossy().into_owned()))
+                    .collect();
+                r.job.on(&h, &r.job.wrapper(&env, &argv))
+            }
+            _ => c,
+        };
+        c.stdout(out.try_clone()?).stderr(out);
+        c.spawn()
+    }
+
+    /// How process `name` ended, its child (or launcher) having ended
+    /// with `status`: with `--launcher`, the wrapper's exit line (`None`:
+    /// there is none, the link to its host was lost).
+    pub(super) fn ended(&self, name: &str, status: std::process::ExitStatus) -> Option<Exit> {
+        if self.remote.is_none() {
+            return Some(Exit::of(status));
+        }
+        let out = fs::read_to_string(remote::out_file(&self.job.audit_dir, name));
+        remote::wrapped(&out.unwrap_or_default()).exit
+    }
+
+    /// Sends `sig` to process `name` (`pid` here, or on `host` with
+    /// `--launcher`, its pid from the wrapper's line); the peak resident
+    /// memory read on its host first, if it could be.
+    ///
+    /// # Errors
+    ///
+    /// Its host did not answer, or its pid is not known.
+    pub(super) fn signal(
+        &self,
+        name: &str,
+        pid: u32,
+        host: Option<&str>,
+        sig: nix::sys::signal::Signal,
+    ) -> Result<Option<u64>, String> {
+        let (Some(r), Some(host)) = (&self.remote, host) else {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+            return Ok(None);
+        };
+        let pid = match pid {
+            0 => {
+                let out = fs::read_to_string(remote::out_file(&self.job.audit_dir, name));
+                remote::wrapped(&out.unwrap_or_default())
+                    .pid
+                    .ok_or_else(|| format!("{name} on {host}: its pid never came"))?
+            }
+            p => p,
+        };
+        let sig = sig.as_str().trim_start_matches("SIG");
+        remote::signal(&r.job, host, pid, sig)
+    }
+
+    /// Waits at most `limit` for process `name` (its child or launcher
+    /// `child`, on `host` with `--launcher`) to end; kills the child
+    /// after.
+    pub(super) fn end_of(
+        &self,
+        name: &str,
+        host: Option<&str>,
+        child: &mut Child,
+        limit: Duration,
+    ) -> Ended {
+        match remote::wait_bounded(child, limit) {
+            None => Ended::TimedOut,
+            Some(st) => match self.ended(name, st) {
+                Some(e) => Ended::Exit(e),
+                None => Ended::Lost(self.lost_why(host.unwrap_or("?"), st)),
+            },
+        }
+    }
+
+    /// Why the launcher of a process on `host` ended (`status`) without
+    /// its exit line: the host does not answer, or only the link was cut.
+    pub(super) fn lost_why(&self, host: &str, status: std::process::ExitStatus) -> String {
+        let Some(r) = &self.remote else {
+            return format!("{host}: ended without an exit status ({status})");
+        };
+        if remote::answers(&r.job, host, Duration::from_secs(10)) {
+            format!(
+                "{host}: the {} connection ended ({status}) while the process ran; the host still answers",
+                r.job.launcher.name()
+            )
+        } else {
+            format!(
+                "{host} stopped answering (its {} connection ended: {status})",
+                r.job.launcher.name()
+            )
+        }
     }
 
     /// Notes a fault in `faults.log` (time, what, details).
@@ -297,6 +492,7 @@ impl Runner<'_> {
     pub(super) fn start_server(&self, n: usize) -> Result<Instance, String> {
         let dir = &self.job.audit_dir;
         let bind = match self.lab {
+            _ if self.remote.is_some() => format!("0.0.0.0:{}", self.port),
             Some(_) => format!("0.0.0.0:{}", self.port),
             None => format!("127.0.0.1:{}", self.port),
         };
@@ -304,20 +500,24 @@ impl Runner<'_> {
         for attempt in 0..20 {
             let out = dir.join(format!("{name}.out"));
             let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-            let mut c = self.server_command(&name, &bind);
-            c.stdout(file.try_clone().map_err(|e| e.to_string())?)
-                .stderr(file);
+            let c = self.server_command(&name, &bind);
             let from_us = epoch_us();
-            let mut child = c
-                .spawn()
+            let mut child = self
+                .spawn(None, c, file)
                 .map_err(|e| format!("cannot start the server: {e}"))?;
             let deadline = Wall::now() + Duration::from_secs(15);
             loop {
                 let text = fs::read_to_string(&out).unwrap_or_default();
                 if text.contains("listening on") {
+                    let host = self.host_name(None);
+                    let pid = match host {
+                        Some(_) => remote::wrapped(&text).pid.unwrap_or(0),
+                        None => child.id(),
+                    };
                     return Ok(Instance {
                         name,
-                        pid: child.id(),
+                        pid,
+                        host,
                         child: Some(child),
                         from_us,
                         to_us: 0,
@@ -359,15 +559,17 @@ impl Runner<'_> {
         };
         let out = dir.join(format!("{name}.out"));
         let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let mut c = self.client_command(k, gen, &name);
-        c.stdout(file.try_clone().map_err(|e| e.to_string())?)
-            .stderr(file);
+        let c = self.client_command(k, gen, &name);
         let from_us = epoch_us();
-        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        let host = self.host_name(Some(k));
+        let child = self
+            .spawn(Some(k), c, file)
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
         Ok(ClientProc {
             slot: k,
             name,
-            pid: child.id(),
+            pid: if host.is_some() { 0 } else { child.id() },
+            host,
             child: Some(child),
             from_us,
             to_us: None,
@@ -379,7 +581,7 @@ impl Runner<'_> {
     /// The server instance `name`'s command line, listening on `bind`;
     /// with `--exactly-once` it keeps the run's one journal.
     fn server_command(&self, name: &str, bind: &str) -> Command {
-        let dir = &self.job.audit_dir;
+        let dir = &self.audit_dir_arg();
         let mut c = self.command(None, &self.server_device());
         c.args(["server", "--listen", bind, "--audit-dir"])
             .arg(dir)
@@ -400,7 +602,7 @@ impl Runner<'_> {
     /// `name`; with `--exactly-once` it keeps the slot's outbox, the same
     /// for every generation.
     fn client_command(&self, k: usize, gen: u32, name: &str) -> Command {
-        let dir = &self.job.audit_dir;
+        let dir = &self.audit_dir_arg();
         let device = self
             .lab
             .as_ref()

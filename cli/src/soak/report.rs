@@ -45,8 +45,12 @@ pub struct SoakReport {
     pub seconds: f64,
     /// Acknowledged messages per second over the run.
     pub msgs_per_second: f64,
-    /// Which UCX.
+    /// Which UCX (here, where the soak ran).
     pub ucx: UcxInfo,
+    /// With `--launcher`: each host's clock offset, UCX, transports, and
+    /// whether it was lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<super::remote::HostReport>,
     /// What was run.
     pub config: SoakConfig,
     /// Where the files are.
@@ -528,14 +532,41 @@ pub fn table(r: &SoakReport) -> String {
         format!("{:.1} s", r.seconds),
         format!("{} msgs/s acknowledged", grouped(r.msgs_per_second as u64)),
     );
-    let _ = writeln!(
-        s,
-        "  UCX {} ({}), UCX_TLS={}, API {}",
-        r.ucx.version,
-        r.ucx.library_path.as_deref().unwrap_or("path unknown"),
-        r.ucx.tls,
-        r.ucx.api
-    );
+    if r.hosts.is_empty() {
+        let _ = writeln!(
+            s,
+            "  UCX {} ({}), UCX_TLS={}, API {}",
+            r.ucx.version,
+            r.ucx.library_path.as_deref().unwrap_or("path unknown"),
+            r.ucx.tls,
+            r.ucx.api
+        );
+    } else {
+        let tls = if r.ucx.tls.is_empty() {
+            "unset (UCX's choice)"
+        } else {
+            &r.ucx.tls
+        };
+        let _ = writeln!(s, "  UCX_TLS {tls}, API {}", r.ucx.api);
+    }
+    for h in &r.hosts {
+        let used = if h.transports_used.is_empty() {
+            "none seen".to_string()
+        } else {
+            h.transports_used.join(" ")
+        };
+        let _ = writeln!(
+            s,
+            "  host {} ({}): UCX {}, used {used}; clock {:+.1} ms{}",
+            h.host,
+            h.roles.join(", "),
+            h.ucx_version,
+            h.clock_offset_ms,
+            h.lost
+                .as_ref()
+                .map_or(String::new(), |w| format!("; LOST: {w}"))
+        );
+    }
     if let Some(o) = &r.exactly_once {
         for f in o.figures.findings.iter().take(20) {
             let _ = writeln!(s, "  {f}");

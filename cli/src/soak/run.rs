@@ -11,6 +11,7 @@ use std::time::{Duration, Instant as Wall};
 use super::faults::{self, Fault};
 use super::judge;
 use super::lab::{free_port, has_hostile, Lab, Runner, LAB_PORT};
+use super::remote::fleet;
 use super::report::grouped;
 use super::supervision::Supervisor;
 use super::verdict::Kind;
@@ -28,7 +29,7 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     fs::create_dir_all(&job.audit_dir)
         .map_err(|e| format!("cannot create {}: {e}", job.audit_dir.display()))?;
     let stop = common::stop_on_signals()?;
-    let mut runner = set_up(job, exe)?;
+    let (mut runner, mut hosts) = set_up(job, exe)?;
     let planned = match job.duration {
         Some(d) => (d.as_secs_f64() / job.kill_every.as_secs_f64()).floor() as u32,
         None => job.kills,
@@ -42,6 +43,9 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     let seconds = started.elapsed().as_secs_f64();
     let lab = s.runner.lab.take();
     drop(lab);
+    if let Some(r) = &s.runner.remote {
+        fleet::finish(&r.job, &s.world, &job.audit_dir, &mut hosts, &s.lost);
+    }
     judge::verdict_and_report(
         job,
         &s.world,
@@ -61,6 +65,8 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
             once_client_kills: s.once_client_kills,
             seconds,
             t0,
+            hosts: &hosts,
+            lost: &s.lost,
         },
     )
 }
@@ -77,6 +83,9 @@ fn check(job: &SoakJob) -> Result<std::path::PathBuf, String> {
              at a reconnect loses them by design; leave out --replay off"
                 .into(),
         );
+    }
+    if let Some(r) = &job.remote {
+        check_remote(job, r)?;
     }
     if job.faults.contains(&Fault::LinkCut) && job.hosts != Hosts::Netns {
         return Err(
@@ -106,16 +115,55 @@ fn check(job: &SoakJob) -> Result<std::path::PathBuf, String> {
     Ok(exe)
 }
 
-/// The lab (namespaces for `--hosts netns`), the server's port, the
-/// faults log.
-fn set_up(job: &SoakJob, exe: std::path::PathBuf) -> Result<Runner<'_>, String> {
+/// What a soak across hosts cannot do.
+fn check_remote(job: &SoakJob, r: &super::remote::RemoteJob) -> Result<(), String> {
+    let refuse = |what: &str| {
+        Err(format!(
+            "--launcher runs the server kills and client reconnects; {what} runs on one host only"
+        ))
+    };
+    if !job.faults.is_empty() {
+        return refuse("--faults");
+    }
+    if job.exactly_once {
+        return refuse("--exactly-once");
+    }
+    if job.hosts == Hosts::Netns {
+        return refuse("--hosts netns");
+    }
+    if r.clients.is_empty() {
+        return Err("--launcher needs at least one --client HOST".into());
+    }
+    if r.dir.is_empty() || r.dir == "/" || !r.dir.starts_with('/') {
+        return Err(format!(
+            "--remote-dir {:?}: an absolute directory of its own (it is removed at the end)",
+            r.dir
+        ));
+    }
+    Ok(())
+}
+
+/// What the run's hosts are: their reports with `--launcher`.
+type HostReports = Vec<super::remote::HostReport>;
+
+/// The lab (namespaces for `--hosts netns`) or the hosts (`--launcher`),
+/// the server's port, the faults log.
+fn set_up(job: &SoakJob, exe: std::path::PathBuf) -> Result<(Runner<'_>, HostReports), String> {
     let lab = match job.hosts {
         Hosts::Netns => Some(Lab::new(job.clients)?),
         Hosts::Local => None,
     };
-    let port = match lab {
-        Some(_) => LAB_PORT,
-        None => free_port()?,
+    let (remote, hosts) = match &job.remote {
+        Some(r) => {
+            let (remote, hosts) = fleet::prepare(r, &exe, &job.tls, job.clients)?;
+            (Some(remote), hosts)
+        }
+        None => (None, Vec::new()),
+    };
+    let port = match (&lab, &job.remote) {
+        (_, Some(r)) => r.port,
+        (Some(_), None) => LAB_PORT,
+        (None, None) => free_port()?,
     };
     let faults_log = if job.faults.is_empty() {
         None
@@ -123,14 +171,18 @@ fn set_up(job: &SoakJob, exe: std::path::PathBuf) -> Result<Runner<'_>, String> 
         let p = job.audit_dir.join("faults.log");
         Some(fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?)
     };
-    Ok(Runner {
-        job,
-        exe,
-        lab,
-        port,
-        faults_log,
-        t0: epoch_us(),
-    })
+    Ok((
+        Runner {
+            job,
+            exe,
+            lab,
+            remote,
+            port,
+            faults_log,
+            t0: epoch_us(),
+        },
+        hosts,
+    ))
 }
 
 /// The faults' plan for the run's span, each noted in the faults log.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant as Wall};
 use iomsg_core::rng::SplitMix64;
 
 use super::faults::{self, Fault};
-use super::lab::{HostileRun, Runner, World};
+use super::lab::{Ended, HostileRun, Runner, World};
 use super::verdict::{ClientEnd, Event, Exit, Kind, ServerEnd};
 use super::{SoakJob, CLIENT_KILL_AFTER};
 use crate::common::epoch_us;
@@ -21,20 +21,13 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     }
 }
 
-/// Waits for `child` to exit, at most `limit`; kills it (SIGKILL) after.
-fn reap(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let until = Wall::now() + limit;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if Wall::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// A host lost during the run (`--launcher`).
+#[derive(Clone, Debug)]
+pub(super) struct LostHost {
+    pub(super) host: String,
+    /// What was seen.
+    pub(super) why: String,
+    pub(super) at_us: u64,
 }
 
 /// A fault under way.
@@ -81,6 +74,8 @@ pub(super) struct Supervisor<'a> {
     active: Vec<Active>,
     next_planned: usize,
     last_rss: Wall,
+    /// Hosts lost (`--launcher`): the run ends at the first.
+    pub(super) lost: Vec<LostHost>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -96,6 +91,8 @@ impl<'a> Supervisor<'a> {
     ) -> Result<Supervisor<'a>, String> {
         let job = runner.job;
         let mut world = World::default();
+        world.remote = runner.remote.as_ref().map(|r| r.job.clone());
+        world.audit_dir = job.audit_dir.clone();
         world.instances.push(runner.start_server(0)?);
         for k in 0..job.clients {
             world.clients.push(runner.start_client(k, 0)?);
@@ -120,6 +117,7 @@ impl<'a> Supervisor<'a> {
             active: Vec::new(),
             next_planned: 0,
             last_rss: Wall::now(),
+            lost: Vec::new(),
         };
         s.next_kill = Wall::now() + s.jitter(job.kill_every);
         Ok(s)
@@ -143,6 +141,10 @@ impl<'a> Supervisor<'a> {
     /// the last kill and the last fault, so that the last instance and the
     /// last recovery are seen to work.
     pub(super) fn over(&self, now: Wall, kills_done: bool) -> bool {
+        if !self.lost.is_empty() {
+            // Nothing more can be proved without the host.
+            return true;
+        }
         let faults_done = self.next_planned >= self.plan.len()
             && self.active.is_empty()
             && self.client_kills_due.is_empty();
@@ -162,12 +164,22 @@ impl<'a> Supervisor<'a> {
     pub(super) fn replace_dead_server(&mut self) -> Result<(), String> {
         let died = self.world.server().and_then(|s| {
             let status = s.child.as_mut()?.try_wait().ok()??;
-            Some((s.name.clone(), Exit::of(status)))
+            Some((s.name.clone(), s.host.clone(), status))
         });
-        let Some((name, exit)) = died else {
+        let Some((name, host, status)) = died else {
             return Ok(());
         };
         let at = epoch_us();
+        let Some(exit) = self.runner.ended(&name, status) else {
+            let why = self.runner.lost_why(host.as_deref().unwrap_or("?"), status);
+            if let Some(s) = self.world.server() {
+                s.end = ServerEnd::HostLost;
+                s.to_us = at;
+                s.child = None;
+            }
+            self.lose(host, why, at);
+            return Ok(());
+        };
         if let Some(s) = self.world.server() {
             s.end = ServerEnd::Died(exit);
             s.to_us = at;
@@ -209,15 +221,39 @@ impl<'a> Supervisor<'a> {
             return Ok(());
         }
         let at = epoch_us();
+        let mut lost = None;
         if let Some(s) = self.world.server() {
             s.sample_rss();
             if let Some(mut c) = s.child.take() {
-                let _ = c.kill();
-                s.end = c
-                    .wait()
-                    .map_or(ServerEnd::Unknown, |st| ServerEnd::Killed(Exit::of(st)));
+                let host = s.host.clone();
+                let sent = self.runner.signal(
+                    &s.name,
+                    s.pid,
+                    host.as_deref(),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                if let Ok(Some(peak)) = sent {
+                    s.peak_rss = s.peak_rss.max(peak);
+                }
+                s.end = match self.runner.end_of(
+                    &s.name,
+                    host.as_deref(),
+                    &mut c,
+                    Duration::from_secs(10),
+                ) {
+                    Ended::Exit(e) => ServerEnd::Killed(e),
+                    Ended::TimedOut => ServerEnd::Unknown,
+                    Ended::Lost(why) => {
+                        lost = Some((host, why));
+                        ServerEnd::HostLost
+                    }
+                };
             }
             s.to_us = at;
+        }
+        if let Some((host, why)) = lost {
+            self.lose(host, why, at);
+            return Ok(());
         }
         self.kills_us.push(at);
         self.kills += 1;
@@ -450,17 +486,41 @@ impl<'a> Supervisor<'a> {
 
     /// A client that ended by itself is a failure; it is not replaced.
     pub(super) fn note_clients_ended(&mut self) {
+        let mut lost = Vec::new();
         for c in self.world.clients.iter_mut().filter(|c| c.end.is_none()) {
             let Some(child) = c.child.as_mut() else {
                 continue;
             };
             if let Ok(Some(status)) = child.try_wait() {
-                let exit = Exit::of(status);
-                eprintln!("soak: {} ended by itself: {exit}", c.name);
-                c.end = Some(ClientEnd::EndedEarly(exit));
-                c.to_us = Some(epoch_us());
+                let at = epoch_us();
+                c.end = Some(match self.runner.ended(&c.name, status) {
+                    Some(exit) => {
+                        eprintln!("soak: {} ended by itself: {exit}", c.name);
+                        ClientEnd::EndedEarly(exit)
+                    }
+                    None => {
+                        let host = c.host.clone();
+                        let why = self.runner.lost_why(host.as_deref().unwrap_or("?"), status);
+                        lost.push((host, why, at));
+                        ClientEnd::HostLost
+                    }
+                });
+                c.to_us = Some(at);
                 c.child = None;
             }
+        }
+        for (host, why, at) in lost {
+            self.lose(host, why, at);
+        }
+    }
+
+    /// Notes host `host` lost (`why`): the run ends.
+    fn lose(&mut self, host: Option<String>, why: String, at_us: u64) {
+        let host = host.unwrap_or_else(|| "?".into());
+        eprintln!("soak: lost {host}: {why}; stopping the run");
+        self.runner.note(format_args!("lost {host}: {why}"));
+        if !self.lost.iter().any(|l| l.host == host) {
+            self.lost.push(LostHost { host, why, at_us });
         }
     }
 
@@ -469,20 +529,30 @@ impl<'a> Supervisor<'a> {
     pub(super) fn stop_all(&mut self) {
         let stop_us = epoch_us();
         let world = &mut self.world;
+        let runner = &self.runner;
+        let mut lost = Vec::new();
+        let term = nix::sys::signal::Signal::SIGTERM;
         for c in world.clients.iter().filter(|c| c.end.is_none()) {
-            signal(c.pid, nix::sys::signal::Signal::SIGTERM);
+            if let Err(e) = runner.signal(&c.name, c.pid, c.host.as_deref(), term) {
+                eprintln!("soak: {}: {e}", c.name);
+            }
         }
         for c in world.clients.iter_mut().filter(|c| c.end.is_none()) {
             c.to_us = Some(stop_us);
             let Some(child) = c.child.as_mut() else {
                 continue;
             };
+            let limit = self.job.drain + Duration::from_secs(10);
             c.end = Some(
-                match reap(child, self.job.drain + Duration::from_secs(10)) {
-                    Some(st) => ClientEnd::Finished(Exit::of(st)),
-                    None => {
+                match runner.end_of(&c.name, c.host.as_deref(), child, limit) {
+                    Ended::Exit(e) => ClientEnd::Finished(e),
+                    Ended::TimedOut => {
                         eprintln!("soak: {} did not finish in time and was killed", c.name);
                         ClientEnd::NeverFinished
+                    }
+                    Ended::Lost(why) => {
+                        lost.push((c.host.clone(), why, epoch_us()));
+                        ClientEnd::HostLost
                     }
                 },
             );
@@ -490,14 +560,26 @@ impl<'a> Supervisor<'a> {
         }
         if let Some(s) = world.server() {
             s.sample_rss();
-            signal(s.pid, nix::sys::signal::Signal::SIGTERM);
+            match runner.signal(&s.name, s.pid, s.host.as_deref(), term) {
+                Ok(Some(peak)) => s.peak_rss = s.peak_rss.max(peak),
+                Ok(None) => {}
+                Err(e) => eprintln!("soak: {}: {e}", s.name),
+            }
             s.to_us = epoch_us();
             if let Some(mut child) = s.child.take() {
-                s.end = match reap(&mut child, Duration::from_secs(10)) {
-                    Some(st) => ServerEnd::Stopped(Exit::of(st)),
-                    None => ServerEnd::Hung,
+                let limit = Duration::from_secs(10);
+                s.end = match runner.end_of(&s.name, s.host.as_deref(), &mut child, limit) {
+                    Ended::Exit(e) => ServerEnd::Stopped(e),
+                    Ended::TimedOut => ServerEnd::Hung,
+                    Ended::Lost(why) => {
+                        lost.push((s.host.clone(), why, epoch_us()));
+                        ServerEnd::HostLost
+                    }
                 };
             }
+        }
+        for (host, why, at) in lost {
+            self.lose(host, why, at);
         }
     }
 }

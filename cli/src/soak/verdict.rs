@@ -369,6 +369,9 @@ pub enum ServerEnd {
     Hung,
     /// Still running when the soak gave up on it (a failure to set up).
     Unknown,
+    /// Its host stopped answering (`--launcher`): how it ended is not
+    /// known.
+    HostLost,
 }
 
 /// Whether a server instance ended as the soak ended it: by the soak's
@@ -390,6 +393,7 @@ pub fn judge_server(name: &str, end: ServerEnd) -> Result<(), String> {
             "{name} did not stop within 10 s of SIGTERM and was killed"
         )),
         ServerEnd::Unknown => Err(format!("{name}: how it ended is unknown")),
+        ServerEnd::HostLost => Err(format!("{name}: its host stopped answering")),
     }
 }
 
@@ -404,6 +408,8 @@ pub enum ClientEnd {
     EndedEarly(Exit),
     /// It did not end within the drain time after SIGTERM.
     NeverFinished,
+    /// Its host stopped answering (`--launcher`).
+    HostLost,
 }
 
 /// Whether a client process ended well: killed by the soak, or finished
@@ -425,6 +431,10 @@ pub fn judge_client(name: &str, end: ClientEnd) -> Result<(), String> {
         )),
         ClientEnd::NeverFinished => Err(format!(
             "{name} never finished: still running after the drain time, killed"
+        )),
+        ClientEnd::HostLost => Err(format!(
+            "{name}: its host stopped answering; what it sent after the last file it wrote \
+             there is not known"
         )),
     }
 }
@@ -649,6 +659,8 @@ mod tests {
         assert!(judge_server("server-6", ServerEnd::Stopped(bad)).is_err());
         assert!(judge_server("server-7", ServerEnd::Hung).is_err());
         assert!(judge_server("server-8", ServerEnd::Unknown).is_err());
+        let e = judge_server("server-9", ServerEnd::HostLost).unwrap_err();
+        assert!(e.contains("server-9") && e.contains("host"), "{e}");
     }
 
     #[test]
@@ -668,6 +680,8 @@ mod tests {
         };
         assert!(judge_client("client-1", ClientEnd::Finished(one)).is_err());
         assert!(judge_client("client-1", ClientEnd::EndedEarly(ok)).is_err());
+        let e = judge_client("client-2", ClientEnd::HostLost).unwrap_err();
+        assert!(e.contains("client-2") && e.contains("host"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ fn job(api: iomsg_ucx::Api) -> SoakJob {
         report_interval: Duration::from_secs(5),
         drain: Duration::from_secs(30),
         keep_records: false,
+        remote: None,
     }
 }
 

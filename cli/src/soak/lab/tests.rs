@@ -33,6 +33,7 @@ fn job(exactly_once: bool) -> SoakJob {
         report_interval: Duration::from_secs(5),
         drain: Duration::from_secs(30),
         keep_records: false,
+        remote: None,
     }
 }
 
@@ -41,6 +42,7 @@ fn runner(job: &SoakJob) -> Runner<'_> {
         job,
         exe: PathBuf::from("/bin/iomsg"),
         lab: None,
+        remote: None,
         port: 4242,
         faults_log: None,
         t0: 0,

@@ -1,0 +1,132 @@
+//! The hosts of a soak across hosts, before and after the run: the
+//! program copied, the clocks measured and UCX asked before; the files
+//! fetched, the transports used read and the scratch directories removed
+//! after.
+
+use std::fs;
+use std::path::Path;
+
+use super::super::lab::{Remote, World};
+use super::super::supervision::LostHost;
+use super::{
+    clean, clock_offset, collect, out_file, ship, transports_used, ucx_on, HostReport, RemoteJob,
+};
+
+/// Readies every host: the program copied with `--ship`, the clock
+/// offset measured, `iomsg info` run; returns what the processes need and
+/// the hosts' reports.
+///
+/// # Errors
+///
+/// A host did not answer, or the program is not there.
+pub(in crate::soak) fn prepare(
+    job: &RemoteJob,
+    local_exe: &Path,
+    tls: &str,
+    clients: usize,
+) -> Result<(Remote, Vec<HostReport>), String> {
+    let exe = job.exe_on_hosts(local_exe);
+    let env: Vec<(String, String)> = if tls.is_empty() {
+        Vec::new()
+    } else {
+        vec![("UCX_TLS".to_string(), tls.to_string())]
+    };
+    let mut hosts = Vec::new();
+    for host in job.hosts() {
+        if job.ship {
+            ship(job, &host, local_exe)?;
+        }
+        let offset_us = clock_offset(job, &host)?;
+        let (ucx_version, transports_offered) = ucx_on(job, &host, &exe, &env).map_err(|e| {
+            format!("{e}\n(is {exe} there and runnable? give --remote-exe PATH, or --ship to copy this program)")
+        })?;
+        let mut roles = Vec::new();
+        if host == job.server {
+            roles.push("server".to_string());
+        }
+        roles.extend(
+            (0..clients)
+                .filter(|&k| job.client_host(k) == host)
+                .map(|k| format!("client-{k}")),
+        );
+        println!(
+            "iomsg soak: {host} ({}): clock {:+.1} ms, UCX {ucx_version}, offers {}",
+            roles.join(", "),
+            offset_us as f64 / 1e3,
+            transports_offered.join(" ")
+        );
+        hosts.push(HostReport {
+            host,
+            roles,
+            clock_offset_ms: offset_us as f64 / 1e3,
+            ucx_version,
+            transports_offered,
+            ..HostReport::default()
+        });
+    }
+    let addr = job.server_address()?;
+    Ok((
+        Remote {
+            job: job.clone(),
+            addr,
+            exe,
+        },
+        hosts,
+    ))
+}
+
+/// After the run: every host's files fetched into `audit_dir` (all
+/// first, since the hosts may share one file system), then the scratch
+/// directories removed; the transports used and the losses noted in
+/// `hosts`.
+pub(in crate::soak) fn finish(
+    job: &RemoteJob,
+    world: &World,
+    audit_dir: &Path,
+    hosts: &mut [HostReport],
+    lost: &[LostHost],
+) {
+    for h in hosts.iter_mut() {
+        let names: Vec<String> = world
+            .instances
+            .iter()
+            .filter(|i| i.host.as_deref() == Some(&h.host))
+            .map(|i| i.name.clone())
+            .chain(
+                world
+                    .clients
+                    .iter()
+                    .filter(|c| c.host.as_deref() == Some(&h.host))
+                    .map(|c| c.name.clone()),
+            )
+            .collect();
+        if let Err(e) = collect(job, &h.host, &names, audit_dir) {
+            eprintln!("soak: {e}");
+            h.collect_error = Some(e);
+        }
+        for n in &names {
+            let text = fs::read_to_string(out_file(audit_dir, n)).unwrap_or_default();
+            for t in transports_used(&text) {
+                if !h.transports_used.contains(&t) {
+                    h.transports_used.push(t);
+                }
+            }
+        }
+        h.lost = lost
+            .iter()
+            .find(|l| l.host == h.host)
+            .map(|l| l.why.clone());
+    }
+    for h in hosts.iter() {
+        if let Err(e) = clean(job, &h.host) {
+            eprintln!("soak: {e}");
+        }
+    }
+}
+
+/// Each host's clock offset in microseconds, to take off its files'
+/// times.
+pub(in crate::soak) fn offset_us(hosts: &[HostReport], host: Option<&str>) -> i64 {
+    host.and_then(|h| hosts.iter().find(|r| r.host == h))
+        .map_or(0, |r| (r.clock_offset_ms * 1e3).round() as i64)
+}

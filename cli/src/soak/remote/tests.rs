@@ -1,0 +1,180 @@
+use super::*;
+
+fn job(launcher: Launcher) -> RemoteJob {
+    RemoteJob {
+        launcher,
+        server: "h0".into(),
+        clients: vec!["h1".into(), "h2".into()],
+        server_addr: None,
+        port: 13337,
+        dir: "/tmp/iomsg soak".into(),
+        exe: None,
+        ship: false,
+        ssh_config: Some(PathBuf::from("/etc/cfg")),
+        ssh_options: vec!["Port=2222".into()],
+        slurm_job: Some("77".into()),
+    }
+}
+
+fn argv(c: &Command) -> Vec<String> {
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn each_launcher_runs_the_script_on_the_host_named() {
+    let j = job(Launcher::Ssh);
+    let a = argv(&j.on("h1", "echo hi"));
+    assert_eq!(a[0], "ssh");
+    assert_eq!(&a[a.len() - 2..], ["h1", "echo hi"]);
+    for o in ["BatchMode=yes", "ServerAliveInterval=1", "Port=2222"] {
+        assert!(a.windows(2).any(|w| w == ["-o", o]), "{o}: {a:?}");
+    }
+    assert!(a.windows(2).any(|w| w == ["-F", "/etc/cfg"]));
+
+    let j = job(Launcher::Pdsh);
+    let c = j.on("h2", "echo hi");
+    let a = argv(&c);
+    assert_eq!(a, ["pdsh", "-N", "-S", "-R", "ssh", "-w", "h2", "echo hi"]);
+    let env: Vec<_> = c.get_envs().collect();
+    let (_, v) = env
+        .iter()
+        .find(|(k, _)| *k == "PDSH_SSH_ARGS_APPEND")
+        .expect("ssh options for pdsh");
+    let v = v.unwrap().to_string_lossy();
+    assert!(
+        v.contains("-o BatchMode=yes") && v.contains("-F /etc/cfg") && v.contains("-o Port=2222")
+    );
+
+    let j = job(Launcher::Slurm);
+    let a = argv(&j.on("node7", "echo hi"));
+    assert_eq!(
+        a,
+        [
+            "srun",
+            "--jobid=77",
+            "--overlap",
+            "-N1",
+            "-n1",
+            "--unbuffered",
+            "--quiet",
+            "--nodelist=node7",
+            "sh",
+            "-c",
+            "echo hi"
+        ]
+    );
+}
+
+#[test]
+fn the_wrapper_quotes_everything_and_reports_pid_and_exit() {
+    let j = job(Launcher::Ssh);
+    let w = j.wrapper(
+        &[("UCX_TLS".into(), "tcp".into())],
+        &["/opt/it's/iomsg".into(), "server".into(), "a b".into()],
+    );
+    assert!(
+        w.starts_with("mkdir -p '/tmp/iomsg soak' && cd '/tmp/iomsg soak' && {"),
+        "{w}"
+    );
+    assert!(
+        w.contains(r"env UCX_TLS=tcp '/opt/it'\''s/iomsg' server 'a b' </dev/null &"),
+        "{w}"
+    );
+    assert!(
+        w.contains("echo iomsg-remote-pid $p; wait $p; echo iomsg-remote-exit $?"),
+        "{w}"
+    );
+    // What sh makes of it: the wrapper's lines around the program's.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(
+            job(Launcher::Ssh)
+                .wrapper(&[], &["sh".into(), "-c".into(), "echo ran; exit 3".into()])
+                .replace("'/tmp/iomsg soak'", "/tmp"),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let w = wrapped(&text);
+    assert!(w.pid.is_some_and(|p| p > 1), "{text}");
+    assert_eq!(w.exit, Some(exit_of_status(3)), "{text}");
+    assert!(text.contains("ran"));
+}
+
+#[test]
+fn wrapper_lines_are_read_through_a_host_prefix_and_signals_decoded() {
+    let w = wrapped("h1: iomsg-remote-pid 4242\nh1: listening on x\nh1: iomsg-remote-exit 137\n");
+    assert_eq!(w.pid, Some(4242));
+    let e = w.exit.unwrap();
+    assert_eq!((e.code, e.signal), (None, Some(9)));
+    assert_eq!(exit_of_status(0).code, Some(0));
+    assert_eq!(exit_of_status(1).code, Some(1));
+    assert_eq!(exit_of_status(143).signal, Some(15));
+    assert_eq!(wrapped("no lines here\n"), Wrapped::default());
+    // No exit line: the host or the link to it was lost.
+    assert_eq!(wrapped("iomsg-remote-pid 7\nstatus acked=3\n").exit, None);
+}
+
+#[test]
+fn hosts_files_name_one_server_and_clients() {
+    let (s, c) = parse_hosts_file("# lab\nserver a\nclient b\nclient c # two\n\n").unwrap();
+    assert_eq!(
+        (s.as_str(), c),
+        ("a", vec!["b".to_string(), "c".to_string()])
+    );
+    assert!(parse_hosts_file("client b\n")
+        .unwrap_err()
+        .contains("server"));
+    assert!(parse_hosts_file("server a\n")
+        .unwrap_err()
+        .contains("client"));
+    assert!(parse_hosts_file("server a\nserver b\nclient c\n").is_err());
+    assert!(parse_hosts_file("server a\nclient b c\n").is_err());
+    assert!(parse_hosts_file("server a\nworker b\n").is_err());
+    assert!(parse_hosts_file("server a\nclient -oProxyCommand=x\n").is_err());
+    assert!(check_host("a,b").is_err() && check_host("h;rm").is_err());
+    assert!(check_host("root@node-1.example").is_ok());
+}
+
+#[test]
+fn client_slots_go_round_the_client_hosts_and_hosts_are_listed_once() {
+    let mut j = job(Launcher::Ssh);
+    assert_eq!(
+        (0..5).map(|k| j.client_host(k)).collect::<Vec<_>>(),
+        ["h1", "h2", "h1", "h2", "h1"]
+    );
+    j.clients = vec!["h1".into(), "h0".into(), "h1".into()];
+    assert_eq!(j.hosts(), ["h0", "h1"]);
+}
+
+#[test]
+fn info_and_ucx_endpoint_lines_are_read() {
+    let info = "iomsg 0.1.0\nprotocol version 1\nUCX 1.13.1 loaded from /lib/libucp.so.0 (built against 1.13.1)\ntransports UCX offers here (UCX_TLS and UCX_NET_DEVICES choose among them):\n  tcp      eth0         (tcp)\n  tcp      lo           (tcp)\n";
+    let (v, t) = parse_info(info);
+    assert_eq!(v, "1.13.1");
+    assert_eq!(t, ["tcp/eth0", "tcp/lo"]);
+    let out = "listening on 0.0.0.0:1\n[1.2] [vm:1 :0] ucp_worker.c:1763 UCX  INFO  ep_cfg[1]: tag(tcp/veth0) stream(tcp/veth0)\n[1.3] [vm:1 :0] ucp_worker.c:1763 UCX  INFO  ep_cfg[2]: tag(rc_mlx5/mlx5_0:1 tcp/veth0)\n";
+    assert_eq!(
+        transports_used(out),
+        [
+            "tag(tcp/veth0)",
+            "stream(tcp/veth0)",
+            "tag(rc_mlx5/mlx5_0:1"
+        ]
+    );
+}
+
+#[test]
+fn quoting_survives_sh() {
+    for s in ["plain", "a b", "it's", "$HOME", "`x`", "", "a\"b", "*"] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf %s {}", quote(s)))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), s);
+    }
+}
