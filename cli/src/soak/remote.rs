@@ -532,21 +532,25 @@ pub fn parse_info(text: &str) -> (String, Vec<String>) {
     (version, transports)
 }
 
-/// The transports UCX's `ep_cfg` lines in output `text` name, e.g.
-/// `tag(tcp/lo) stream(tcp/lo)` gives `tag(tcp/lo)`, `stream(tcp/lo)`.
+/// The transports UCX's `ep_cfg` lines in output `text` name, one entry
+/// per lane group: `tag(tcp/lo tcp/eth0) stream(tcp/lo)` gives
+/// `tag(tcp/lo tcp/eth0)` and `stream(tcp/lo)`.
 pub fn transports_used(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in text.lines() {
-        let Some((_, rest)) = line.split_once("]: ") else {
+        let Some((_, mut rest)) = line.split_once("ep_cfg[") else {
             continue;
         };
-        if !line.contains("ep_cfg[") {
-            continue;
-        }
-        for w in rest.split_whitespace() {
-            if w.contains('(') && !out.iter().any(|x| x == w) {
-                out.push(w.to_string());
+        rest = rest.split_once("]:").map_or("", |(_, r)| r);
+        while let Some((name, after)) = rest.split_once('(') {
+            let Some((list, tail)) = after.split_once(')') else {
+                break;
+            };
+            let group = format!("{}({})", name.trim(), list.trim());
+            if !out.contains(&group) {
+                out.push(group);
             }
+            rest = tail;
         }
     }
     out

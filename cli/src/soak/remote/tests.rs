@@ -156,13 +156,14 @@ fn info_and_ucx_endpoint_lines_are_read() {
     let (v, t) = parse_info(info);
     assert_eq!(v, "1.13.1");
     assert_eq!(t, ["tcp/eth0", "tcp/lo"]);
+    assert!(transports_used("a line with tag(x) but no ep_cfg\n").is_empty());
     let out = "listening on 0.0.0.0:1\n[1.2] [vm:1 :0] ucp_worker.c:1763 UCX  INFO  ep_cfg[1]: tag(tcp/veth0) stream(tcp/veth0)\n[1.3] [vm:1 :0] ucp_worker.c:1763 UCX  INFO  ep_cfg[2]: tag(rc_mlx5/mlx5_0:1 tcp/veth0)\n";
     assert_eq!(
         transports_used(out),
         [
             "tag(tcp/veth0)",
             "stream(tcp/veth0)",
-            "tag(rc_mlx5/mlx5_0:1"
+            "tag(rc_mlx5/mlx5_0:1 tcp/veth0)"
         ]
     );
 }
