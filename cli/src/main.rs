@@ -723,11 +723,12 @@ fn run_client(a: ClientArgs) -> ExitCode {
 }
 
 fn run_info() -> ExitCode {
+    use std::io::Write as _;
     let v = iomsg_ucx::version::ucx_version();
-    println!("iomsg {}", env!("CARGO_PKG_VERSION"));
-    println!("protocol version {}", iomsg_core::wire::VERSION);
-    println!(
-        "UCX {} loaded from {} (built against {})",
+    let mut text = format!(
+        "iomsg {}\nprotocol version {}\nUCX {} loaded from {} (built against {})\n",
+        env!("CARGO_PKG_VERSION"),
+        iomsg_core::wire::VERSION,
         v.number(),
         v.library_path
             .as_ref()
@@ -736,13 +737,20 @@ fn run_info() -> ExitCode {
     );
     match iomsg_ucx::resources::transports() {
         Ok(list) => {
-            println!("transports UCX offers here (UCX_TLS and UCX_NET_DEVICES choose among them):");
+            text.push_str(
+                "transports UCX offers here (UCX_TLS and UCX_NET_DEVICES choose among them):\n",
+            );
             for r in list {
-                println!("  {:<8} {:<12} ({})", r.transport, r.device, r.component);
+                text.push_str(&format!(
+                    "  {:<8} {:<12} ({})\n",
+                    r.transport, r.device, r.component
+                ));
             }
         }
-        Err(e) => println!("transports: cannot list them: {e}"),
+        Err(e) => text.push_str(&format!("transports: cannot list them: {e}\n")),
     }
+    // A reader that stops early (`| head`) is no error of ours.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     ExitCode::SUCCESS
 }
 

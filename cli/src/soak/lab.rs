@@ -468,7 +468,7 @@ impl Runner<'_> {
         let Some(r) = &self.remote else {
             return format!("{host}: ended without an exit status ({status})");
         };
-        if remote::answers(&r.job, host, Duration::from_secs(10)) {
+        if remote::answers(&r.job, host, Duration::from_secs(5)) {
             format!(
                 "{host}: the {} connection ended ({status}) while the process ran; the host still answers",
                 r.job.launcher.name()

@@ -29,6 +29,8 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     fs::create_dir_all(&job.audit_dir)
         .map_err(|e| format!("cannot create {}: {e}", job.audit_dir.display()))?;
     let stop = common::stop_on_signals()?;
+    // Declared before the processes: dropped after they are stopped.
+    let mut scratch = fleet::Scratch::new(job.remote.as_ref());
     let (mut runner, mut hosts) = set_up(job, exe)?;
     let planned = match job.duration {
         Some(d) => (d.as_secs_f64() / job.kill_every.as_secs_f64()).floor() as u32,
@@ -46,6 +48,7 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     if let Some(r) = &s.runner.remote {
         fleet::finish(&r.job, &s.world, &job.audit_dir, &mut hosts, &s.lost);
     }
+    scratch.disarm();
     judge::verdict_and_report(
         job,
         &s.world,
@@ -328,7 +331,10 @@ fn client_status(path: &Path) -> Option<(u64, f64, u64)> {
     let mut tail = Vec::new();
     f.take(STATUS_TAIL).read_to_end(&mut tail).ok()?;
     let text = String::from_utf8_lossy(&tail);
-    let line = text.lines().rfind(|l| l.starts_with("status "))?;
+    // A line still being written (streamed from another host, say) is
+    // left for the next look.
+    let whole = text.rsplit_once('\n').map_or("", |(w, _)| w);
+    let line = whole.lines().rfind(|l| l.starts_with("status "))?;
     let field = |name: &str| {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
@@ -339,4 +345,25 @@ fn client_status(path: &Path) -> Option<(u64, f64, u64)> {
         field("rate")?,
         field("not_replayed")? as u64 + field("reads_corrupt")? as u64,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_is_the_last_whole_one() {
+        let dir = std::env::temp_dir().join(format!("iomsg-status-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("client-0.out");
+        let line = |acked: u64| {
+            format!("status t=1.0 submitted=9 acked={acked} rate=5 restarts=0 disconnects=0 not_replayed=1 reads_corrupt=2\n")
+        };
+        fs::write(&p, format!("{}noise\n{}", line(3), line(7))).unwrap();
+        assert_eq!(client_status(&p), Some((7, 5.0, 3)));
+        // A line still arriving (cut mid-way) is not read.
+        fs::write(&p, format!("{}status t=2.0 submitted=12 acked=1", line(7))).unwrap();
+        assert_eq!(client_status(&p), Some((7, 5.0, 3)));
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -44,6 +44,9 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// libfaketime (Debian's libfaketime), for hosts with their clocks off.
+pub const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
 /// Why the lab cannot be made here (to skip), if it cannot.
 pub fn unavailable() -> Option<String> {
     for p in ["/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"] {
@@ -65,6 +68,18 @@ impl SshLab {
     /// Makes `n` hosts on `169.254.SUBNET.0/24` (host `i` is `.i+1`, the
     /// control namespace `.254`), `tag` naming its namespaces and links.
     pub fn new(tag: &str, subnet: u8, n: usize) -> Result<SshLab, String> {
+        SshLab::with_clocks(tag, subnet, n, &[])
+    }
+
+    /// The same, with host `i` of each `(i, seconds)` in `skews` running
+    /// a clock that many seconds off: its sshd gives its sessions
+    /// libfaketime (the wall clock only; monotonic time is left alone).
+    pub fn with_clocks(
+        tag: &str,
+        subnet: u8,
+        n: usize,
+        skews: &[(usize, i32)],
+    ) -> Result<SshLab, String> {
         let id = std::process::id();
         let dir = std::env::temp_dir().join(format!("iomsg-sshlab-{id}-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -83,7 +98,7 @@ impl SshLab {
         };
         lab.network(tag, subnet, n)?;
         lab.keys()?;
-        lab.servers(subnet)?;
+        lab.servers(subnet, skews)?;
         Ok(lab)
     }
 
@@ -157,21 +172,23 @@ impl SshLab {
         Ok(())
     }
 
-    fn servers(&mut self, subnet: u8) -> Result<(), String> {
+    fn servers(&mut self, subnet: u8, skews: &[(usize, i32)]) -> Result<(), String> {
         let d = self.dir.display().to_string();
         let mut client = String::new();
         for (i, ns) in self.hosts.clone().iter().enumerate() {
             let addr = format!("169.254.{subnet}.{}", i + 1);
             let cfg = self.dir.join(format!("sshd_{i}.conf"));
-            std::fs::write(
-                &cfg,
-                format!(
-                    "ListenAddress {addr}\nHostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\n\
-                     PidFile {d}/sshd_{i}.pid\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
-                     PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-                ),
-            )
-            .map_err(|e| e.to_string())?;
+            let mut text = format!(
+                "ListenAddress {addr}\nHostKey {d}/hostkey\nAuthorizedKeysFile {d}/authorized_keys\n\
+                 PidFile {d}/sshd_{i}.pid\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            );
+            if let Some((_, secs)) = skews.iter().find(|(h, _)| *h == i) {
+                text.push_str(&format!(
+                    "SetEnv LD_PRELOAD={FAKETIME} FAKETIME={secs:+}s FAKETIME_DONT_FAKE_MONOTONIC=1\n"
+                ));
+            }
+            std::fs::write(&cfg, text).map_err(|e| e.to_string())?;
             let log = std::fs::File::create(self.dir.join(format!("sshd_{i}.log")))
                 .map_err(|e| e.to_string())?;
             let child = Command::new("ip")

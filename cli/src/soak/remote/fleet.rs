@@ -5,11 +5,13 @@
 
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use super::super::lab::{Remote, World};
 use super::super::supervision::LostHost;
 use super::{
-    clean, clock_offset, collect, out_file, ship, transports_used, ucx_on, HostReport, RemoteJob,
+    answers, clean, clock_offset, collect, out_file, ship, transports_used, ucx_on, HostReport,
+    RemoteJob,
 };
 
 /// Readies every host: the program copied with `--ship`, the clock
@@ -31,6 +33,14 @@ pub(in crate::soak) fn prepare(
     } else {
         vec![("UCX_TLS".to_string(), tls.to_string())]
     };
+    println!(
+        "iomsg soak: the hosts run {exe}{}",
+        if job.ship {
+            " (copied there first)"
+        } else {
+            ""
+        }
+    );
     let mut hosts = Vec::new();
     for host in job.hosts() {
         if job.ship {
@@ -100,7 +110,16 @@ pub(in crate::soak) fn finish(
                     .map(|c| c.name.clone()),
             )
             .collect();
-        if let Err(e) = collect(job, &h.host, &names, audit_dir) {
+        let lost_here = lost.iter().any(|l| l.host == h.host);
+        let fetched = if lost_here && !answers(job, &h.host, Duration::from_secs(5)) {
+            Err(format!(
+                "{} still does not answer: its files were not fetched",
+                h.host
+            ))
+        } else {
+            collect(job, &h.host, &names, audit_dir).map(|_| ())
+        };
+        if let Err(e) = fetched {
             eprintln!("soak: {e}");
             h.collect_error = Some(e);
         }
@@ -117,7 +136,10 @@ pub(in crate::soak) fn finish(
             .find(|l| l.host == h.host)
             .map(|l| l.why.clone());
     }
-    for h in hosts.iter() {
+    for h in hosts
+        .iter()
+        .filter(|h| h.collect_error.is_none() || h.lost.is_none())
+    {
         if let Err(e) = clean(job, &h.host) {
             eprintln!("soak: {e}");
         }
@@ -129,4 +151,32 @@ pub(in crate::soak) fn finish(
 pub(in crate::soak) fn offset_us(hosts: &[HostReport], host: Option<&str>) -> i64 {
     host.and_then(|h| hosts.iter().find(|r| r.host == h))
         .map_or(0, |r| (r.clock_offset_ms * 1e3).round() as i64)
+}
+
+/// Removes the scratch directories on the hosts when dropped armed: a
+/// run that ends early (an error, a signal) leaves nothing on them.
+pub(in crate::soak) struct Scratch {
+    job: Option<RemoteJob>,
+}
+
+impl Scratch {
+    /// Armed for `job`'s hosts, if there are any.
+    pub(in crate::soak) fn new(job: Option<&RemoteJob>) -> Scratch {
+        Scratch { job: job.cloned() }
+    }
+
+    /// The run ended normally: [`finish`] removed them.
+    pub(in crate::soak) fn disarm(&mut self) {
+        self.job = None;
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(job) = &self.job {
+            for h in job.hosts() {
+                let _ = clean(job, &h);
+            }
+        }
+    }
 }
