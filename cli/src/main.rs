@@ -142,7 +142,17 @@ fn soak_help() -> String {
          connection (one no instance saw below one the same connection delivered), a \
          count out of bounds, fewer kills than asked, or a client with no \
          connection on an instance after a kill; report.json and report.txt hold a row \
-         per disconnect and the totals.",
+         per disconnect and the totals.\n\n\
+         Across hosts (--launcher): each process runs on its host under a small sh wrapper \
+         that prints its pid there and its exit status; the server is SIGKILLed there by \
+         that pid through the launcher and restarted; output streams back into the audit \
+         directory; the audit files are fetched from --remote-dir at the end and judged as \
+         above, each host's times moved by its clock offset (measured before the run). The \
+         report's `hosts` gives each host's roles, clock offset, UCX version, the \
+         transports UCX offers there and those its endpoints used. A host that stops \
+         answering (ssh and pdsh give up after 5 missed keepalives, 1 s apart) ends the \
+         run with a fail naming it. Example: iomsg soak --launcher ssh --server srv01 \
+         --client cn01 cn02 --kills 12",
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
         b.isolation.as_secs_f64()

@@ -464,3 +464,129 @@ fn a_soak_over_slurm_steps_on_a_one_node_cluster_passes_with_server_kills() {
     let _ = slurm.command("scancel").arg(&job).status();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn launcher_mistakes_are_refused_before_anything_starts() {
+    let dir = scratch("refused");
+    let hosts = dir.with_extension("hosts");
+    std::fs::write(&hosts, "server a\nserver b\nclient c\n").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--launcher", "ssh"], "--server HOST"),
+        (&["--launcher", "ssh", "--server", "a"], "--client"),
+        (
+            &["--launcher", "rsh", "--server", "a", "--client", "b"],
+            "not a launcher",
+        ),
+        (
+            &["--launcher", "ssh", "--server", "a,b", "--client", "c"],
+            "host name",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client=-oProxyCommand=x",
+            ],
+            "host name",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--ssh-option=-p2222",
+            ],
+            "-o OPT",
+        ),
+        (
+            &["--launcher", "ssh", "--hosts-file", hosts.to_str().unwrap()],
+            "a second server",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--faults",
+                "client-kill",
+            ],
+            "--faults",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--exactly-once",
+            ],
+            "--exactly-once",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--remote-dir",
+                "rel",
+            ],
+            "absolute",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--sim",
+            ],
+            "--sim",
+        ),
+        (
+            &[
+                "--launcher",
+                "ssh",
+                "--server",
+                "a",
+                "--client",
+                "b",
+                "--io-demo-clients",
+                "1",
+            ],
+            "--io-demo-clients",
+        ),
+    ];
+    for (args, says) in cases {
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+            .arg("soak")
+            .args(*args)
+            .arg("--audit-dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was taken");
+        assert!(text.contains(says), "{args:?}: {text}");
+        // Refused before any host was reached: nothing was run.
+        assert!(!dir.join("report.json").exists(), "{args:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::remove_file(&hosts).unwrap();
+}
