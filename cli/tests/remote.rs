@@ -110,6 +110,17 @@ fn soak(mut cmd: Command, dir: &Path, limit: Duration) -> (Option<i32>, String, 
     (status.code(), text, serde_json::from_str(&report).unwrap())
 }
 
+/// Whether the lab can be made here; says why not.
+fn lab_here() -> bool {
+    match lab::unavailable() {
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+        None => true,
+    }
+}
+
 /// `iomsg soak --launcher L` in the lab's control namespace: server on
 /// h0, clients on h1 and h2.
 fn lab_soak(lab: &SshLab, launcher: &str, dir: &Path, extra: &[&str]) -> Command {
@@ -117,21 +128,27 @@ fn lab_soak(lab: &SshLab, launcher: &str, dir: &Path, extra: &[&str]) -> Command
     let mut c = lab.in_ctl(env!("CARGO_BIN_EXE_iomsg"));
     c.args(["soak", "--launcher", launcher, "--ssh-config"])
         .arg(&lab.config)
-        .args(["--server", "h0", "--client", "h1", "h2", "--tls", "tcp"])
-        .args([
-            "--window",
-            "128",
-            "--drain",
-            "10s",
-            "--report-interval",
-            "1s",
-        ])
-        .args(["--keep-records", "--audit-dir"])
-        .arg(dir)
-        .arg("--remote-dir")
-        .arg(lab.dir.join("remote"))
-        .args(extra);
+        .args(["--server", "h0", "--client", "h1", "h2", "--tls", "tcp"]);
+    short_run(&mut c, dir, &lab.dir.join("remote"));
+    c.args(extra);
     c
+}
+
+/// A short run's options: its audit directory `dir` here, its scratch
+/// directory `remote` on the hosts, the records kept for the test.
+fn short_run(c: &mut Command, dir: &Path, remote: &Path) {
+    c.args([
+        "--window",
+        "128",
+        "--drain",
+        "10s",
+        "--report-interval",
+        "1s",
+    ])
+    .args(["--keep-records", "--audit-dir"])
+    .arg(dir)
+    .arg("--remote-dir")
+    .arg(remote);
 }
 
 /// What every passing soak across the lab shows, checked against the
@@ -184,8 +201,7 @@ fn check_pass(lab: &SshLab, dir: &Path, code: Option<i32>, text: &str, r: &serde
 #[test]
 fn a_soak_over_pdsh_across_three_namespace_hosts_passes_with_server_kills() {
     let _one = one_at_a_time();
-    if let Some(why) = lab::unavailable() {
-        eprintln!("skipped: {why}");
+    if !lab_here() {
         return;
     }
     if !Path::new("/usr/bin/pdsh").exists() {
@@ -212,8 +228,7 @@ fn a_soak_over_pdsh_across_three_namespace_hosts_passes_with_server_kills() {
 #[test]
 fn a_soak_over_ssh_across_three_namespace_hosts_with_clocks_off_passes_with_server_kills() {
     let _one = one_at_a_time();
-    if let Some(why) = lab::unavailable() {
-        eprintln!("skipped: {why}");
+    if !lab_here() {
         return;
     }
     // The server's host 20 s ahead, one client host 30 s behind: read on
@@ -282,8 +297,7 @@ fn a_soak_over_ssh_across_three_namespace_hosts_with_clocks_off_passes_with_serv
 #[test]
 fn a_client_host_that_stops_answering_is_reported_lost_and_the_run_ends() {
     let _one = one_at_a_time();
-    if let Some(why) = lab::unavailable() {
-        eprintln!("skipped: {why}");
+    if !lab_here() {
         return;
     }
     let lab = SshLab::new("lost", 83, 3).unwrap();
@@ -430,19 +444,8 @@ fn a_soak_over_slurm_steps_on_a_one_node_cluster_passes_with_server_kills() {
             "--clients",
             "2",
         ])
-        .args(["--tls", "tcp", "--kills", "3", "--kill-every", "2s"])
-        .args([
-            "--window",
-            "128",
-            "--drain",
-            "10s",
-            "--report-interval",
-            "1s",
-        ])
-        .args(["--keep-records", "--audit-dir"])
-        .arg(&dir)
-        .arg("--remote-dir")
-        .arg(&remote);
+        .args(["--tls", "tcp", "--kills", "3", "--kill-every", "2s"]);
+    short_run(&mut cmd, &dir, &remote);
     let (code, text, r) = soak(cmd, &dir, Duration::from_secs(180));
     assert_eq!(r["verdict"], "pass", "{text}");
     assert_eq!(code, Some(0), "{text}");
