@@ -425,11 +425,11 @@ pub struct HostReport {
     pub collect_error: Option<String>,
 }
 
-/// Clock samples taken per host.
+/// Clock samples taken per host ([`clock_offset`]).
 const CLOCK_SAMPLES: usize = 8;
 
 /// Measures `host`'s clock offset from this one, in microseconds: the
-/// host prints its time ([`CLOCK_SAMPLES`] times, 50 ms apart) and each
+/// host prints its time (8 times, 50 ms apart) and each
 /// line is stamped here as it arrives; the largest difference is kept,
 /// the one whose trip was shortest. The offset is thereby under-read by
 /// that one-way trip (the launcher's connection is up by then: well

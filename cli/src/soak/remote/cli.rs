@@ -33,8 +33,8 @@ pub struct LauncherArgs {
     #[arg(long, value_name = "PORT", default_value_t = 13337)]
     pub port: u16,
     /// A scratch directory on every host for the audit files (and the
-    /// program, with --ship); removed at the end [default:
-    /// /tmp/iomsg-soak-<time>-<pid>].
+    /// program, with --ship); removed at the end (default
+    /// `/tmp/iomsg-soak-<time>-<pid>`).
     #[arg(long, value_name = "DIR", requires = "launcher")]
     pub remote_dir: Option<String>,
     /// This program's path on the hosts [default: its path here, as on a
