@@ -245,7 +245,7 @@ impl Drop for World {
                 }
                 let out = fs::read_to_string(remote::out_file(&self.audit_dir, name));
                 if let Some(pid) = remote::wrapped(&out.unwrap_or_default()).pid {
-                    let _ = remote::signal(job, h, pid, "KILL");
+                    let _ = remote::signal(job, h, pid, name, "KILL");
                 }
             }
         }
@@ -440,7 +440,7 @@ impl Runner<'_> {
             p => p,
         };
         let sig = sig.as_str().trim_start_matches("SIG");
-        remote::signal(&r.job, host, pid, sig)
+        remote::signal(&r.job, host, pid, name, sig)
     }
 
     /// Waits at most `limit` for process `name` (its child or launcher

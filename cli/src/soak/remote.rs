@@ -666,18 +666,25 @@ pub fn clean(job: &RemoteJob, host: &str) -> Result<(), String> {
     .map(|_| ())
 }
 
-/// Sends `sig` (`KILL`, `TERM`) to `pid` on `host`; first reads its peak
+/// Sends `sig` (`KILL`, `TERM`) to `pid` on `host`, if that is still
+/// process `name` (its command line holds `--audit-name NAME`: a pid
+/// used again by another process is left alone); first reads its peak
 /// resident memory (bytes), which it returns if it could.
 ///
 /// # Errors
 ///
-/// The host did not answer or the process was gone.
-pub fn signal(job: &RemoteJob, host: &str, pid: u32, sig: &str) -> Result<Option<u64>, String> {
-    let script = format!("grep VmHWM /proc/{pid}/status 2>/dev/null; kill -{sig} {pid}");
+/// The host did not answer, or the process was gone.
+pub fn signal(
+    job: &RemoteJob,
+    host: &str,
+    pid: u32,
+    name: &str,
+    sig: &str,
+) -> Result<Option<u64>, String> {
     let out = run_bounded(
-        job.on(host, &script),
+        job.on(host, &signal_script(pid, name, sig)),
         SHORT,
-        &format!("kill -{sig} {pid} on {host}"),
+        &format!("kill -{sig} {pid} ({name}) on {host}"),
     )?;
     let text = String::from_utf8_lossy(&out);
     Ok(text
@@ -685,6 +692,17 @@ pub fn signal(job: &RemoteJob, host: &str, pid: u32, sig: &str) -> Result<Option
         .find_map(|l| l.split_once("VmHWM:"))
         .and_then(|(_, v)| v.split_whitespace().next()?.parse::<u64>().ok())
         .map(|kb| kb * 1024))
+}
+
+/// The script that signals process `name` by `pid` (see [`signal`]).
+pub fn signal_script(pid: u32, name: &str, sig: &str) -> String {
+    // Each argument ends with a NUL, read as a blank: the name is whole.
+    let mark = quote(&format!("--audit-name {name} "));
+    format!(
+        "tr '\\0' ' ' < /proc/{pid}/cmdline 2>/dev/null | grep -qF -e {mark} \
+         || {{ echo {pid} is no longer {name}; exit 3; }}; \
+         grep VmHWM /proc/{pid}/status 2>/dev/null; kill -{sig} {pid}"
+    )
 }
 
 /// Whether `host` answers a command within `limit`.

@@ -179,3 +179,36 @@ fn quoting_survives_sh() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), s);
     }
 }
+
+#[test]
+fn a_signal_reaches_the_process_named_and_no_other() {
+    // A process whose command line names `--audit-name server-1`.
+    // (bash waits in its `read` builtin: no child is left behind.)
+    let mut child = Command::new("bash")
+        .args(["-c", "read -t 30 x", "bash", "--audit-name", "server-1"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let run = |name: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(signal_script(pid, name, "KILL"))
+            .output()
+            .unwrap()
+    };
+    // Not it: a longer name, another name, a name with a regex dot.
+    for other in ["server-10", "server-", "client-1", "server.1"] {
+        let out = run(other);
+        assert_eq!(out.status.code(), Some(3), "{other}");
+        assert!(child.try_wait().unwrap().is_none(), "{other} killed it");
+    }
+    let out = run("server-1");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("VmHWM"));
+    let st = wait_bounded(&mut child, Duration::from_secs(5)).unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(st.signal(), Some(9));
+    // Gone now: refused, not an error anyone else pays for.
+    assert_eq!(run("server-1").status.code(), Some(3));
+}
