@@ -903,7 +903,11 @@ fn run_soak(a: SoakArgs) -> ExitCode {
     println!(
         "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}{}, audit in {}",
         job.clients,
-        job.tls,
+        if job.tls.is_empty() {
+            "unset (UCX picks on each host)"
+        } else {
+            &job.tls
+        },
         job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
         iomsg_cli::common::human(job.kill_every),
         if job.replay { "on" } else { "off" },

@@ -593,3 +593,63 @@ fn launcher_mistakes_are_refused_before_anything_starts() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::remove_file(&hosts).unwrap();
 }
+
+#[test]
+fn a_soak_killed_outright_leaves_nothing_running_on_the_hosts() {
+    let _one = one_at_a_time();
+    if !lab_here() {
+        return;
+    }
+    let lab = SshLab::new("kill", 85, 3).unwrap();
+    let dir = scratch("killed");
+    // A scratch directory that is already there is someone's: refused,
+    // and left as it was.
+    let theirs = lab.dir.join("remote");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("thesis.txt"), "mine").unwrap();
+    let out = lab_soak(&lab, "ssh", &dir, &["--kills", "3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("already exists"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("thesis.txt")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_dir_all(&theirs).unwrap();
+    // SIGKILL to the soak mid-run: it can stop nothing itself.
+    let mut soak = lab_soak(&lab, "ssh", &dir, &["--kills", "100", "--kill-every", "2s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        let text = std::fs::read_to_string(dir.join("client-1.out")).unwrap_or_default();
+        if text.matches("status ").count() >= 8 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pids = remote_pids(&dir);
+    assert!(
+        pids.len() >= 3 && pids.iter().any(|&p| alive(p)),
+        "{pids:?}"
+    );
+    soak.kill().unwrap();
+    soak.wait().unwrap();
+    // The hosts' processes end with the soak's pipes (ssh carries their
+    // end to each wrapper).
+    let until = Instant::now() + Duration::from_secs(15);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
+    assert!(left.is_empty(), "still running on the hosts: {left:?}");
+    drop(lab);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -64,6 +64,19 @@ pub(super) fn verdict_and_report(
         );
         (audit::Reconciled::default(), None, reasons)
     };
+    reasons.extend(v.hosts.iter().filter_map(|h| h.collect_error.clone()));
+    if missing.is_empty() {
+        // Said plainly, not only as the sns it left missing.
+        for (c, (_, t)) in world.clients.iter().zip(&clients) {
+            let never = t.sessions.iter().all(|s| s.established == 0);
+            if never && c.end != Some(ClientEnd::Killed) {
+                reasons.push(format!(
+                    "{} never connected to the server (its address or port, or a firewall?)",
+                    c.name
+                ));
+            }
+        }
+    }
     if missing.is_empty() {
         reasons.extend(
             v.lost
@@ -214,7 +227,11 @@ fn read_trails(
 ) -> Result<Trails, String> {
     let mut missing = Vec::new();
     let mut absent = |name: &str, host: Option<&str>, e: String| {
-        let lost = host.is_some_and(|h| hosts.iter().any(|r| r.host == h && r.lost.is_some()));
+        let lost = host.is_some_and(|h| {
+            hosts
+                .iter()
+                .any(|r| r.host == h && (r.lost.is_some() || r.collect_error.is_some()))
+        });
         if lost {
             missing.push(format!("{name} (on {})", host.unwrap_or("?")));
             Ok(())
@@ -276,7 +293,8 @@ fn judge_servers(job: &SoakJob, world: &World, reasons: &mut Vec<String>, t0: u6
         let judged = verdict::judge_server(&i.name, i.end);
         if let Err(e) = &judged {
             reasons.push(e.clone());
-            server.died += 1;
+            // (Lost with its host: how it ended is not known.)
+            server.died += u64::from(i.end != ServerEnd::HostLost);
         }
         server.peak_rss_bytes = server.peak_rss_bytes.max(i.peak_rss);
         server.instances.push(InstanceReport {

@@ -391,7 +391,12 @@ impl Runner<'_> {
                 let argv: Vec<String> = std::iter::once(r.exe.clone())
                     .chain(c.get_args().map(|a| a.to_string_lossy().into_owned()))
                     .collect();
-                r.job.on(&h, &r.job.wrapper(&env, &argv))
+                let mut c = r.job.on(&h, &r.job.wrapper(&env, &argv));
+                if r.job.watches_stdin() {
+                    // Held open while the child is kept; see the wrapper.
+                    c.stdin(Stdio::piped());
+                }
+                c
             }
             _ => c,
         };
@@ -529,6 +534,12 @@ impl Runner<'_> {
                     break;
                 }
                 if Wall::now() > deadline {
+                    // On its host first: the launcher's end need not end it.
+                    let host = self.host_name(None);
+                    if host.is_some() {
+                        let kill = nix::sys::signal::Signal::SIGKILL;
+                        let _ = self.signal(&name, 0, host.as_deref(), kill);
+                    }
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(format!("{name} did not listen in 15 s: {text}"));

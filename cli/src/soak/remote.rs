@@ -108,8 +108,8 @@ pub const EXIT_LINE: &str = "iomsg-remote-exit";
 
 /// The wait for short commands on a host (a kill, the clock, a probe).
 const SHORT: Duration = Duration::from_secs(20);
-/// The wait for the files of a host.
-const COLLECT: Duration = Duration::from_secs(300);
+/// The wait for the files of a host (or the copy of the program to it).
+const COLLECT: Duration = Duration::from_secs(3600);
 
 /// `s` quoted for `sh`.
 pub fn quote(s: &str) -> String {
@@ -132,7 +132,7 @@ pub fn check_host(h: &str) -> Result<(), String> {
     if h.is_empty()
         || h.starts_with('-')
         || h.chars()
-            .any(|c| c.is_whitespace() || "'\",;$`\\".contains(c))
+            .any(|c| c.is_whitespace() || "'\",;$`\\[]^*?!()&|<>{}".contains(c))
     {
         return Err(format!("{h:?} is not a host name the launchers can take"));
     }
@@ -180,13 +180,18 @@ impl RemoteJob {
     pub fn on(&self, host: &str, script: &str) -> Command {
         let mut c = Command::new(self.launcher.program());
         match self.launcher {
+            // ssh and pdsh hand the command to the login shell, which may
+            // be csh or fish: the script is run by sh.
             Launcher::Ssh => {
-                c.arg("-T").args(self.ssh_args()).arg(host).arg(script);
+                c.arg("-T")
+                    .args(self.ssh_args())
+                    .arg(host)
+                    .arg(format!("sh -c {}", quote(script)));
             }
             Launcher::Pdsh => {
                 c.env("PDSH_SSH_ARGS_APPEND", self.ssh_args().join(" "))
                     .args(["-N", "-S", "-R", "ssh", "-w", host])
-                    .arg(script);
+                    .arg(format!("sh -c {}", quote(script)));
             }
             Launcher::Slurm => {
                 if let Some(j) = &self.slurm_job {
@@ -246,10 +251,31 @@ impl RemoteJob {
             cmd.push(' ');
             cmd.push_str(&quote(a));
         }
+        // Over ssh the wrapper's stdin is the soak's pipe: when it ends
+        // (the soak is gone, even SIGKILLed) a watcher kills the process.
+        // pdsh does not carry stdin, and Slurm ends a step whose srun is
+        // gone by itself.
+        // (sh gives a background job /dev/null for stdin unless told:
+        // the watcher reads the wrapper's stdin through fd 3.)
+        let (keep, watch) = if self.watches_stdin() {
+            (
+                "exec 3<&0; ",
+                "(while read -r _; do :; done; kill -KILL $p) <&3 >/dev/null 2>&1 & w=$!; ",
+            )
+        } else {
+            ("", "w=; ")
+        };
         format!(
-            "mkdir -p {d} && cd {d} && {{ {cmd} </dev/null & p=$!; echo {PID_LINE} $p; wait $p; echo {EXIT_LINE} $?; }}",
+            "{keep}mkdir -p {d} && cd {d} && {{ {cmd} </dev/null 3<&- & p=$!; echo {PID_LINE} $p; {watch}\
+             wait $p; s=$?; [ -n \"$w\" ] && kill $w 2>/dev/null; echo {EXIT_LINE} $s; }}",
             d = quote(&self.dir)
         )
+    }
+
+    /// Whether the launcher carries the soak's stdin to the wrapper (its
+    /// watcher, see [`RemoteJob::wrapper`]).
+    pub fn watches_stdin(&self) -> bool {
+        self.launcher == Launcher::Ssh
     }
 
     /// Every host, each once, the server's first.
@@ -311,21 +337,8 @@ pub fn run_bounded(mut c: Command, limit: Duration, what: &str) -> Result<Vec<u8
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("{what}: cannot run {:?}: {e}", c.get_program()))?;
-    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
-    let reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        if let Some(o) = out.as_mut() {
-            let _ = o.read_to_end(&mut b);
-        }
-        b
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.take(64 * 1024).read_to_end(&mut b);
-        }
-        b
-    });
+    let reader = stdout_of(&mut child);
+    let err_reader = stderr_of(&mut child);
     let status = wait_bounded(&mut child, limit);
     let stdout = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
@@ -608,11 +621,14 @@ pub fn ship(job: &RemoteJob, host: &str, local: &Path) -> Result<(), String> {
 }
 
 /// Fetches the files `names.*` from the scratch directory on `host` into
-/// `into` (as a `tar` stream, base64 so that any launcher carries it).
+/// `into`: a `tar` stream, base64 so that any launcher carries it,
+/// decoded and unpacked here as it comes (nothing held in memory);
+/// returns the bytes unpacked.
 ///
 /// # Errors
 ///
-/// The host did not answer, or the stream was bad.
+/// The host did not answer, the stream was cut or bad, or it took past
+/// [`COLLECT`].
 pub fn collect(job: &RemoteJob, host: &str, names: &[String], into: &Path) -> Result<u64, String> {
     if names.is_empty() {
         return Ok(0);
@@ -624,32 +640,76 @@ pub fn collect(job: &RemoteJob, host: &str, names: &[String], into: &Path) -> Re
         globs.join(" ")
     );
     let what = format!("fetching the files of {host}");
-    let out = run_bounded(job.on(host, &script), COLLECT, &what)?;
-    let mut decode = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "base64 -d | tar -xf - -C {}",
-            quote(&into.display().to_string())
-        ))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+    let mut fetch = job
+        .on(host, &script)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map_err(|e| format!("{what}: cannot run {}: {e}", job.launcher.program()))?;
+    let said = stderr_of(&mut fetch);
+    let stream = fetch
+        .stdout
+        .take()
+        .ok_or_else(|| format!("{what}: no output"))?;
+    let mut unpack = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "base64 -d | tar -xvf - -C {}",
+            quote(&into.display().to_string())
+        ))
+        .stdin(stream)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .map_err(|e| format!("{what}: cannot run base64 and tar: {e}"))?;
-    if let Some(mut i) = decode.stdin.take() {
-        use std::io::Write as _;
-        // Launchers may add blank lines or prefixes: keep base64 only.
-        for line in String::from_utf8_lossy(&out).lines() {
-            let line = line.rsplit(": ").next().unwrap_or(line).trim();
-            if !line.is_empty() {
-                writeln!(i, "{line}").map_err(|e| format!("{what}: {e}"))?;
-            }
+    let listed = stdout_of(&mut unpack);
+    let fetched = wait_bounded(&mut fetch, COLLECT);
+    let unpacked = wait_bounded(&mut unpack, Duration::from_secs(60));
+    let said = said.join().unwrap_or_default();
+    let files = listed.join().unwrap_or_default();
+    match (fetched, unpacked) {
+        (Some(f), Some(u)) if f.success() && u.success() => {
+            let n: u64 = String::from_utf8_lossy(&files)
+                .lines()
+                .filter_map(|f| fs::metadata(into.join(f.trim())).ok())
+                .map(|m| m.len())
+                .sum();
+            Ok(n)
         }
-    }
-    match wait_bounded(&mut decode, COLLECT) {
-        Some(s) if s.success() => Ok(out.len() as u64),
+        (None, _) => Err(format!("{what}: not done in {} s", COLLECT.as_secs())),
+        (Some(f), _) if !f.success() => Err(format!(
+            "{what}: {} said {f}: {}",
+            job.launcher.program(),
+            String::from_utf8_lossy(&said).trim()
+        )),
         _ => Err(format!("{what}: the tar stream was cut or bad")),
     }
+}
+
+/// Reads `child`'s stderr (its first 64 KiB) on a thread.
+fn stderr_of(child: &mut Child) -> std::thread::JoinHandle<Vec<u8>> {
+    let mut err = child.stderr.take();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.take(64 * 1024).read_to_end(&mut b);
+            // The rest is read and dropped, so that it never blocks.
+            let _ = std::io::copy(e, &mut std::io::sink());
+        }
+        b
+    })
+}
+
+/// Reads `child`'s stdout whole on a thread.
+fn stdout_of(child: &mut Child) -> std::thread::JoinHandle<Vec<u8>> {
+    let mut out = child.stdout.take();
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut b);
+        }
+        b
+    })
 }
 
 /// Removes the scratch directory on `host`.

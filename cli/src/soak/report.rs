@@ -356,6 +356,13 @@ pub fn table(r: &SoakReport) -> String {
         let line = format!("  {name:<34} {value:>12}  {note}");
         let _ = writeln!(s, "{}", line.trim_end());
     };
+    if r.reasons.iter().any(|w| w.starts_with("not reconciled")) {
+        row(
+            "not reconciled",
+            "-".into(),
+            "a host's files are missing: the figures below count nothing".into(),
+        );
+    }
     row("messages sent", grouped(f.sent), String::new());
     row("acknowledged", grouped(f.acked), String::new());
     if let Some(o) = &r.exactly_once {

@@ -29,9 +29,14 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
     fs::create_dir_all(&job.audit_dir)
         .map_err(|e| format!("cannot create {}: {e}", job.audit_dir.display()))?;
     let stop = common::stop_on_signals()?;
-    // Declared before the processes: dropped after they are stopped.
+    let (mut runner, mut hosts) = set_up(job, exe).inspect_err(|_| {
+        // Nothing ran: the audit directory made above goes if empty.
+        let _ = fs::remove_dir(&job.audit_dir);
+    })?;
+    // The hosts' scratch directories are the soak's from here on (set_up
+    // refused any already there). Declared before the processes: dropped
+    // after they are stopped.
     let mut scratch = fleet::Scratch::new(job.remote.as_ref());
-    let (mut runner, mut hosts) = set_up(job, exe)?;
     let planned = match job.duration {
         Some(d) => (d.as_secs_f64() / job.kill_every.as_secs_f64()).floor() as u32,
         None => job.kills,
@@ -137,6 +142,9 @@ fn check_remote(job: &SoakJob, r: &super::remote::RemoteJob) -> Result<(), Strin
     if r.clients.is_empty() {
         return Err("--launcher needs at least one --client HOST".into());
     }
+    if r.port == 0 {
+        return Err("--port 0: the clients must know the server's port; give one".into());
+    }
     if r.dir.is_empty() || r.dir == "/" || !r.dir.starts_with('/') {
         return Err(format!(
             "--remote-dir {:?}: an absolute directory of its own (it is removed at the end)",
@@ -228,9 +236,12 @@ fn supervise(s: &mut Supervisor<'_>, stop: &AtomicBool, planned: u32) -> Result<
     loop {
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(Ordering::Relaxed) {
-            return Err(
-                "interrupted: the processes were stopped and the namespaces deleted".into(),
-            );
+            return Err(match s.job.remote {
+                Some(_) => "interrupted: the processes on the hosts were stopped and the scratch \
+                            directories removed"
+                    .into(),
+                None => "interrupted: the processes were stopped and the namespaces deleted".into(),
+            });
         }
         let now = Wall::now();
         let kills_done = s.kills_done();
@@ -317,8 +328,9 @@ impl Progress {
 
 /// How much of a client's output the status line reads: its end, which
 /// holds the last few status lines (one every 250 ms), whatever the run's
-/// length.
-const STATUS_TAIL: u64 = 4096;
+/// length, even past UCX's log lines of a server outage (`--launcher`
+/// runs log at UCX's info level: a retry line per connection attempt).
+const STATUS_TAIL: u64 = 64 * 1024;
 
 /// The last `status` line of a client's output: acked so far, rate, and
 /// the sns it gave up so far.
@@ -334,7 +346,11 @@ fn client_status(path: &Path) -> Option<(u64, f64, u64)> {
     // A line still being written (streamed from another host, say) is
     // left for the next look.
     let whole = text.rsplit_once('\n').map_or("", |(w, _)| w);
-    let line = whole.lines().rfind(|l| l.starts_with("status "))?;
+    // (UCX's log lines share the output, one may lack its newline.)
+    let line = whole
+        .lines()
+        .rev()
+        .find_map(|l| l.find("status t=").map(|at| &l[at..]))?;
     let field = |name: &str| {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
@@ -359,7 +375,7 @@ mod tests {
         let line = |acked: u64| {
             format!("status t=1.0 submitted=9 acked={acked} rate=5 restarts=0 disconnects=0 not_replayed=1 reads_corrupt=2\n")
         };
-        fs::write(&p, format!("{}noise\n{}", line(3), line(7))).unwrap();
+        fs::write(&p, format!("{}noise\nUCX INFO ep 0x7f{}", line(3), line(7))).unwrap();
         assert_eq!(client_status(&p), Some((7, 5.0, 3)));
         // A line still arriving (cut mid-way) is not read.
         fs::write(&p, format!("{}status t=2.0 submitted=12 acked=1", line(7))).unwrap();

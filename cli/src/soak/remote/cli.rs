@@ -29,9 +29,9 @@ pub struct LauncherArgs {
     /// as `ssh -G` resolves it; the node name with Slurm].
     #[arg(long, value_name = "ADDR", requires = "launcher")]
     pub server_addr: Option<String>,
-    /// The server's port on its host.
-    #[arg(long, value_name = "PORT", default_value_t = 13337)]
-    pub port: u16,
+    /// The server's port on its host [default: 13337].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
     /// A scratch directory on every host for the audit files (and the
     /// program, with --ship); removed at the end (default
     /// `/tmp/iomsg-soak-<time>-<pid>`).
@@ -71,6 +71,13 @@ impl LauncherArgs {
     /// Hosts missing or unfit, or the hosts file unreadable.
     pub fn job(&self) -> Result<Option<RemoteJob>, String> {
         let Some(launcher) = self.launcher else {
+            if self.port.is_some() {
+                return Err(
+                    "--port is the server's port on its host with --launcher; a soak on \
+                            this host picks a free port itself"
+                        .into(),
+                );
+            }
             return Ok(None);
         };
         let (server, clients) = match &self.hosts_file {
@@ -92,6 +99,25 @@ impl LauncherArgs {
         for h in std::iter::once(&server).chain(&clients) {
             check_host(h)?;
         }
+        if launcher == Launcher::Pdsh {
+            // pdsh splits PDSH_SSH_ARGS_APPEND at blanks.
+            let blank = |s: &str| s.chars().any(char::is_whitespace);
+            if let Some(f) = self
+                .ssh_config
+                .as_ref()
+                .filter(|f| blank(&f.to_string_lossy()))
+            {
+                return Err(format!(
+                    "--ssh-config {}: pdsh cannot pass a path with blanks to ssh",
+                    f.display()
+                ));
+            }
+            if let Some(o) = self.ssh_option.iter().find(|o| blank(o)) {
+                return Err(format!(
+                    "--ssh-option {o:?}: pdsh cannot pass an option with blanks to ssh (write `Key=value`)"
+                ));
+            }
+        }
         if let Some(o) = self.ssh_option.iter().find(|o| o.starts_with('-')) {
             return Err(format!(
                 "--ssh-option {o:?}: give the option itself (`Port=2222`), it is passed as `-o OPT`"
@@ -102,7 +128,7 @@ impl LauncherArgs {
             server,
             clients,
             server_addr: self.server_addr.clone(),
-            port: self.port,
+            port: self.port.unwrap_or(13337),
             dir: self.remote_dir.clone().unwrap_or_else(default_dir),
             exe: self.remote_exe.clone(),
             ship: self.ship,

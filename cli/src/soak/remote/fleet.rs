@@ -10,8 +10,8 @@ use std::time::Duration;
 use super::super::lab::{Remote, World};
 use super::super::supervision::LostHost;
 use super::{
-    answers, clean, clock_offset, collect, out_file, ship, transports_used, ucx_on, HostReport,
-    RemoteJob,
+    answers, clean, clock_offset, collect, out_file, quote, run_bounded, ship, transports_used,
+    ucx_on, HostReport, RemoteJob,
 };
 
 /// Readies every host: the program copied with `--ship`, the clock
@@ -28,11 +28,6 @@ pub(in crate::soak) fn prepare(
     clients: usize,
 ) -> Result<(Remote, Vec<HostReport>), String> {
     let exe = job.exe_on_hosts(local_exe);
-    let env: Vec<(String, String)> = if tls.is_empty() {
-        Vec::new()
-    } else {
-        vec![("UCX_TLS".to_string(), tls.to_string())]
-    };
     println!(
         "iomsg soak: the hosts run {exe}{}",
         if job.ship {
@@ -41,13 +36,67 @@ pub(in crate::soak) fn prepare(
             ""
         }
     );
+    // The scratch directory is the soak's own (removed at the end): one
+    // already there is refused, on every host, before anything is made.
+    for host in job.hosts() {
+        let out = run_bounded(
+            job.on(
+                &host,
+                &format!("if [ -e {} ]; then echo exists; fi", quote(&job.dir)),
+            ),
+            Duration::from_secs(30),
+            &format!("reaching {host}"),
+        )?;
+        if String::from_utf8_lossy(&out).contains("exists") {
+            return Err(format!(
+                "--remote-dir {} already exists on {host}: give a new directory (the soak makes it and removes it at the end)",
+                job.dir
+            ));
+        }
+    }
+    // From here the scratch directories are the soak's: a failure
+    // removes them.
+    let ready = ready_hosts(job, local_exe, &exe, tls, clients).and_then(|hosts| {
+        let addr = job.server_address()?;
+        Ok((hosts, addr))
+    });
+    if ready.is_err() {
+        for host in job.hosts() {
+            let _ = clean(job, &host);
+        }
+    }
+    let (hosts, addr) = ready?;
+    Ok((
+        Remote {
+            job: job.clone(),
+            addr,
+            exe,
+        },
+        hosts,
+    ))
+}
+
+/// Each host readied: the program copied (`--ship`), its clock offset
+/// measured, `iomsg info` run there.
+fn ready_hosts(
+    job: &RemoteJob,
+    local_exe: &Path,
+    exe: &str,
+    tls: &str,
+    clients: usize,
+) -> Result<Vec<HostReport>, String> {
+    let env: Vec<(String, String)> = if tls.is_empty() {
+        Vec::new()
+    } else {
+        vec![("UCX_TLS".to_string(), tls.to_string())]
+    };
     let mut hosts = Vec::new();
     for host in job.hosts() {
         if job.ship {
             ship(job, &host, local_exe)?;
         }
         let offset_us = clock_offset(job, &host)?;
-        let (ucx_version, transports_offered) = ucx_on(job, &host, &exe, &env).map_err(|e| {
+        let (ucx_version, transports_offered) = ucx_on(job, &host, exe, &env).map_err(|e| {
             format!("{e}\n(is {exe} there and runnable? give --remote-exe PATH, or --ship to copy this program)")
         })?;
         let mut roles = Vec::new();
@@ -74,15 +123,7 @@ pub(in crate::soak) fn prepare(
             ..HostReport::default()
         });
     }
-    let addr = job.server_address()?;
-    Ok((
-        Remote {
-            job: job.clone(),
-            addr,
-            exe,
-        },
-        hosts,
-    ))
+    Ok(hosts)
 }
 
 /// After the run: every host's files fetched into `audit_dir` (all
@@ -136,10 +177,8 @@ pub(in crate::soak) fn finish(
             .find(|l| l.host == h.host)
             .map(|l| l.why.clone());
     }
-    for h in hosts
-        .iter()
-        .filter(|h| h.collect_error.is_none() || h.lost.is_none())
-    {
+    // A host whose files could not be fetched keeps them.
+    for h in hosts.iter().filter(|h| h.collect_error.is_none()) {
         if let Err(e) = clean(job, &h.host) {
             eprintln!("soak: {e}");
         }

@@ -28,7 +28,8 @@ fn each_launcher_runs_the_script_on_the_host_named() {
     let j = job(Launcher::Ssh);
     let a = argv(&j.on("h1", "echo hi"));
     assert_eq!(a[0], "ssh");
-    assert_eq!(&a[a.len() - 2..], ["h1", "echo hi"]);
+    // Run by sh whatever the login shell.
+    assert_eq!(&a[a.len() - 2..], ["h1", "sh -c 'echo hi'"]);
     for o in ["BatchMode=yes", "ServerAliveInterval=1", "Port=2222"] {
         assert!(a.windows(2).any(|w| w == ["-o", o]), "{o}: {a:?}");
     }
@@ -37,7 +38,19 @@ fn each_launcher_runs_the_script_on_the_host_named() {
     let j = job(Launcher::Pdsh);
     let c = j.on("h2", "echo hi");
     let a = argv(&c);
-    assert_eq!(a, ["pdsh", "-N", "-S", "-R", "ssh", "-w", "h2", "echo hi"]);
+    assert_eq!(
+        a,
+        [
+            "pdsh",
+            "-N",
+            "-S",
+            "-R",
+            "ssh",
+            "-w",
+            "h2",
+            "sh -c 'echo hi'"
+        ]
+    );
     let env: Vec<_> = c.get_envs().collect();
     let (_, v) = env
         .iter()
@@ -76,32 +89,83 @@ fn the_wrapper_quotes_everything_and_reports_pid_and_exit() {
         &["/opt/it's/iomsg".into(), "server".into(), "a b".into()],
     );
     assert!(
-        w.starts_with("mkdir -p '/tmp/iomsg soak' && cd '/tmp/iomsg soak' && {"),
+        w.starts_with("exec 3<&0; mkdir -p '/tmp/iomsg soak' && cd '/tmp/iomsg soak' && {"),
         "{w}"
     );
     assert!(
-        w.contains(r"env UCX_TLS=tcp '/opt/it'\''s/iomsg' server 'a b' </dev/null &"),
+        w.contains(r"env UCX_TLS=tcp '/opt/it'\''s/iomsg' server 'a b' </dev/null 3<&- &"),
         "{w}"
     );
-    assert!(
-        w.contains("echo iomsg-remote-pid $p; wait $p; echo iomsg-remote-exit $?"),
-        "{w}"
-    );
-    // What sh makes of it: the wrapper's lines around the program's.
-    let out = Command::new("sh")
+    assert!(w.contains("echo iomsg-remote-pid $p; "), "{w}");
+    assert!(w.contains("echo iomsg-remote-exit $s; }"), "{w}");
+    // What sh makes of it: the wrapper's lines around the program's;
+    // over ssh with the soak's pipe held open, the program runs to its
+    // end.
+    for launcher in [Launcher::Ssh, Launcher::Pdsh] {
+        let script = job(launcher)
+            .wrapper(
+                &[],
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    "echo ran; sleep 0.3; exit 3".into(),
+                ],
+            )
+            .replace("'/tmp/iomsg soak'", "/tmp");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let held = child.stdin.take();
+        let out = child.wait_with_output().unwrap();
+        drop(held);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let w = wrapped(&text);
+        assert!(w.pid.is_some_and(|p| p > 1), "{text}");
+        assert_eq!(w.exit, Some(exit_of_status(3)), "{launcher:?}: {text}");
+        assert!(text.contains("ran"));
+    }
+}
+
+#[test]
+fn over_ssh_the_process_dies_with_the_soaks_pipe() {
+    let script = job(Launcher::Ssh)
+        .wrapper(&[], &["sleep".into(), "30".into()])
+        .replace("'/tmp/iomsg soak'", "/tmp");
+    let started = std::time::Instant::now();
+    let mut child = Command::new("sh")
         .arg("-c")
-        .arg(
-            job(Launcher::Ssh)
-                .wrapper(&[], &["sh".into(), "-c".into(), "echo ran; exit 3".into()])
-                .replace("'/tmp/iomsg soak'", "/tmp"),
-        )
-        .output()
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let w = wrapped(&text);
-    assert!(w.pid.is_some_and(|p| p > 1), "{text}");
-    assert_eq!(w.exit, Some(exit_of_status(3)), "{text}");
-    assert!(text.contains("ran"));
+    use std::io::BufRead as _;
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let pid = wrapped(&first).pid.unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // While the soak holds its end, the process lives.
+    assert!(
+        Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} gone early"
+    );
+    // The soak is gone: its end of the pipe closes.
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut out, &mut rest);
+    let _ = child.wait();
+    let w = wrapped(&rest);
+    assert_eq!(w.exit.and_then(|e| e.signal), Some(9), "{rest}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} still there"
+    );
 }
 
 #[test]
@@ -136,6 +200,10 @@ fn hosts_files_name_one_server_and_clients() {
     assert!(parse_hosts_file("server a\nworker b\n").is_err());
     assert!(parse_hosts_file("server a\nclient -oProxyCommand=x\n").is_err());
     assert!(check_host("a,b").is_err() && check_host("h;rm").is_err());
+    // pdsh host lists and globs would name several hosts.
+    for h in ["h[1-2]", "h^x", "h*", "h?"] {
+        assert!(check_host(h).is_err(), "{h}");
+    }
     assert!(check_host("root@node-1.example").is_ok());
 }
 
