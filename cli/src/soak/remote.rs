@@ -627,8 +627,8 @@ pub fn ship(job: &RemoteJob, host: &str, local: &Path) -> Result<(), String> {
 ///
 /// # Errors
 ///
-/// The host did not answer, the stream was cut or bad, or it took past
-/// [`COLLECT`].
+/// The host did not answer, the stream was cut or bad, or it took more
+/// than an hour.
 pub fn collect(job: &RemoteJob, host: &str, names: &[String], into: &Path) -> Result<u64, String> {
     if names.is_empty() {
         return Ok(0);
