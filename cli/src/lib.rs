@@ -9,6 +9,7 @@ pub mod common;
 pub mod durable;
 pub mod exporter;
 pub mod hostile;
+pub mod info;
 pub mod iodemo_client;
 pub mod iodemo_server;
 pub mod journal;

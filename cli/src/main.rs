@@ -142,20 +142,11 @@ fn soak_help() -> String {
          connection (one no instance saw below one the same connection delivered), a \
          count out of bounds, fewer kills than asked, or a client with no \
          connection on an instance after a kill; report.json and report.txt hold a row \
-         per disconnect and the totals.\n\n\
-         Across hosts (--launcher): each process runs on its host under a small sh wrapper \
-         that prints its pid there and its exit status; the server is SIGKILLed there by \
-         that pid through the launcher and restarted; output streams back into the audit \
-         directory; the audit files are fetched from --remote-dir at the end and judged as \
-         above, each host's times moved by its clock offset (measured before the run). The \
-         report's `hosts` gives each host's roles, clock offset, UCX version, the \
-         transports UCX offers there and those its endpoints used. A host that stops \
-         answering (ssh and pdsh give up after 5 missed keepalives, 1 s apart) ends the \
-         run with a fail naming it. Example: iomsg soak --launcher ssh --server srv01 \
-         --client cn01 cn02 --kills 12",
+         per disconnect and the totals.\n\n{}",
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
-        b.isolation.as_secs_f64()
+        b.isolation.as_secs_f64(),
+        soak::remote::cli::HELP
     )
 }
 
@@ -509,7 +500,7 @@ struct SoakArgs {
     keep_records: bool,
     /// Run the deterministic simulation instead (loopback transport,
     /// virtual time; --kills, --clients, --seed, --replay apply).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "launcher")]
     sim: bool,
     /// Run N unmodified io_demo clients (`-q -o read,write`, `-d`
     /// from --data-size, `-w` from --window, `-A` with --api am, `-y
@@ -518,7 +509,7 @@ struct SoakArgs {
     /// restarted; the verdict is judged from the clients' own output and
     /// the instances' audit files (see below). Clients are told apart by
     /// the ids both sides log, so all may run on the loopback device.
-    #[arg(long, value_name = "N", conflicts_with_all = ["sim", "exactly_once", "duration"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["sim", "exactly_once", "duration", "launcher"])]
     io_demo_clients: Option<usize>,
     /// The io_demo program for --io-demo-clients (looked up on PATH).
     #[arg(long, value_name = "PATH", default_value = "io_demo")]
@@ -734,42 +725,15 @@ fn run_client(a: ClientArgs) -> ExitCode {
 
 fn run_info() -> ExitCode {
     use std::io::Write as _;
-    let v = iomsg_ucx::version::ucx_version();
-    let mut text = format!(
-        "iomsg {}\nprotocol version {}\nUCX {} loaded from {} (built against {})\n",
-        env!("CARGO_PKG_VERSION"),
-        iomsg_core::wire::VERSION,
-        v.number(),
-        v.library_path
-            .as_ref()
-            .map_or("an unknown file".into(), |p| p.display().to_string()),
-        iomsg_ucx::version::BUILT_VERSION
-    );
-    match iomsg_ucx::resources::transports() {
-        Ok(list) => {
-            text.push_str(
-                "transports UCX offers here (UCX_TLS and UCX_NET_DEVICES choose among them):\n",
-            );
-            for r in list {
-                text.push_str(&format!(
-                    "  {:<8} {:<12} ({})\n",
-                    r.transport, r.device, r.component
-                ));
-            }
-        }
-        Err(e) => text.push_str(&format!("transports: cannot list them: {e}\n")),
-    }
     // A reader that stops early (`| head`) is no error of ours.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let _ = std::io::stdout()
+        .lock()
+        .write_all(iomsg_cli::info::text().as_bytes());
     ExitCode::SUCCESS
 }
 
 fn run_soak(a: SoakArgs) -> ExitCode {
     if a.sim {
-        if a.across.launcher.is_some() {
-            eprintln!("iomsg soak: --sim runs in this process; --launcher is for real hosts");
-            return ExitCode::from(2);
-        }
         return run_sim(&a);
     }
     let mut faults = match soak::faults::parse_list(&a.faults) {
@@ -844,10 +808,6 @@ fn run_soak(a: SoakArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if remote.is_some() && a.io_demo_clients.is_some() {
-        eprintln!("iomsg soak: --launcher runs iomsg's own clients, not --io-demo-clients");
-        return ExitCode::from(2);
-    }
     let job = soak::SoakJob {
         clients: a
             .clients

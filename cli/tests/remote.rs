@@ -110,14 +110,16 @@ fn soak(mut cmd: Command, dir: &Path, limit: Duration) -> (Option<i32>, String, 
     (status.code(), text, serde_json::from_str(&report).unwrap())
 }
 
-/// Whether the lab can be made here; says why not.
-fn lab_here() -> bool {
+/// This test's turn at a lab (one soak at a time), if the lab can be
+/// made here; says why not.
+fn lab_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let turn = one_at_a_time();
     match lab::unavailable() {
         Some(why) => {
             eprintln!("skipped: {why}");
-            false
+            None
         }
-        None => true,
+        None => Some(turn),
     }
 }
 
@@ -200,10 +202,9 @@ fn check_pass(lab: &SshLab, dir: &Path, code: Option<i32>, text: &str, r: &serde
 
 #[test]
 fn a_soak_over_pdsh_across_three_namespace_hosts_passes_with_server_kills() {
-    let _one = one_at_a_time();
-    if !lab_here() {
+    let Some(_one) = lab_turn() else {
         return;
-    }
+    };
     if !Path::new("/usr/bin/pdsh").exists() {
         eprintln!("skipped: pdsh is missing (Debian's pdsh)");
         return;
@@ -227,10 +228,9 @@ fn a_soak_over_pdsh_across_three_namespace_hosts_passes_with_server_kills() {
 
 #[test]
 fn a_soak_over_ssh_across_three_namespace_hosts_with_clocks_off_passes_with_server_kills() {
-    let _one = one_at_a_time();
-    if !lab_here() {
+    let Some(_one) = lab_turn() else {
         return;
-    }
+    };
     // The server's host 20 s ahead, one client host 30 s behind: read on
     // their own clocks, that client's acknowledgements would all come
     // before it started (a stall of the whole run), and the instances
@@ -296,10 +296,9 @@ fn a_soak_over_ssh_across_three_namespace_hosts_with_clocks_off_passes_with_serv
 
 #[test]
 fn a_client_host_that_stops_answering_is_reported_lost_and_the_run_ends() {
-    let _one = one_at_a_time();
-    if !lab_here() {
+    let Some(_one) = lab_turn() else {
         return;
-    }
+    };
     let lab = SshLab::new("lost", 83, 3).unwrap();
     let dir = scratch("lost");
     // Far more kills than the run will see: it must end at the loss.
@@ -596,10 +595,9 @@ fn launcher_mistakes_are_refused_before_anything_starts() {
 
 #[test]
 fn a_soak_killed_outright_leaves_nothing_running_on_the_hosts() {
-    let _one = one_at_a_time();
-    if !lab_here() {
+    let Some(_one) = lab_turn() else {
         return;
-    }
+    };
     let lab = SshLab::new("kill", 85, 3).unwrap();
     let dir = scratch("killed");
     // A scratch directory that is already there is someone's: refused,

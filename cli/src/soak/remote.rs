@@ -457,16 +457,7 @@ pub fn clock_offset(job: &RemoteJob, host: &str) -> Result<i64, String> {
     let script = format!(
         "i=0; while [ $i -lt {CLOCK_SAMPLES} ]; do date +%s%N; sleep 0.05; i=$((i+1)); done"
     );
-    let mut child = job
-        .on(host, &script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{what}: cannot run {}: {e}", job.launcher.program()))?;
-    let out = child
-        .stdout
-        .take()
-        .ok_or_else(|| format!("{what}: no output"))?;
+    let (mut child, out, said) = stream_from(job, host, &script, &what)?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(out).lines() {
@@ -478,21 +469,28 @@ pub fn clock_offset(job: &RemoteJob, host: &str) -> Result<i64, String> {
     });
     let until = Wall::now() + SHORT;
     let mut best: Option<i64> = None;
-    let mut said = String::new();
+    let mut odd = String::new();
     while let Ok((at, line)) = rx.recv_timeout(until.saturating_duration_since(Wall::now())) {
         let Some(ns) = line
             .split_whitespace()
             .last()
             .and_then(|w| w.parse::<u64>().ok())
         else {
-            said = line;
+            odd = line;
             continue;
         };
         let offset = (ns / 1000) as i64 - at as i64;
         best = Some(best.map_or(offset, |b| b.max(offset)));
     }
     let _ = wait_bounded(&mut child, Duration::from_secs(1));
-    best.ok_or_else(|| format!("{what}: no time came back (`date +%s%N` said {said:?})"))
+    let said = said.join().unwrap_or_default();
+    best.ok_or_else(|| {
+        format!(
+            "{what}: no time came back (`date +%s%N` said {odd:?}; {} said {:?})",
+            job.launcher.program(),
+            String::from_utf8_lossy(&said).trim()
+        )
+    })
 }
 
 /// `iomsg info` on `host` (with `env`): UCX's version and the transports
@@ -640,17 +638,7 @@ pub fn collect(job: &RemoteJob, host: &str, names: &[String], into: &Path) -> Re
         globs.join(" ")
     );
     let what = format!("fetching the files of {host}");
-    let mut fetch = job
-        .on(host, &script)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{what}: cannot run {}: {e}", job.launcher.program()))?;
-    let said = stderr_of(&mut fetch);
-    let stream = fetch
-        .stdout
-        .take()
-        .ok_or_else(|| format!("{what}: no output"))?;
+    let (mut fetch, stream, said) = stream_from(job, host, &script, &what)?;
     let mut unpack = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -684,6 +672,39 @@ pub fn collect(job: &RemoteJob, host: &str, names: &[String], into: &Path) -> Re
         )),
         _ => Err(format!("{what}: the tar stream was cut or bad")),
     }
+}
+
+/// Starts `script` on `host` for its output as it comes: the launcher,
+/// its stdout, and its stderr read on a thread ([`stderr_of`]).
+///
+/// # Errors
+///
+/// The launcher could not be started.
+fn stream_from(
+    job: &RemoteJob,
+    host: &str,
+    script: &str,
+    what: &str,
+) -> Result<
+    (
+        Child,
+        std::process::ChildStdout,
+        std::thread::JoinHandle<Vec<u8>>,
+    ),
+    String,
+> {
+    let mut child = job
+        .on(host, script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{what}: cannot run {}: {e}", job.launcher.program()))?;
+    let said = stderr_of(&mut child);
+    let out = child
+        .stdout
+        .take()
+        .ok_or_else(|| format!("{what}: no output"))?;
+    Ok((child, out, said))
 }
 
 /// Reads `child`'s stderr (its first 64 KiB) on a thread.

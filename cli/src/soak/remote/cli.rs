@@ -4,6 +4,19 @@ use std::path::PathBuf;
 
 use super::{check_host, default_dir, parse_hosts_file, Launcher, RemoteJob};
 
+/// `iomsg soak --help`'s paragraph on the soak across hosts.
+pub const HELP: &str = "\
+    Across hosts (--launcher): each process runs on its host under a small sh wrapper \
+    that prints its pid there and its exit status; the server is SIGKILLed there by \
+    that pid through the launcher and restarted; output streams back into the audit \
+    directory; the audit files are fetched from --remote-dir at the end and judged as \
+    above, each host's times moved by its clock offset (measured before the run). The \
+    report's `hosts` gives each host's roles, clock offset, UCX version, the \
+    transports UCX offers there and those its endpoints used. A host that stops \
+    answering (ssh and pdsh give up after 5 missed keepalives, 1 s apart) ends the \
+    run with a fail naming it. Example: iomsg soak --launcher ssh --server srv01 \
+    --client cn01 cn02 --kills 12";
+
 /// Where and how a soak across hosts runs (`iomsg soak --launcher`).
 #[derive(clap::Args, Clone, Debug, Default)]
 #[command(next_help_heading = "Across hosts (--launcher)")]

@@ -81,6 +81,18 @@ fn each_launcher_runs_the_script_on_the_host_named() {
     );
 }
 
+/// `script` run by sh as a launcher would run it here: its stdin the
+/// soak's pipe, its stdout read by the test.
+fn under_sh(script: &str) -> std::process::Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn the_wrapper_quotes_everything_and_reports_pid_and_exit() {
     let j = job(Launcher::Ssh);
@@ -112,13 +124,7 @@ fn the_wrapper_quotes_everything_and_reports_pid_and_exit() {
                 ],
             )
             .replace("'/tmp/iomsg soak'", "/tmp");
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = under_sh(&script);
         let held = child.stdin.take();
         let out = child.wait_with_output().unwrap();
         drop(held);
@@ -136,13 +142,7 @@ fn over_ssh_the_process_dies_with_the_soaks_pipe() {
         .wrapper(&[], &["sleep".into(), "30".into()])
         .replace("'/tmp/iomsg soak'", "/tmp");
     let started = std::time::Instant::now();
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = under_sh(&script);
     use std::io::BufRead as _;
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
@@ -216,6 +216,13 @@ fn client_slots_go_round_the_client_hosts_and_hosts_are_listed_once() {
     );
     j.clients = vec!["h1".into(), "h0".into(), "h1".into()];
     assert_eq!(j.hosts(), ["h0", "h1"]);
+}
+
+#[test]
+fn what_iomsg_info_prints_here_is_read_back() {
+    let (version, transports) = parse_info(&crate::info::text());
+    assert_eq!(version, iomsg_ucx::version::ucx_version().number());
+    assert!(transports.iter().any(|t| t == "tcp/lo"), "{transports:?}");
 }
 
 #[test]
