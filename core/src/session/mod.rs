@@ -45,8 +45,9 @@ pub use client::{
 pub use server::{
     window_words, wire_error_code, Delivery, JournalError, JournalRecord, ReadRequest,
     ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats, ServerTransmit, SessionInfo,
-    CONN_REPLIES, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD, JOURNAL_MAX_WORDS,
-    JOURNAL_VERSION, MAX_READ_REQUEST, MIN_WINDOW, STRAY_REPLIES, UNCHECKED_BODY,
+    Unkept, CONN_REPLIES, HALTED_UNKEPT, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD,
+    JOURNAL_MAX_WORDS, JOURNAL_VERSION, MAX_READ_REQUEST, MIN_WINDOW, STRAY_REPLIES,
+    UNCHECKED_BODY,
 };
 
 #[cfg(test)]

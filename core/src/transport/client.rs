@@ -81,6 +81,12 @@ impl<T: Connector, const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> Client<T, N, S>
         (self.transport, self.session)
     }
 
+    /// Marks read `sn` of a resumed session as answered (see
+    /// [`ClientSession::settle_read`]).
+    pub fn settle_read(&mut self, sn: u64) -> bool {
+        self.session.settle_read(sn)
+    }
+
     /// Starts connecting.
     pub fn start(&mut self, now: Instant) {
         self.session.start(now);

@@ -2,7 +2,7 @@
 
 use core::borrow::BorrowMut;
 
-use crate::session::{JournalError, ServerConfig, ServerCore, ServerEvent, ServerHandler};
+use crate::session::{JournalError, ServerConfig, ServerCore, ServerEvent, ServerHandler, Unkept};
 use crate::time::Instant;
 use crate::transport::{
     check, DriverError, Event, Listener, Readiness, RxToken, SendError, TxToken,
@@ -94,9 +94,29 @@ where
     /// [`ServerHandler::flush`]. `poll` does this before replies leave;
     /// call it once more before stopping, so that what was delivered
     /// since is kept with its journal.
-    pub fn flush(&mut self, app: &mut impl ServerHandler) {
-        self.core.borrow_mut().drain_journal(|r| app.journal(r));
-        app.flush();
+    ///
+    /// # Errors
+    ///
+    /// [`Unkept`]: the application's `flush` failed, or failed before:
+    /// the server [halted](ServerCore::halt) and acknowledges nothing
+    /// more (see [`halted`](Self::halted)).
+    pub fn flush(&mut self, app: &mut impl ServerHandler) -> Result<(), Unkept> {
+        let core = self.core.borrow_mut();
+        if core.is_halted() {
+            return Err(Unkept);
+        }
+        core.drain_journal(|r| app.journal(r));
+        app.flush().inspect_err(|_| core.halt(app))
+    }
+
+    /// Whether the application's [`flush`](ServerHandler::flush) failed:
+    /// the server then acknowledges nothing more and refuses every
+    /// connection (see [`ServerCore::halt`]); stop it, report the
+    /// application's error, and start a new instance once the cause is
+    /// fixed.
+    #[must_use]
+    pub fn halted(&self) -> bool {
+        self.core().is_halted()
     }
 
     /// Takes the driver apart.
@@ -191,9 +211,10 @@ where
     /// connection in turn until every queue is empty or refused.
     fn transmit(&mut self, now: Instant, app: &mut impl ServerHandler) -> bool {
         let mut progress = false;
-        if self.core.borrow_mut().pending_replies() > 0 {
-            // Whatever the replies acknowledge is kept before they leave.
-            self.flush(app);
+        if self.core.borrow_mut().pending_replies() > 0 && !self.halted() {
+            // Whatever the replies acknowledge is kept before they leave;
+            // when it cannot be, the core halts and drops them.
+            let _ = self.flush(app);
         }
         loop {
             if let Some(conn) = self.core.borrow_mut().poll_close() {

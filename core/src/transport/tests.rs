@@ -228,6 +228,13 @@ struct App {
     /// Per read sn: the hash of the last answer written.
     answered: BTreeMap<u64, u64>,
     events: Vec<ServerEvent>,
+    /// Flushes fail from now on (a full disk): what `deliver` took since
+    /// the last good flush is not kept.
+    fail_flush: bool,
+    /// Every sn delivered and then kept by a good flush.
+    kept: Vec<u64>,
+    /// Delivered since the last flush.
+    unflushed: Vec<u64>,
 }
 
 impl App {
@@ -258,6 +265,14 @@ impl ServerHandler for App {
         let e = self.delivered.entry(msg.sn).or_insert((0, 0));
         *e = (hash, e.1 + 1);
         self.log.push((msg.sn, hash));
+        self.unflushed.push(msg.sn);
+    }
+    fn flush(&mut self) -> Result<(), crate::session::Unkept> {
+        if self.fail_flush {
+            return Err(crate::session::Unkept);
+        }
+        self.kept.append(&mut self.unflushed);
+        Ok(())
     }
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         answer(self.instance, read.sn, read.request, out);
@@ -869,3 +884,48 @@ fn events_of_an_older_generation_of_a_reused_slot_are_ignored_by_the_client() {
 
 mod client_waits;
 mod core_storage;
+
+#[test]
+fn a_flush_that_fails_halts_the_server_before_it_acknowledges_what_it_did_not_keep() {
+    let mut p = Pair::new();
+    p.connect();
+    for sn in 0..10 {
+        p.client.submit(Message::Write(&payload(sn, 64))).unwrap();
+    }
+    p.acked(10);
+    assert_eq!(p.app.kept, (0..10).collect::<Vec<_>>());
+    // The disk fills: the next batch cannot be kept.
+    p.app.fail_flush = true;
+    for sn in 10..20 {
+        p.client.submit(Message::Write(&payload(sn, 64))).unwrap();
+    }
+    let halted = p.until(100, |p| p.server.halted());
+    assert!(halted, "the failed flush halts the server");
+    assert!(!p.app.unflushed.is_empty(), "it took some of them");
+    // Nothing past the last kept batch was acknowledged, however long
+    // the client waits; the server refuses it by name.
+    p.until(300, |_| false);
+    assert_eq!(p.base_sn(), 10, "acknowledged only what was kept");
+    assert!(
+        p.server.flush(&mut p.app).is_err(),
+        "a halted server stays so"
+    );
+    let refused = p.log.events().any(|e| {
+        matches!(
+            e,
+            ClientEvent::Disconnected {
+                cause: DisconnectCause::Rejected {
+                    reason: wire::RejectReason::ShuttingDown,
+                    detail: crate::session::HALTED_UNKEPT,
+                },
+                ..
+            }
+        )
+    });
+    assert!(refused, "the client is told why: {:?}", p.log.0);
+    assert!(p.app.kept.iter().all(|&sn| sn < 10));
+    // A new instance gets what the halted one did not keep.
+    p.restart(2);
+    p.acked(20);
+    assert_eq!(p.app.kept, (10..20).collect::<Vec<_>>());
+}

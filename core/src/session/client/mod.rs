@@ -45,9 +45,12 @@ struct Entry {
     asked: u64,
 }
 
-/// The fields of a `Welcome` body.
+/// The fields of a `Welcome` body, and its header's ack.
 #[derive(Clone, Copy, Debug)]
 struct Welcome {
+    /// The server record's cumulative point before the `Hello`: below its
+    /// `base_sn` only when the record is older than what was acknowledged.
+    ack: u64,
     instance: u64,
     resume_from: u64,
     incarnation: u64,
@@ -589,6 +592,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 known,
             } if !established && !self.hello_pending => {
                 let welcome = Welcome {
+                    ack: msg.ack,
                     instance,
                     resume_from,
                     incarnation,
@@ -653,6 +657,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
 
     fn handle_welcome(&mut self, now: Instant, welcome: Welcome) {
         let Welcome {
+            ack,
             instance,
             resume_from,
             incarnation,
@@ -683,7 +688,18 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         // or a record whose own first Welcome was lost) may be missing
         // what another one processed: what is past `confirmed` may arrive
         // twice, and is announced.
-        let proven = known && self.trusted == Some(incarnation);
+        // A record older than what it acknowledged (its journal lost
+        // commits) says where it stood: what lies between was released as
+        // acknowledged, and its fate is now unknown.
+        let regressed = known && ack < base_sn;
+        if regressed {
+            self.stats.state_lost += base_sn - ack;
+            self.push_event(ClientEvent::StateLost {
+                instance,
+                unknown: ack..base_sn,
+            });
+        }
+        let proven = known && !regressed && self.trusted == Some(incarnation);
         let changed = previous.is_some_and(|p| p != instance);
         if !proven && (confirmed < next_sn || changed) {
             // Each sn past `confirmed` is named once: here when it is

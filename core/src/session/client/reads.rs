@@ -170,6 +170,29 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         }
     }
 
+    /// Settles read `sn` without data (its answer reached the application
+    /// before): see `settle_read`.
+    pub(super) fn settle_answered(&mut self, sn: u64) -> bool {
+        let Some(entry) = self.window.get_mut(sn) else {
+            return false;
+        };
+        if entry.op != RequestOp::Read || entry.settled {
+            return false;
+        }
+        entry.settled = true;
+        self.unsettled_reads -= 1;
+        if entry.reasked {
+            entry.reasked = false;
+            self.reasks_awaited -= 1;
+        } else if entry.asked == 0 && sn < self.acked {
+            self.reask_due -= 1;
+        }
+        if sn == self.window.base() {
+            self.release_settled();
+        }
+        true
+    }
+
     /// The data of a read completion for `sn`, if `sn` is a read of the
     /// window without its data yet and the data is as long as asked: each
     /// read's data reaches the application once.

@@ -107,6 +107,17 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         }
     }
 
+    /// Marks read `sn` of a resumed session as answered: the crashed
+    /// process handed its answer to the application (its outbox says so),
+    /// so the answer is not handed over again. The read is still sent
+    /// when its turn comes (the server may need its sn), and released
+    /// once acknowledged, as an answered read is. Call it after
+    /// submitting the held messages again, before [`start`](Self::start).
+    /// Returns whether `sn` was a read waiting for its answer.
+    pub fn settle_read(&mut self, sn: u64) -> bool {
+        self.settle_answered(sn)
+    }
+
     /// What a client that keeps its session durably (an outbox) must keep
     /// to [`resume`](Self::resume) it after a crash, with the messages
     /// from `base_sn` on. It changes when messages are released (acked

@@ -392,6 +392,12 @@ impl core::fmt::Display for RefusalHelp {
                  those clients come back, close, or the server restarts; or give the \
                  server a larger table"
             ),
+            RejectReason::ShuttingDown if detail == crate::session::HALTED_UNKEPT => write!(
+                f,
+                "ShuttingDown: the server could not keep what it took (its disk failed) and \
+                 stopped acknowledging; nothing it did not keep was acknowledged. Retry once \
+                 it is back"
+            ),
             RejectReason::StaleConnection => write!(
                 f,
                 "StaleConnection: each attempt's connection was older than a session the \
@@ -535,6 +541,19 @@ pub enum ClientEvent {
         /// given-up sn is reported once, in one event.
         unconfirmed: Range<u64>,
     },
+    /// The server's record of the session is older than what the server
+    /// acknowledged before (its journal lost its last commits, or was
+    /// restored from an older copy): the sns in `unknown` were
+    /// acknowledged and released, but the server can no longer vouch that
+    /// its application kept them — each may have been lost. Always
+    /// followed by a [`ServerRestarted`](ClientEvent::ServerRestarted)
+    /// when sns are sent again (they may arrive twice). Never empty.
+    StateLost {
+        /// The server instance that said so.
+        instance: u64,
+        /// The sns whose delivery is now unknown.
+        unknown: Range<u64>,
+    },
     /// Cumulative progress: every sn below `upto` is settled —
     /// acknowledged by the server (its application took it), or, with
     /// replay off, given up earlier and named by a
@@ -671,6 +690,9 @@ pub struct ClientStats {
     pub not_replayed: u64,
     /// Sns replayed after the server lost the session (possible duplicates).
     pub possible_duplicates: u64,
+    /// Sns acknowledged earlier whose delivery the server can no longer
+    /// vouch for ([`ClientEvent::StateLost`]).
+    pub state_lost: u64,
     /// Connection attempts.
     pub connects: u64,
     /// Handshakes completed.

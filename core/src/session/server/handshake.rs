@@ -37,6 +37,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             let op = u64::from(Op::Hello as u8);
             return self.reject(conn, id, epoch, RejectReason::Unexpected, op, sink);
         }
+        // A session this instance forgot (or had no room to restore) may
+        // be in the journal: take it back before judging the Hello.
+        if let Err((reason, detail)) = self.recall(now, id, sink) {
+            return self.reject(conn, id, epoch, reason, detail, sink);
+        }
         // Who owns the session, and up to which epoch, whether it is live
         // or closed: a Hello of another client or of an old epoch changes
         // nothing.
@@ -67,10 +72,21 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         }
         let conn_seq = self.conn_seq(conn);
         let agreed = u64::from(window).min(self.window());
+        // A record taken from the journal that no Hello resumed yet (its
+        // connection seq is 0): only such a record can be older than what
+        // the client saw acknowledged. A record this instance serves
+        // acknowledged nothing past its point.
+        let from_journal = match (self.sessions.get(&id), self.tombs.get(&id)) {
+            (Some(s), _) => s.conn_seq == 0,
+            (None, Some(t)) => t.conn_seq == 0,
+            (None, None) => false,
+        };
         if !self.sessions.contains_key(&id) {
             if let Some(tomb) = self.tombs.get(&id).copied() {
-                // The same instance resumes what it closed or evicted.
-                if tomb.cum < base_sn || tomb.cum > next_sn {
+                // The same instance resumes what it closed or evicted (a
+                // journal's record behind the client's base is taken up
+                // below).
+                if tomb.cum > next_sn || (tomb.cum < base_sn && !from_journal) {
                     let cum = tomb.cum;
                     return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
                 }
@@ -106,16 +122,40 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 self.stats.revived += 1;
             }
         }
+        // The record's cumulative point when it is older than what the
+        // client saw acknowledged (below its base_sn).
+        let mut regressed_from = None;
         let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
             let cum = s.tracker.cumulative();
-            if cum < base_sn || cum > next_sn {
+            if cum > next_sn || (cum < base_sn && !from_journal) {
                 return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+            }
+            if cum < base_sn {
+                // An earlier instance acknowledged [cum, base_sn) and this
+                // record does not know it: its journal lost commits (a
+                // power cut, an older copy restored). The client released
+                // those sns; the record goes on from its base under a new
+                // incarnation, so the client names them and announces
+                // what it sends again.
+                let stats = &mut self.stats;
+                let lost = s.tracker.give_up_to(base_sn, |range: Range<u64>| {
+                    stats.state_lost += range.end - range.start;
+                    sink.event(ServerEvent::StateLost { session: id, range });
+                });
+                if lost.is_err() {
+                    return self.reject(conn, id, epoch, RejectReason::BadHandshake, cum, sink);
+                }
+                self.created += 1;
+                s.incarnation = mix64(self.config.instance ^ mix64(self.created));
+                regressed_from = Some(cum);
             }
             if s.given_up_from.is_some_and(|g| g < base_sn) {
                 // The client moved past it, so it learnt of it.
                 s.given_up_from = None;
             }
-            // Everything below `resume_from` was delivered.
+            // Everything below `resume_from` was delivered (or, past an
+            // older record's point, acknowledged by an earlier instance).
+            let cum = s.tracker.cumulative();
             let resume_from = s.given_up_from.map_or(cum, |g| g.min(cum));
             if !replay {
                 // [cum, next_sn) will never be sent again. Holes below the
@@ -207,6 +247,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
             (s.tracker.cumulative(), s.incarnation)
         });
+        // An older record's Welcome acks its own point, below the base:
+        // the client names what lies between as lost state.
+        let cum = regressed_from.unwrap_or(cum);
         let welcome = Body::Welcome {
             instance: self.config.instance,
             resume_from,
@@ -292,6 +335,12 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             hello_next: s.hello_next,
             at: now,
         };
+        self.entomb(id, tomb, sink);
+    }
+
+    /// Puts `tomb` in the tombstone table; when it is full, the oldest
+    /// tombstone goes to the journal and is forgotten here.
+    pub(super) fn entomb(&mut self, id: u64, tomb: Tomb, sink: &mut impl ServerHandler) {
         if self.tombs.len() == TOMBS && !self.tombs.contains_key(&id) {
             let oldest = self
                 .tombs

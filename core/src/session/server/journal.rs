@@ -43,9 +43,11 @@
 use core::fmt;
 use core::ops::Range;
 
-use super::{RecvTracker, ServerCore, ServerHandler, Session, Tomb};
+use super::{
+    Delivery, ReadRequest, RecvTracker, ServerCore, ServerEvent, ServerHandler, Session, Tomb,
+};
 use crate::time::Instant;
-use crate::wire::{Crc32c, SN_MAX};
+use crate::wire::{Crc32c, RejectReason, SN_MAX};
 
 /// The first bytes of every record.
 pub const JOURNAL_MAGIC: [u8; 4] = *b"IOJR";
@@ -95,9 +97,9 @@ pub enum JournalError {
         /// Words this server's window holds.
         capacity: usize,
     },
-    /// The session table and the tombstones are full: the session cannot
-    /// be restored. Its client is told it is new, and announces what may
-    /// arrive twice.
+    /// The record has open holes and every place in the session table
+    /// holds a session with open holes: the session cannot be restored
+    /// (see [`ServerCore::restore`](super::ServerCore::restore)).
     TableFull {
         /// The session.
         session: u64,
@@ -125,7 +127,8 @@ impl fmt::Display for JournalError {
             ),
             JournalError::TableFull { session } => write!(
                 f,
-                "no room to restore session {session:016x}: the session table and tombstones are full"
+                "no room to restore session {session:016x}: every place in the session table holds a \
+                 session with sns missing"
             ),
         }
     }
@@ -491,20 +494,46 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
 
     /// Takes back one journal record before this instance serves: the
     /// session is known again, with its token, epoch, incarnation, every
-    /// sn it delivered and its open holes. Pass a journal's records in
-    /// the order they were written (a later record of a session replaces
-    /// an earlier one). Returns the session id.
+    /// sn it delivered and its open holes. Returns the session id.
     ///
-    /// A session without open holes becomes a tombstone while there is
-    /// room (as a closed session would), otherwise an idle session; one
-    /// with holes waits in the table for its client's replay.
+    /// A record replaces whatever this instance held of its session, so
+    /// give every session's *latest* record (a journal read in the order it
+    /// was written and reduced to the last record of each session; the
+    /// whole journal in order also works, each later record replacing the
+    /// earlier). Room is made as a running server makes it: a session
+    /// without open holes becomes a tombstone, and when the tombstones are
+    /// full the oldest is forgotten (its record is in the journal already:
+    /// [`ServerHandler::recall`] gives it back when its client comes); a
+    /// session with holes takes a place in the table, evicting an idle one
+    /// without holes to a tombstone if it must. So the restored instance
+    /// answers every session's `Hello` as the one that wrote the records
+    /// would have.
     ///
     /// # Errors
     ///
     /// The record is torn, changed, inconsistent or wider than this
-    /// server's window, or no room is left ([`JournalError::TableFull`]);
-    /// nothing changed then.
+    /// server's window (nothing changed then), or it has open holes and
+    /// every place in the table holds a session with open holes
+    /// ([`JournalError::TableFull`]: a table smaller than the one that
+    /// wrote the journal). Then whatever this instance held of the session
+    /// is dropped too, so that no older state of it stays: its `Hello`
+    /// asks [`ServerHandler::recall`] again, and is refused
+    /// (`SessionTableFull`) while there is no room.
     pub fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError> {
+        let id = self.take_back(now, record, &mut Restoring)?;
+        self.stats.restored += 1;
+        Ok(id)
+    }
+
+    /// Puts the session of `record` in the table or the tombstones,
+    /// replacing what this instance held of it; room is made as for a
+    /// `Hello` (evictions and forgotten tombstones go to `sink`).
+    pub(super) fn take_back(
+        &mut self,
+        now: Instant,
+        record: &[u8],
+        sink: &mut impl ServerHandler,
+    ) -> Result<u64, JournalError> {
         let r = JournalRecord::decode(record, &self.config.crc)?;
         let capacity = WORDS - 1;
         if r.words() > capacity || r.top - r.cumulative > Self::WINDOW {
@@ -525,9 +554,10 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             return Err(JournalError::Inconsistent("holes past the window"));
         }
         let id = r.session;
-        let old_session = self.sessions.remove(&id);
-        let old_tomb = self.tombs.remove(&id);
-        let restored = if tracker.missing() == 0 && self.tombs.len() < TOMBS {
+        // The record replaces what was held: an older state never stays.
+        let conn = self.sessions.remove(&id).and_then(|s| s.conn);
+        self.tombs.remove(&id);
+        if tracker.missing() == 0 && conn.is_none() {
             let tomb = Tomb {
                 epoch: r.epoch,
                 token: r.token,
@@ -538,39 +568,89 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 hello_next: r.announced,
                 at: now,
             };
-            self.tombs.insert(id, tomb).is_ok()
-        } else if self.sessions.len() < self.max_sessions() {
-            let session = Session {
-                epoch: r.epoch,
-                token: r.token,
-                incarnation: r.incarnation,
-                window: self.window(),
-                conn: None,
-                tracker,
-                stream_unacked: 0,
-                ack_due: None,
-                last_active: now,
-                delivered: 0,
-                conn_seq: 0,
-                hello_next: r.announced,
-                given_up_from: r.given_up_from,
-                dirty: false,
-            };
-            self.sessions.insert(id, session).is_ok()
-        } else {
-            false
-        };
-        if !restored {
-            // Room was made by taking the old entry out: it goes back.
-            if let Some(s) = old_session {
-                let _ = self.sessions.insert(id, s);
-            }
-            if let Some(t) = old_tomb {
-                let _ = self.tombs.insert(id, t);
-            }
+            self.entomb(id, tomb, sink);
+            return Ok(id);
+        }
+        if self.sessions.len() >= self.max_sessions() && !self.evict_one(sink) {
             return Err(JournalError::TableFull { session: id });
         }
-        self.stats.restored += 1;
+        let session = Session {
+            epoch: r.epoch,
+            token: r.token,
+            incarnation: r.incarnation,
+            window: self.window(),
+            conn,
+            tracker,
+            stream_unacked: 0,
+            ack_due: None,
+            last_active: now,
+            delivered: 0,
+            conn_seq: 0,
+            hello_next: r.announced,
+            given_up_from: r.given_up_from,
+            dirty: false,
+        };
+        // Room was made above, so this cannot fail.
+        let _ = self.sessions.insert(id, session);
         Ok(id)
+    }
+
+    /// A `Hello` names session `id`, which this instance does not hold:
+    /// with the journal on, the application's journal may (a session
+    /// forgotten to make room, or not restored for want of it). Its record
+    /// is taken back, so the `Hello` finds the session where the journal
+    /// left it. `Err` carries the refusal for the `Hello`: no room for a
+    /// session with holes, or a record that does not read.
+    pub(super) fn recall(
+        &mut self,
+        now: Instant,
+        id: u64,
+        sink: &mut impl ServerHandler,
+    ) -> Result<(), (RejectReason, u64)> {
+        if !self.config.journal || self.sessions.contains_key(&id) || self.tombs.contains_key(&id) {
+            return Ok(());
+        }
+        let mut buf = [0u8; JOURNAL_MAX_RECORD];
+        let Some(n) = sink.recall(id, &mut buf) else {
+            return Ok(());
+        };
+        let taken = match buf.get(..n) {
+            Some(record) => match JournalRecord::decode(record, &self.config.crc) {
+                Ok(r) if r.session != id => Err(JournalError::Inconsistent(
+                    "recalled record of another session",
+                )),
+                Ok(_) => self.take_back(now, record, sink),
+                Err(e) => Err(e),
+            },
+            None => Err(JournalError::Truncated {
+                len: buf.len(),
+                need: n,
+            }),
+        };
+        match taken {
+            Ok(_) => {
+                self.stats.recalled += 1;
+                Ok(())
+            }
+            Err(JournalError::TableFull { .. }) => {
+                Err((RejectReason::SessionTableFull, self.max_sessions() as u64))
+            }
+            Err(error) => {
+                sink.event(ServerEvent::RecallRefused { session: id, error });
+                Err((RejectReason::BadHandshake, 0))
+            }
+        }
+    }
+}
+
+/// The handler a restore runs with: nothing it does reaches the
+/// application (a tombstone forgotten to make room is in the
+/// application's journal already).
+struct Restoring;
+
+impl ServerHandler for Restoring {
+    fn deliver(&mut self, _: Delivery<'_>) {}
+    fn respond(&mut self, _: ReadRequest<'_>, out: &mut [u8]) {
+        out.fill(0);
     }
 }

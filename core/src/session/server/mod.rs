@@ -15,7 +15,7 @@ pub use replies::{CONN_REPLIES, STRAY_REPLIES};
 
 pub use types::{
     Delivery, ReadRequest, ServerConfig, ServerEvent, ServerHandler, ServerStats, ServerTransmit,
-    SessionInfo,
+    SessionInfo, Unkept,
 };
 
 use core::ops::Range;
@@ -241,6 +241,9 @@ pub struct ServerCore<
     transport_limit: usize,
     /// Sessions changed since the journal last took them (journal on).
     dirty: journal::Dirty<SESSIONS>,
+    /// The application could not keep a batch: nothing more is delivered
+    /// or acknowledged (see [`halt`](Self::halt)).
+    halted: bool,
     stats: ServerStats,
 }
 
@@ -278,6 +281,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             next_ack_due: None,
             transport_limit: MAX_DATA_LEN as usize,
             dirty: journal::Dirty::new(),
+            halted: false,
             stats: ServerStats::ZERO,
         }
     }
@@ -298,6 +302,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         self.forgotten_upto = 0;
         self.next_ack_due = None;
         self.dirty.clear();
+        self.halted = false;
         // The transport's limit stays: the driver set it for its backend.
         self.stats = ServerStats::ZERO;
     }
@@ -389,6 +394,11 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             self.stats.after_close += 1;
             return false;
         }
+        if self.halted {
+            let reason = RejectReason::ShuttingDown;
+            self.reject(conn, 0, 0, reason, HALTED_UNKEPT, sink);
+            return false;
+        }
         self.accepted += 1;
         if self
             .conns
@@ -414,6 +424,43 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
     /// client sends again whatever they would have acknowledged.
     pub fn handle_disconnected(&mut self, conn: ConnId) {
         self.drop_conn(conn);
+    }
+
+    /// The application could not keep a batch of what it took
+    /// ([`ServerHandler::flush`] failed): stops acknowledging for good.
+    /// Every reply queued is dropped (the acknowledgements of the batch
+    /// among them, so nothing that was not kept is acknowledged), every
+    /// connection is refused (`ShuttingDown`, detail [`HALTED_UNKEPT`])
+    /// and closed, and from now on no frame is processed and every new
+    /// connection is refused the same way. What was acknowledged before
+    /// stays true; the clients replay the rest to the next instance. The
+    /// [`Server`](crate::transport::Server) driver calls it when `flush`
+    /// fails; only [`reset`](Self::reset) undoes it.
+    pub fn halt(&mut self, sink: &mut impl ServerHandler) {
+        if self.halted {
+            return;
+        }
+        self.halted = true;
+        self.dirty.clear();
+        for s in self.sessions.values_mut() {
+            s.dirty = false;
+        }
+        let conns: heapless::Vec<ConnId, CONNS> = self.conns.keys().copied().collect();
+        for conn in conns {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                let n = c.out.replies.len();
+                c.out.replies.clear();
+                self.queued -= n;
+                self.stats.replies_discarded += n as u64;
+            }
+            self.reject(conn, 0, 0, RejectReason::ShuttingDown, HALTED_UNKEPT, sink);
+        }
+    }
+
+    /// Whether the server [halted](Self::halt).
+    #[must_use]
+    pub fn is_halted(&self) -> bool {
+        self.halted
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must run next: the
@@ -933,6 +980,11 @@ fn control(session: u64, epoch: u32, sn: u64, ack: u64, body: Body<'static>) -> 
 /// A `Malformed` rejection's detail for a `Hello` or `Read` whose body
 /// carries no payload CRC (see [`Body::carries_state`]).
 pub const UNCHECKED_BODY: u64 = 16;
+
+/// A `ShuttingDown` rejection's detail from a server that
+/// [halted](ServerCore::halt): its application could not keep what it
+/// took, so it stopped before acknowledging it.
+pub const HALTED_UNKEPT: u64 = 1;
 
 /// A stable number for each parse error, sent as a `Reject`'s detail
 /// (1 to 15; [`UNCHECKED_BODY`] is 16).

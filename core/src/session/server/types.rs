@@ -103,20 +103,70 @@ pub trait ServerHandler {
     /// calls it; a bare [`ServerCore`](crate::session::ServerCore) user
     /// calls it before taking its transmits.
     ///
+    /// # Errors
+    ///
+    /// [`Unkept`]: the batch could not be kept (a write or a sync
+    /// failed; the application keeps its own error to report). The driver
+    /// then [halts](crate::session::ServerCore::halt) the server: the
+    /// replies of the batch never leave, so nothing that was not kept is
+    /// acknowledged, and everything acknowledged before stays true.
+    ///
     /// [`Server`]: crate::transport::Server
-    fn flush(&mut self) {}
+    fn flush(&mut self) -> Result<(), Unkept> {
+        Ok(())
+    }
 
     /// One session's journal record (with [`ServerConfig::journal`] on):
     /// keep it with what [`deliver`](Self::deliver) took, in the same
     /// batch, before the [`flush`](Self::flush) that follows returns — the
     /// acknowledgements that leave after it count on both. The last record
-    /// of a session replaces the ones before; hand them all back, in
-    /// order, to [`ServerCore::restore`](super::ServerCore::restore) of
-    /// the next instance.
+    /// of a session replaces the ones before: keep the latest of every
+    /// session, give them back to
+    /// [`ServerCore::restore`](super::ServerCore::restore) of the next
+    /// instance, and answer [`recall`](Self::recall) from them.
+    ///
+    /// A record may also come outside a batch, when the server forgets a
+    /// session it can no longer hold (its tombstone table is full): keep
+    /// it with the next batch, as any other.
     fn journal(&mut self, record: &[u8]) {
         let _ = record;
     }
+
+    /// With [`ServerConfig::journal`] on: the latest journal record of
+    /// session `session`, which this instance does not hold (it forgot
+    /// the session to make room, or had no room to restore it), written
+    /// into `out` (of [`JOURNAL_MAX_RECORD`](super::JOURNAL_MAX_RECORD)
+    /// bytes); returns its length. The server asks when a `Hello` names a
+    /// session it does not know, before it opens a new record: a session
+    /// the journal holds is taken back and resumed where the journal says,
+    /// so that exactly once does not depend on the size of the server's
+    /// tables.
+    ///
+    /// `None` (the default) says the journal never held the session: the
+    /// `Hello` opens a new record, and its client announces what may come
+    /// twice.
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        let _ = (session, out);
+        None
+    }
 }
+
+/// The application could not keep a batch of what it took (see
+/// [`ServerHandler::flush`]): the server stops acknowledging. Why is the
+/// application's to say; it keeps its own error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unkept;
+
+impl core::fmt::Display for Unkept {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(
+            "the application could not keep what it took; the server stopped before \
+             acknowledging it",
+        )
+    }
+}
+
+impl core::error::Error for Unkept {}
 
 /// A closure that takes each delivered message is a handler for writes
 /// only: a read it is asked to answer gets zeros (implement the trait to
@@ -292,6 +342,30 @@ pub enum ServerEvent {
         /// Replies dropped with it.
         dropped: usize,
     },
+    /// The session's record is older than what an earlier instance
+    /// acknowledged to its client (the journal lost its last commits, or
+    /// was restored from an older copy): the client released these sns as
+    /// acknowledged, and this record cannot say that they were delivered.
+    /// Each may have been lost. The session goes on from the client's
+    /// point under a new incarnation, so its client names these sns
+    /// ([`ClientEvent::StateLost`](crate::session::ClientEvent::StateLost))
+    /// and announces what it sends again as possible duplicates.
+    StateLost {
+        /// The session.
+        session: u64,
+        /// The sns whose delivery this record cannot vouch for.
+        range: Range<u64>,
+    },
+    /// A journal record the application gave back for a session
+    /// ([`ServerHandler::recall`]) was refused: the session's `Hello` is
+    /// refused too (`BadHandshake`), since opening it anew could deliver
+    /// its sns a second time.
+    RecallRefused {
+        /// The session.
+        session: u64,
+        /// Why.
+        error: super::JournalError,
+    },
     /// A connection sent no `Hello` within
     /// [`ServerConfig::handshake_timeout`] of being accepted: it was
     /// closed.
@@ -371,6 +445,12 @@ pub struct ServerStats {
     /// Sessions taken back from the journal
     /// ([`ServerCore::restore`](super::ServerCore::restore)).
     pub restored: u64,
+    /// Sessions taken back from the journal on a `Hello`
+    /// ([`ServerHandler::recall`]).
+    pub recalled: u64,
+    /// Sns an earlier instance acknowledged that this one's records
+    /// cannot vouch for ([`ServerEvent::StateLost`]).
+    pub state_lost: u64,
     /// Rejections, indexed by `RejectReason::as_u16()`.
     pub rejects: [u64; 16],
     /// The last parse error seen.
@@ -404,6 +484,8 @@ impl ServerStats {
         completions: 0,
         acks: 0,
         restored: 0,
+        recalled: 0,
+        state_lost: 0,
         rejects: [0; 16],
         last_wire_error: None,
     };

@@ -98,6 +98,16 @@ impl ServerHandler for Out {
     fn journal(&mut self, record: &[u8]) {
         self.journal.push(record.to_vec());
     }
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        let id = session.to_le_bytes();
+        let r = self
+            .journal
+            .iter()
+            .rev()
+            .find(|r| r.get(8..16) == Some(&id[..]))?;
+        out.get_mut(..r.len())?.copy_from_slice(r);
+        Some(r.len())
+    }
 }
 
 /// What the test server's application answers a read: the workload
@@ -363,6 +373,7 @@ mod epochs_not_bound;
 mod handshake;
 mod isolation;
 mod journal;
+mod journal_state;
 mod loss_guarantees;
 mod lost_welcome;
 mod payloads;
