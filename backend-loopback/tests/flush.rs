@@ -30,9 +30,10 @@ impl ServerHandler for Batching {
     fn respond(&mut self, _: ReadRequest<'_>, out: &mut [u8]) {
         out.fill(0);
     }
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), iomsg_core::session::Unkept> {
         self.flushes += 1;
         self.kept.append(&mut self.batch);
+        Ok(())
     }
 }
 

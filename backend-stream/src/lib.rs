@@ -40,7 +40,9 @@ pub use conn::CORRUPT_STREAM;
 pub use endpoint::client::ClientDriver;
 pub use endpoint::server::{ServerCore, ServerDriver};
 pub use endpoint::{random_u64, Client, ClientOptions, Error, Server, ServerOptions};
-pub use iomsg_core::session::{ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler};
+pub use iomsg_core::session::{
+    ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, Unkept,
+};
 pub use transport::{Accept, Dial, Role, StreamConfig, StreamRx, StreamTransport, StreamTx};
 
 /// The README's examples, compiled and run as doctests.

@@ -53,8 +53,9 @@ impl ServerHandler for FileRecord {
     fn respond(&mut self, _read: ReadRequest<'_>, out: &mut [u8]) {
         out.fill(0);
     }
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), iomsg_core::session::Unkept> {
         self.out.flush().expect("the record is written");
+        Ok(())
     }
 }
 

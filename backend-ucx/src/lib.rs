@@ -63,6 +63,7 @@ pub use endpoint::server::{ServerCore, ServerDriver};
 pub use endpoint::{random_u64, Client, ClientOptions, Error, Server, ServerOptions};
 pub use iomsg_core::session::{
     ClientEvent, Delivery, JournalError, ReadRequest, ResumePoint, ServerEvent, ServerHandler,
+    Unkept,
 };
 pub use status::Status;
 pub use transport::{

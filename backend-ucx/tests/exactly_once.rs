@@ -40,13 +40,14 @@ impl iomsg_ucx::ServerHandler for Durable {
     fn journal(&mut self, record: &[u8]) {
         self.pending_journal.push(record.to_vec());
     }
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), iomsg_ucx::Unkept> {
         // One commit: the deliveries and the journal that covers them.
         self.taken.append(&mut self.pending);
         self.journal.append(&mut self.pending_journal);
         // Dead right after a commit: the replies it was about to send,
         // acknowledgements of what it just kept among them, never leave.
         self.dead = self.crash_after.is_some_and(|n| self.taken.len() >= n);
+        Ok(())
     }
 }
 
@@ -74,7 +75,7 @@ fn serve(
             .run_until(|h| h.dead || stop.load(Ordering::Relaxed))
             .unwrap();
         if !server.handler().dead {
-            server.flush();
+            server.flush().expect("the handler keeps its batch");
         }
         let mut kept = server.into_handler();
         kept.pending.clear();

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
-    Delivery, ReadRequest, RequestOp, ServerConfig, ServerCore, ServerEvent, ServerHandler,
+    Delivery, ReadRequest, RequestOp, ServerConfig, ServerCore, ServerEvent, ServerHandler, Unkept,
 };
 use iomsg_core::transport::{Readiness, Server};
 use iomsg_core::workload;
@@ -178,17 +178,24 @@ impl ServerHandler for App {
         }
     }
 
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), Unkept> {
         if let Some(Err(e)) = self.audit.as_mut().map(Audit::flush) {
             return self.fail(e);
         }
-        if let Err(e) = self.commit() {
-            self.fail(e);
-        }
+        self.commit().or_else(|e| self.fail(e))
     }
 }
 
 impl App {
+    /// Why the server halted, as it says on stopping.
+    fn halted(&mut self) -> String {
+        let e = self.error.take().unwrap_or_else(|| "a flush failed".into());
+        format!(
+            "{e}; stopped before acknowledging what it could not keep (every \
+             acknowledgement that left is true)"
+        )
+    }
+
     /// The audit records' length now.
     fn committed(&self) -> u64 {
         self.audit.as_ref().map_or(0, Audit::records_len)
@@ -205,15 +212,12 @@ impl App {
             .map(drop)
     }
 
-    /// A write failed. With a journal the replies about to leave would
-    /// acknowledge what is not kept: the process stops here, before they
-    /// leave. Without one the loop stops after this poll.
-    fn fail(&mut self, e: String) {
-        if self.journal.is_some() {
-            eprintln!("iomsg server: {e}; stopping before any acknowledgement of it leaves");
-            std::process::exit(1);
-        }
+    /// A write failed: the replies about to leave would acknowledge what
+    /// is not kept. The core halts (they never leave) and the loop stops
+    /// after this poll with `e`.
+    fn fail(&mut self, e: String) -> Result<(), Unkept> {
         self.error.get_or_insert(e);
+        Err(Unkept)
     }
 
     /// Syncs the journal when `--sync batch` says, and compacts it once it
@@ -228,9 +232,8 @@ impl App {
         if !j.over_limit() {
             return Ok(());
         }
-        server.flush(self);
-        if let Some(e) = self.error.take() {
-            return Err(e);
+        if server.flush(self).is_err() {
+            return Err(self.halted());
         }
         let mut snapshot = Vec::new();
         server
@@ -386,8 +389,10 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     while !stop.load(Ordering::Relaxed) {
         let now = common::clock(start);
         let busy = server.poll(now, &mut app);
-        if let Some(e) = app.error.take() {
-            return Err(e);
+        if server.halted() {
+            // The refusals the halt queued go out before the process ends.
+            server.poll(now, &mut app);
+            return Err(app.halted());
         }
         app.keep_journal(&mut server)?;
         if last_metrics.elapsed() >= METRICS_EVERY {
@@ -430,7 +435,9 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         }
     }
     // What was delivered since the last flush is kept with its journal.
-    server.flush(&mut app);
+    if server.flush(&mut app).is_err() {
+        return Err(app.halted());
+    }
     if let Some(j) = app.journal.as_mut() {
         let audit = app.audit.as_ref();
         j.sync_now(|| audit.map_or(Ok(()), Audit::sync_records))?;

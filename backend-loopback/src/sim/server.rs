@@ -11,7 +11,7 @@ use core::ops::Range;
 
 use iomsg_core::session::{
     Delivery, JournalError, ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler,
-    ServerStats,
+    ServerStats, Unkept,
 };
 use iomsg_core::transport::{ConnId, Event, RxToken, SendError, Transport, TxToken};
 use iomsg_core::{workload, Instant};
@@ -103,8 +103,9 @@ impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerHandler for App<'_, F> {
     fn journal(&mut self, record: &[u8]) {
         self.stop |= (self.on)(Notice::Journal(record));
     }
-    fn flush(&mut self) {
+    fn flush(&mut self) -> Result<(), Unkept> {
         self.stop |= (self.on)(Notice::Flush);
+        Ok(())
     }
 }
 
@@ -115,7 +116,8 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C
         if self.flushing && self.core.pending_replies() > 0 {
             // Whatever the replies acknowledge is kept before they leave.
             self.core.drain_journal(|r| app.journal(r));
-            app.flush();
+            // The simulated application always keeps its batch.
+            let _ = app.flush();
         }
         loop {
             if let Some(conn) = self.core.poll_close() {
@@ -231,7 +233,7 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
     fn flush(&mut self, on: &mut dyn FnMut(Notice<'_>) -> bool) {
         let mut app = App { on, stop: false };
         self.core.drain_journal(|r| app.journal(r));
-        app.flush();
+        let _ = app.flush();
     }
 }
 

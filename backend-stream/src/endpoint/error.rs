@@ -70,6 +70,11 @@ pub enum Error {
         /// How long.
         waited: Duration,
     },
+    /// The server's handler could not keep what it took (its
+    /// [`flush`](iomsg_core::session::ServerHandler::flush) failed): the
+    /// server acknowledged nothing it did not keep, refuses every client
+    /// from now on and must be stopped; the handler holds the cause.
+    Halted,
 }
 
 impl fmt::Display for Error {
@@ -111,6 +116,12 @@ impl fmt::Display for Error {
             Error::Timeout { what, waited } => {
                 write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
             }
+            Error::Halted => write!(
+                f,
+                "the server stopped: its handler could not keep what it took (its flush \
+                 failed), and nothing it did not keep was acknowledged; fix the cause the \
+                 handler reports, then start a new server"
+            ),
         }
     }
 }

@@ -124,17 +124,27 @@ impl<H: ServerHandler> Server<H> {
     ///
     /// # Errors
     ///
-    /// [`Error::Poll`] if waiting on the sockets failed.
+    /// [`Error::Poll`] if waiting on the sockets failed,
+    /// [`Error::Halted`] once the handler's `flush` failed.
     pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
         if self.poll() {
-            return Ok(());
+            return self.check();
         }
+        self.check()?;
         if self.arm() {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
             self.driver
                 .transport_mut()
                 .sleep(wait)
                 .map_err(Error::Poll)?;
+        }
+        Ok(())
+    }
+
+    /// [`Error::Halted`] once the handler's `flush` failed.
+    fn check(&self) -> Result<(), Error> {
+        if self.driver.halted() {
+            return Err(Error::Halted);
         }
         Ok(())
     }

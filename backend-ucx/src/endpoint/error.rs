@@ -73,6 +73,11 @@ pub enum Error {
     /// An option this endpoint does not offer (the text says which, and
     /// what offers it).
     Unsupported(&'static str),
+    /// The server's handler could not keep what it took (its
+    /// [`flush`](iomsg_core::session::ServerHandler::flush) failed): the
+    /// server acknowledged nothing it did not keep, refuses every client
+    /// from now on and must be stopped; the handler holds the cause.
+    Halted,
 }
 
 impl fmt::Display for Error {
@@ -113,6 +118,12 @@ impl fmt::Display for Error {
             }
             Error::Journal(e) => write!(f, "cannot restore from the journal: {e}"),
             Error::Unsupported(what) => write!(f, "not supported: {what}"),
+            Error::Halted => write!(
+                f,
+                "the server stopped: its handler could not keep what it took (its flush \
+                 failed), and nothing it did not keep was acknowledged; fix the cause the \
+                 handler reports, then start a new server"
+            ),
         }
     }
 }

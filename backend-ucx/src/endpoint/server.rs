@@ -154,14 +154,24 @@ impl<H: ServerHandler> Server<H> {
     ///
     /// # Errors
     ///
-    /// [`Error::Wait`] if waiting on UCX failed.
+    /// [`Error::Wait`] if waiting on UCX failed, [`Error::Halted`] once
+    /// the handler's `flush` failed.
     pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
         if self.poll() {
-            return Ok(());
+            return self.check();
         }
+        self.check()?;
         if self.blocking && self.arm() {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
             self.driver.transport().sleep(wait).map_err(Error::Wait)?;
+        }
+        Ok(())
+    }
+
+    /// [`Error::Halted`] once the handler's `flush` failed.
+    fn check(&self) -> Result<(), Error> {
+        if self.driver.halted() {
+            return Err(Error::Halted);
         }
         Ok(())
     }
@@ -212,13 +222,17 @@ impl<H: ServerHandler> Server<H> {
     }
 
     /// Takes back one journal record of an earlier instance (see
-    /// [`ServerOptions::journal`](crate::ServerOptions::journal)); give
-    /// every record, in the order they were kept, before the first
-    /// [`poll`](Self::poll). Returns the session id.
+    /// [`ServerOptions::journal`](crate::ServerOptions::journal)): give
+    /// the latest record of every session (or every record, in the order
+    /// they were kept) before the first [`poll`](Self::poll). Returns the
+    /// session id. Sessions past the tables' room are forgotten again:
+    /// the handler's [`recall`](ServerHandler::recall) gives them back
+    /// when their clients come.
     ///
     /// # Errors
     ///
-    /// [`Error::Journal`]: the record is torn, changed, or finds no room.
+    /// [`Error::Journal`]: the record is torn, changed, or has open holes
+    /// and every place in the table holds a session with holes.
     pub fn restore(&mut self, record: &[u8]) -> Result<u64, Error> {
         let now = self.clock.now();
         self.driver.restore(now, record).map_err(Error::Journal)
@@ -228,8 +242,14 @@ impl<H: ServerHandler> Server<H> {
     /// handler's `flush` their turn, as `poll` does before replies leave:
     /// call it before stopping, so that the journal covers every message
     /// the handler took.
-    pub fn flush(&mut self) {
-        self.driver.flush(&mut self.handler);
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Halted`]: the handler's `flush` failed (now or before).
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.driver
+            .flush(&mut self.handler)
+            .map_err(|_| Error::Halted)
     }
 
     /// The handler.

@@ -71,12 +71,17 @@ impl<H: ServerHandler> ServerHandler for Observed<'_, H> {
     }
 
     #[inline]
-    fn flush(&mut self) {
-        self.handler.flush();
+    fn flush(&mut self) -> Result<(), iomsg_core::session::Unkept> {
+        self.handler.flush()
     }
 
     #[inline]
     fn journal(&mut self, record: &[u8]) {
         self.handler.journal(record);
+    }
+
+    #[inline]
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        self.handler.recall(session, out)
     }
 }
