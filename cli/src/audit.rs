@@ -122,6 +122,9 @@ pub struct SessionTrail {
     pub not_replayed: Vec<Range<u64>>,
     /// Sns a restarted server may have processed: announced duplicates.
     pub announced: Vec<Range<u64>>,
+    /// Sns acknowledged earlier whose delivery a server said it can no
+    /// longer vouch for (its journal went back in time).
+    pub state_lost: Vec<Range<u64>>,
     /// When connections were lost.
     pub disconnects_us: Vec<u64>,
     /// When the first acknowledgement on a new connection came.
@@ -300,6 +303,7 @@ fn client_line(trail: &mut ClientTrail, by_id: &mut HashMap<u64, usize>, index: 
                     }
                     "disconnected" => s.disconnects_us.push(l.at_us),
                     "restarted" => s.announced.extend(range()),
+                    "state_lost" => s.state_lost.extend(range()),
                     "not_replayed" => s.not_replayed.extend(range()),
                     "read_corrupt" => s.reads_corrupt += 1,
                     "failed" => s.failed = Some(l.words[1..].join(" ")),

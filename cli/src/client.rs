@@ -107,6 +107,9 @@ pub struct SessionReport {
     pub not_replayed: u64,
     /// Sns a restarted server may have processed twice (announced).
     pub announced_duplicates: u64,
+    /// Sns acknowledged earlier whose delivery a server could no longer
+    /// vouch for (its journal went back in time).
+    pub state_lost: u64,
     /// Server restarts seen.
     pub server_restarts: u64,
     /// Connections lost.
@@ -144,6 +147,8 @@ struct Seen {
     session: u64,
     acked: u64,
     announced: u64,
+    /// Sns acknowledged earlier that a server can no longer vouch for.
+    state_lost: u64,
     not_replayed: u64,
     restarts: u64,
     reads_ok: u64,
@@ -192,6 +197,20 @@ impl ClientHandler for Seen {
                 format!(
                     "restarted {s:016x} {} {} instance {instance:016x}",
                     unconfirmed.start, unconfirmed.end
+                )
+            }
+            ClientEvent::StateLost { instance, unknown } => {
+                // Always said: acknowledged messages may be gone.
+                eprintln!(
+                    "iomsg client: session {s:016x}: server instance {instance:016x} lost \
+                     state it had acknowledged (its journal went back in time): sns {}..{} \
+                     were acknowledged, and their delivery is now unknown",
+                    unknown.start, unknown.end
+                );
+                self.state_lost += unknown.end - unknown.start;
+                format!(
+                    "state_lost {s:016x} {} {} instance {instance:016x}",
+                    unknown.start, unknown.end
                 )
             }
             ClientEvent::NotReplayed { range } => {
@@ -743,6 +762,7 @@ fn report(peers: &[Peer], seconds: f64, bytes_submitted: u64) -> ClientReport {
             replayed: st.replayed,
             not_replayed: p.seen.not_replayed,
             announced_duplicates: p.seen.announced,
+            state_lost: p.seen.state_lost,
             server_restarts: p.seen.restarts,
             disconnects: st.disconnects,
             established: st.established,
@@ -767,15 +787,21 @@ fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> 
     if let Some(a) = audit.as_mut() {
         for s in &report.sessions {
             a.event(format_args!(
-                "done {} submitted {} acked {} replayed {} not_replayed {} announced {}",
-                s.session, s.submitted, s.acked, s.replayed, s.not_replayed, s.announced_duplicates
+                "done {} submitted {} acked {} replayed {} not_replayed {} announced {} state_lost {}",
+                s.session,
+                s.submitted,
+                s.acked,
+                s.replayed,
+                s.not_replayed,
+                s.announced_duplicates,
+                s.state_lost
             ));
         }
         a.flush()?;
     }
     for s in &report.sessions {
         println!(
-            "done {} session {}: submitted={} acked={} replayed={} not_replayed={} restarts={} announced={} reads_corrupt={}{}",
+            "done {} session {}: submitted={} acked={} replayed={} not_replayed={} restarts={} announced={} state_lost={} reads_corrupt={}{}",
             s.server,
             s.session,
             s.submitted,
@@ -784,6 +810,7 @@ fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> 
             s.not_replayed,
             s.server_restarts,
             s.announced_duplicates,
+            s.state_lost,
             s.reads_corrupt,
             s.failed.as_ref().map_or(String::new(), |f| format!(" FAILED: {f}"))
         );

@@ -445,6 +445,19 @@ struct SoakArgs {
     /// duplicate and missing sn. Needs replay.
     #[arg(long, conflicts_with = "sim")]
     exactly_once: bool,
+    /// With --exactly-once: damage the journal between each server kill
+    /// and the next instance, in turn (a seeded order): cut back 1-3
+    /// commits at a batch's end (what a power cut under a lazy sync, or
+    /// an older copy restored, leaves), cut inside the last batch (a torn
+    /// write), garbage appended, one byte changed early, half way, or in
+    /// the last batch. The verdict asks every outcome named: a changed
+    /// byte refused by the next instance (naming the journal and the
+    /// offset; the soak then puts the journal back and starts another), a
+    /// torn tail cut and said, sns acknowledged past a cut named by the
+    /// clients (StateLost) and what they send again announced; every
+    /// duplicate and missing sn an announced or named one.
+    #[arg(long, requires = "exactly_once")]
+    journal_faults: bool,
     /// Server kills to do.
     #[arg(long, default_value_t = 12, conflicts_with = "duration")]
     kills: u32,
@@ -826,6 +839,7 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         seed: a.workload.seed,
         replay: a.workload.replay,
         exactly_once: a.exactly_once,
+        journal_faults: a.journal_faults,
         hosts,
         faults,
         fault_every: a.fault_every.unwrap_or(kill_every),
@@ -871,10 +885,10 @@ fn run_soak(a: SoakArgs) -> ExitCode {
         job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
         iomsg_cli::common::human(job.kill_every),
         if job.replay { "on" } else { "off" },
-        if job.exactly_once {
-            ", exactly once (journal, outboxes, a client kill after each server kill)"
-        } else {
-            ""
+        match (job.exactly_once, job.journal_faults) {
+            (true, true) => ", exactly once (journal, outboxes, a client kill after each server kill), the journal damaged at each kill",
+            (true, false) => ", exactly once (journal, outboxes, a client kill after each server kill)",
+            _ => "",
         },
         job.audit_dir.display()
     );

@@ -17,6 +17,7 @@ use crate::args::{Op, SizeRange};
 
 pub mod faults;
 pub mod iodemo;
+pub mod journal_faults;
 mod judge;
 mod lab;
 pub mod remote;
@@ -67,6 +68,10 @@ pub struct SoakJob {
     /// ([`CLIENT_KILL_AFTER`]), and the verdict asks every submitted sn
     /// handed over once ([`crate::audit::once`]).
     pub exactly_once: bool,
+    /// With `exactly_once`: the journal damaged between each server kill
+    /// and the next instance ([`journal_faults`]), every outcome to be
+    /// named.
+    pub journal_faults: bool,
     /// Where the processes run.
     pub hosts: Hosts,
     /// The faults besides the server kills (`link-cut` needs netns).

@@ -159,6 +159,16 @@ pub struct OnceFigures {
     pub repeated_client_records: u64,
     /// Sns handed over that no client recorded.
     pub unexplained: u64,
+    /// Of the duplicates, those a client announced as possible repeats
+    /// (`ServerRestarted`: a server lost the session's state).
+    pub duplicates_announced: u64,
+    /// Of the missing sns, those a client named as acknowledged by a
+    /// server that then lost the state (`StateLost`: its journal went
+    /// back in time).
+    pub missing_named: u64,
+    /// Sns the clients named as state lost (acknowledged, then a server's
+    /// journal went back in time).
+    pub state_lost: u64,
     /// The failures, by range (at most [`NAMED`]).
     pub findings: Vec<Finding>,
 }
@@ -185,7 +195,9 @@ pub fn reconcile(
         group: None,
         cursor: None,
         named: Named::default(),
+        told: Told::of(clients),
     };
+    walk.o.state_lost = walk.told.state_lost();
     for t in records {
         walk.record(t?);
     }
@@ -245,6 +257,56 @@ struct Group {
     corrupt: Vec<u32>,
 }
 
+/// What the clients told of each session: the sns they announced as
+/// possible repeats and those they named as state lost, over every
+/// generation.
+#[derive(Default)]
+struct Told {
+    by_session: HashMap<u64, (Vec<Range<u64>>, Vec<Range<u64>>)>,
+}
+
+impl Told {
+    fn of(clients: &[ClientTrail]) -> Told {
+        let mut t = Told::default();
+        for s in clients.iter().flat_map(|c| &c.sessions) {
+            let (announced, lost) = t.by_session.entry(s.session).or_default();
+            announced.extend(s.announced.iter().cloned());
+            lost.extend(s.state_lost.iter().cloned());
+        }
+        t
+    }
+
+    fn announced(&self, session: u64, sn: u64) -> bool {
+        self.by_session
+            .get(&session)
+            .is_some_and(|(a, _)| a.iter().any(|r| r.contains(&sn)))
+    }
+
+    fn named_lost(&self, session: u64, sn: u64) -> bool {
+        self.by_session
+            .get(&session)
+            .is_some_and(|(_, l)| l.iter().any(|r| r.contains(&sn)))
+    }
+
+    /// Sns named state lost, each once.
+    fn state_lost(&self) -> u64 {
+        self.by_session
+            .values()
+            .map(|(_, lost)| {
+                let mut l = lost.clone();
+                l.sort_by_key(|r| r.start);
+                let (mut n, mut upto) = (0, 0);
+                for r in l {
+                    let from = r.start.max(upto);
+                    n += r.end.saturating_sub(from);
+                    upto = upto.max(r.end);
+                }
+                n
+            })
+            .sum()
+    }
+}
+
 /// The walk over the sorted records.
 struct Walk<'a> {
     names: &'a Names,
@@ -253,6 +315,7 @@ struct Walk<'a> {
     /// The session walked, and the sn expected next in it.
     cursor: Option<(u64, u64)>,
     named: Named,
+    told: Told,
 }
 
 impl Walk<'_> {
@@ -337,11 +400,21 @@ impl Walk<'_> {
         if handed > 1 {
             o.duplicates += 1;
             o.extra_deliveries += handed - 1;
-            name("duplicate", &g.servers, &[]);
+            if self.told.announced(g.session, g.sn) {
+                o.duplicates_announced += 1;
+                name("duplicate_announced", &g.servers, &[]);
+            } else {
+                name("duplicate", &g.servers, &[]);
+            }
         }
         if recorded && handed == 0 {
             o.missing += 1;
-            name("missing", &[], &g.clients);
+            if self.told.named_lost(g.session, g.sn) {
+                o.missing_named += 1;
+                name("missing_named", &[], &g.clients);
+            } else {
+                name("missing", &[], &g.clients);
+            }
         }
         if !recorded && handed > 0 {
             o.unexplained += 1;
@@ -436,13 +509,24 @@ impl Named {
 /// recorded (but a killed generation's last window); nothing was lost on
 /// a live connection or corrupt; no session failed; every session's last
 /// generation finished.
-pub fn failures(r: &Reconciled, o: &OnceFigures) -> Vec<String> {
+///
+/// With `journal_faults` (the soak damaged the journal between kills) a
+/// duplicate a client announced and a missing sn a client named as state
+/// lost are named outcomes, not failures: only unnamed ones fail.
+/// Without, a client that named state lost is itself a failure (nothing
+/// but a damaged journal may lose state).
+pub fn failures(r: &Reconciled, o: &OnceFigures, journal_faults: bool) -> Vec<String> {
     let mut why = Vec::new();
     let named = |what: &str| -> String {
         let list: Vec<String> = o
             .findings
             .iter()
-            .filter(|f| f.what == what)
+            .filter(|f| {
+                // Strict, the named kinds fail with the unnamed ones.
+                f.what == what
+                    || (!journal_faults && f.what.strip_suffix("_announced") == Some(what))
+                    || (!journal_faults && f.what.strip_suffix("_named") == Some(what))
+            })
             .take(3)
             .map(Finding::place)
             .collect();
@@ -458,9 +542,23 @@ pub fn failures(r: &Reconciled, o: &OnceFigures) -> Vec<String> {
             o.submitted, o.delivered
         ));
     }
+    let (duplicates, missing) = if journal_faults {
+        (
+            o.duplicates - o.duplicates_announced,
+            o.missing - o.missing_named,
+        )
+    } else {
+        (o.duplicates, o.missing)
+    };
+    if !journal_faults && o.state_lost > 0 {
+        why.push(format!(
+            "{} acknowledged sns named state lost by the clients, with the journal undamaged",
+            o.state_lost
+        ));
+    }
     let counts = [
-        (o.duplicates, "duplicate", "sns handed over more than once"),
-        (o.missing, "missing", "submitted sns never handed over"),
+        (duplicates, "duplicate", "sns handed over more than once"),
+        (missing, "missing", "submitted sns never handed over"),
         (o.gaps, "gap", "sns used but in no record (gaps)"),
         (
             o.hash_conflicts,

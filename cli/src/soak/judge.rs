@@ -30,6 +30,8 @@ pub(super) struct VerdictInput<'a> {
     pub(super) hosts: &'a [HostReport],
     /// Hosts lost during the run.
     pub(super) lost: &'a [LostHost],
+    /// The journal faults done (`--journal-faults`).
+    pub(super) journal_faults: &'a [super::journal_faults::Done],
 }
 
 /// Seconds from `t0` to `us` (both microseconds since the epoch).
@@ -90,6 +92,22 @@ pub(super) fn verdict_and_report(
             v.kills, v.planned_kills
         ));
     }
+    for d in v.journal_faults {
+        if d.outcome == super::journal_faults::Outcome::Unnamed {
+            reasons.push(format!(
+                "journal fault {} after kill {} (offset {}) had no named outcome ({} it must): {}",
+                d.fault.name(),
+                d.after_kill,
+                d.offset,
+                if d.fault.must_refuse() {
+                    "a refusal naming the journal and the offset"
+                } else {
+                    "a start that says what it did"
+                },
+                d.said
+            ));
+        }
+    }
     if job.exactly_once && v.once_client_kills < v.kills {
         reasons.push(format!(
             "only {} of {} client kills happened (one after each server kill)",
@@ -129,6 +147,7 @@ pub(super) fn verdict_and_report(
             server_kills: u64::from(v.kills),
             client_kills,
             figures,
+            journal_faults: v.journal_faults.to_vec(),
         }),
         link_cuts: cuts.len() as u64,
         faults: fault_report,
@@ -202,7 +221,7 @@ fn reconcile(
         };
         let records = once::sorted_records(dir, &client_names, &instance_names)?;
         let (figures, o) = once::reconcile(&trails, &names, instances, records)?;
-        let reasons = once::failures(&figures, &o);
+        let reasons = once::failures(&figures, &o, job.journal_faults);
         return Ok((figures, Some(o), reasons));
     }
     let records = audit::sorted_records(dir, &client_names, &instance_names)?;

@@ -78,6 +78,13 @@ impl Lab {
             &lab.bridge,
         ])?;
         ip(&["-n", &s, "link", "set", &lab.bridge, "up"])?;
+        // A bridge whose ports are all down loses its carrier, and UCX
+        // then lists no device on it: a server started while every client
+        // link is cut could not listen. A dummy port keeps it up.
+        let keep = format!("iomdm{id}");
+        ip(&["-n", &s, "link", "add", &keep, "type", "dummy"])?;
+        ip(&["-n", &s, "link", "set", &keep, "master", &lab.bridge])?;
+        ip(&["-n", &s, "link", "set", &keep, "up"])?;
         for k in 0..clients {
             let ns = format!("iomsoak{id}c{k}");
             ip(&["netns", "add", &ns])?;
@@ -556,6 +563,40 @@ impl Runner<'_> {
             std::thread::sleep(Duration::from_millis(100));
         }
         Err("unreachable".into())
+    }
+
+    /// Starts a server instance named `name` that is expected to refuse
+    /// its journal, and waits until it exits or listens (15 s at most).
+    /// Returns whether it exited without listening, and what it said; one
+    /// that listens anyway is killed at once.
+    ///
+    /// # Errors
+    ///
+    /// It could not be started.
+    pub(super) fn probe_server(&self, name: &str) -> Result<(bool, String), String> {
+        let bind = match self.lab {
+            Some(_) => format!("0.0.0.0:{}", self.port),
+            None => format!("127.0.0.1:{}", self.port),
+        };
+        let out = self.job.audit_dir.join(format!("{name}.out"));
+        let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let c = self.server_command(name, &bind);
+        let mut child = self
+            .spawn(None, c, file)
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        let deadline = Wall::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                return Ok((true, fs::read_to_string(&out).unwrap_or_default()));
+            }
+            let text = fs::read_to_string(&out).unwrap_or_default();
+            if text.contains("listening on") || Wall::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok((false, text));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Starts client process `gen` of slot `k` (its own audit files; a

@@ -68,6 +68,9 @@ pub struct OnceReport {
     /// every failure named.
     #[serde(flatten)]
     pub figures: OnceFigures,
+    /// With `--journal-faults`: each fault done to the journal, and its
+    /// outcome.
+    pub journal_faults: Vec<super::journal_faults::Done>,
 }
 
 /// Which UCX the processes used.
@@ -386,16 +389,40 @@ pub fn table(r: &SoakReport) -> String {
         row(
             "duplicates (exactly once)",
             grouped(x.duplicates),
-            format!("extra deliveries {}", x.extra_deliveries),
+            format!(
+                "extra deliveries {}, announced {}",
+                x.extra_deliveries, x.duplicates_announced
+            ),
         );
         row(
             "missing (exactly once)",
             grouped(x.missing),
             format!(
-                "gaps {}, differing bytes {}, unexplained {}",
-                x.gaps, x.hash_conflicts, x.unexplained
+                "gaps {}, differing bytes {}, unexplained {}, named state lost {}",
+                x.gaps, x.hash_conflicts, x.unexplained, x.missing_named
             ),
         );
+        if !o.journal_faults.is_empty() {
+            let of = |outcome| {
+                o.journal_faults
+                    .iter()
+                    .filter(|d| d.outcome == outcome)
+                    .count()
+            };
+            use super::journal_faults::Outcome;
+            row(
+                "journal faults",
+                grouped(o.journal_faults.len() as u64),
+                format!(
+                    "refused {}, torn tail cut {}, started {}, unnamed {}; {} sns named state lost",
+                    of(Outcome::Refused),
+                    of(Outcome::TornTailCut),
+                    of(Outcome::Started),
+                    of(Outcome::Unnamed),
+                    grouped(x.state_lost)
+                ),
+            );
+        }
         row(
             "client kills",
             grouped(o.client_kills),

@@ -71,6 +71,7 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
             },
             kills_us: &s.kills_us,
             once_client_kills: s.once_client_kills,
+            journal_faults: &s.journal_faults,
             seconds,
             t0,
             hosts: &hosts,
@@ -84,6 +85,13 @@ pub fn run(job: &SoakJob) -> Result<SoakReport, String> {
 fn check(job: &SoakJob) -> Result<std::path::PathBuf, String> {
     if job.clients == 0 {
         return Err("--clients must be at least 1".into());
+    }
+    if job.journal_faults && !job.exactly_once {
+        return Err(
+            "--journal-faults damages the journal of --exactly-once's server instances: add \
+             --exactly-once"
+                .into(),
+        );
     }
     if job.exactly_once && !job.replay {
         return Err(

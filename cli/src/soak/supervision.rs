@@ -9,7 +9,8 @@ use std::time::{Duration, Instant as Wall};
 use iomsg_core::rng::SplitMix64;
 
 use super::faults::{self, Fault};
-use super::lab::{Ended, HostileRun, Runner, World};
+use super::journal_faults::{self as jf, JournalFault, Outcome};
+use super::lab::{journal_dir, Ended, HostileRun, Runner, World};
 use super::verdict::{ClientEnd, Event, Exit, Kind, ServerEnd};
 use super::{SoakJob, CLIENT_KILL_AFTER};
 use crate::common::epoch_us;
@@ -76,6 +77,10 @@ pub(super) struct Supervisor<'a> {
     last_rss: Wall,
     /// Hosts lost (`--launcher`): the run ends at the first.
     pub(super) lost: Vec<LostHost>,
+    /// The journal faults' order (`--journal-faults`).
+    journal_plan: Option<jf::Plan>,
+    /// The journal faults done, and their outcomes.
+    pub(super) journal_faults: Vec<jf::Done>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -118,6 +123,8 @@ impl<'a> Supervisor<'a> {
             next_planned: 0,
             last_rss: Wall::now(),
             lost: Vec::new(),
+            journal_plan: job.journal_faults.then(|| jf::Plan::new(job.seed)),
+            journal_faults: Vec::new(),
         };
         s.next_kill = Wall::now() + s.jitter(job.kill_every);
         Ok(s)
@@ -259,7 +266,11 @@ impl<'a> Supervisor<'a> {
         self.kills += 1;
         self.last_kill_at = Wall::now();
         let n = self.world.instances.len();
-        self.world.instances.push(self.runner.start_server(n)?);
+        let next = match self.journal_plan.as_mut().map(jf::Plan::next) {
+            Some(fault) => self.start_after_journal_fault(n, fault)?,
+            None => self.runner.start_server(n)?,
+        };
+        self.world.instances.push(next);
         self.events.push(Event {
             kind: Kind::ServerKill,
             client: None,
@@ -271,6 +282,72 @@ impl<'a> Supervisor<'a> {
             self.plan_client_kill();
         }
         Ok(())
+    }
+
+    /// Does `fault` to the journal while no instance runs, then starts
+    /// instance `n`. A fault the instance must refuse is tried first on an
+    /// instance of its own (`server-N-refusal`, which must exit without
+    /// listening, naming the journal and the offset); the journal is then
+    /// put back as it was. The outcome is kept for the verdict.
+    ///
+    /// # Errors
+    ///
+    /// The journal could not be damaged or put back, or no instance
+    /// started on the journal as it was.
+    fn start_after_journal_fault(
+        &mut self,
+        n: usize,
+        fault: JournalFault,
+    ) -> Result<super::lab::Instance, String> {
+        let dir = journal_dir(&self.job.audit_dir);
+        let plan = self.journal_plan.as_mut().ok_or("no journal-fault plan")?;
+        let (len_before, offset, len_after) = jf::apply(&dir, fault, plan)?;
+        self.runner.note(format_args!(
+            "journal_fault {} offset {offset} len {len_before} {len_after}",
+            fault.name()
+        ));
+        let mut done = jf::Done {
+            fault,
+            after_kill: self.kills,
+            len_before,
+            offset,
+            len_after,
+            outcome: Outcome::Unnamed,
+            said: String::new(),
+        };
+        let started = if fault.must_refuse() {
+            let (refused, text) = self.runner.probe_server(&format!("server-{n}-refusal"))?;
+            done.outcome = jf::judge(fault, refused, &text);
+            done.said = jf::journal_lines(&text);
+            jf::put_back(&dir)?;
+            self.runner.start_server(n)?
+        } else {
+            match self.runner.start_server(n) {
+                Ok(s) => {
+                    let out = self.job.audit_dir.join(format!("{}.out", s.name));
+                    let text = std::fs::read_to_string(&out).unwrap_or_default();
+                    done.outcome = jf::judge(fault, false, &text);
+                    done.said = jf::journal_lines(&text);
+                    let _ = std::fs::remove_file(jf::backup_file(&dir));
+                    s
+                }
+                Err(e) => {
+                    // Refused where it had to start: unnamed; go on with
+                    // the journal as it was.
+                    done.said = e;
+                    jf::put_back(&dir)?;
+                    self.runner.start_server(n)?
+                }
+            }
+        };
+        eprintln!(
+            "soak: journal fault {} after kill {}: {:?}",
+            fault.name(),
+            self.kills,
+            done.outcome
+        );
+        self.journal_faults.push(done);
+        Ok(started)
     }
 
     /// Draws the client kill that follows a server kill

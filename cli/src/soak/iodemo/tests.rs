@@ -18,6 +18,7 @@ fn job(api: iomsg_ucx::Api) -> SoakJob {
         seed: 7,
         replay: true,
         exactly_once: false,
+        journal_faults: false,
         hosts: Hosts::Local,
         faults: Vec::new(),
         fault_every: Duration::from_secs(5),

@@ -18,6 +18,7 @@ fn job(exactly_once: bool) -> SoakJob {
         seed: 7,
         replay: true,
         exactly_once,
+        journal_faults: false,
         hosts: Hosts::Local,
         faults: Vec::new(),
         fault_every: Duration::from_secs(5),
