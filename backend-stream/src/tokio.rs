@@ -36,10 +36,13 @@ use std::os::fd::AsRawFd;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
 
-use iomsg_core::session::{Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats};
+use iomsg_core::session::{
+    ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats,
+};
 
 use mio::Registry;
 
+use crate::endpoint::events::EventQueue;
 use crate::{Addr, ClientOptions, Error, ServerOptions, ToAddr};
 
 /// What the driving thread asks of the endpoint it runs.
@@ -370,6 +373,20 @@ impl Client {
     pub fn session_id(&self) -> u64 {
         self.handle.shared.lock().endpoint.client.session_id()
     }
+
+    /// The next thing the session told (connections, acks, restarts,
+    /// losses), oldest first: as [`crate::Client::next_event`], which
+    /// says what waits and what is folded. A `ServerRestarted` names the
+    /// sns that may arrive twice; nothing else tells it.
+    pub fn next_event(&self) -> Option<ClientEvent> {
+        self.handle.shared.lock().endpoint.client.next_event()
+    }
+
+    /// As [`crate::Client::events_folded`].
+    #[must_use]
+    pub fn events_folded(&self) -> u64 {
+        self.handle.shared.lock().endpoint.client.events_folded()
+    }
 }
 
 /// A submitted message: resolves to its sn once acknowledged, or to why
@@ -426,7 +443,8 @@ struct Queue {
     bytes: usize,
     reader: Option<Waker>,
     respond: Option<Respond>,
-    events: VecDeque<ServerEvent>,
+    /// For `next_event`: folded, never dropped (see `next_event`).
+    events: EventQueue<ServerEvent>,
 }
 
 /// Deliveries queued at most before the server stops taking more (the
@@ -450,10 +468,7 @@ impl ServerHandler for Queue {
         }
     }
     fn event(&mut self, event: ServerEvent) {
-        if self.events.len() == 1024 {
-            self.events.pop_front();
-        }
-        self.events.push_back(event);
+        self.events.push(event);
     }
 }
 
@@ -532,7 +547,7 @@ impl Server {
             bytes: 0,
             reader: None,
             respond,
-            events: VecDeque::new(),
+            events: EventQueue::default(),
         };
         let server = crate::Server::bind(addr, options, queue)?;
         let poller = server.registry()?;
@@ -576,7 +591,25 @@ impl Server {
     }
 
     /// The next thing the server reported (sessions, gaps, losses), if
-    /// any; the last 1024 are kept.
+    /// any, oldest first. Reading them is optional; what waits is bounded
+    /// by folding, and no event that names a loss is ever dropped:
+    ///
+    /// - `LiveLoss`, `Recovered`, `LostLive`, `LostInFlight`, `Duplicate`,
+    ///   `Rejected`, `Forgotten`, `SlowConsumer` and every variant not
+    ///   listed below wait until taken: their number grows with the
+    ///   losses, duplicates and refusals the server saw, so an application
+    ///   that may see many should take them. A `LiveLoss`, `LostLive` or
+    ///   `LostInFlight` folds into one of its kind and session right
+    ///   before it among these whose range it touches.
+    /// - Routine events — `SessionOpened`, `Stale` (its sn comes again in
+    ///   the newer epoch), `Evicted` (its tombstone remembers the
+    ///   session), `Closed`, `HandshakeTimeout`, `Disconnected` — say
+    ///   only how sessions and connections came and went: of those not
+    ///   taken, the newest 1,024 wait, older ones are removed.
+    ///
+    /// [`events_folded`](Self::events_folded) counts what was folded or
+    /// removed; [`stats`](Self::stats) counts duplicates, stale frames
+    /// and losses whether or not their events are read.
     pub fn next_event(&self) -> Option<ServerEvent> {
         self.handle
             .shared
@@ -584,7 +617,15 @@ impl Server {
             .endpoint
             .handler_mut()
             .events
-            .pop_front()
+            .pop()
+    }
+
+    /// Events that [`next_event`](Self::next_event) does not return one by
+    /// one: ranges folded into a later event, and routine events removed
+    /// beyond the newest 1,024.
+    #[must_use]
+    pub fn events_folded(&self) -> u64 {
+        self.handle.shared.lock().endpoint.handler().events.folded()
     }
 
     /// Counters: delivered, duplicates, gaps, losses, ...

@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::{reconcile, Taken, TempDir, SIZES};
 use iomsg_core::workload::{fill, hash};
 use iomsg_stream::tokio::{Client, Server};
+use iomsg_stream::ClientEvent;
 
 const MESSAGES: u64 = 400;
 const LIMIT: Duration = Duration::from_secs(30);
@@ -52,6 +53,17 @@ async fn roundtrip(addr: String) {
     assert_eq!(sn, MESSAGES);
     sent.insert(sn, hash(b"last"));
     assert_eq!(client.acked_below(), MESSAGES + 1);
+    // Read only now: the acks wait folded into one event, after the
+    // connection's own.
+    let events: Vec<ClientEvent> = std::iter::from_fn(|| client.next_event()).collect();
+    assert!(
+        matches!(
+            &events[..],
+            [ClientEvent::Connecting { .. }, ClientEvent::Established { .. }, ClientEvent::Acked { upto }]
+                if *upto == MESSAGES + 1
+        ),
+        "{events:?}"
+    );
     let (taken, server) = collector.await.expect("collector");
     client.close().await.expect("closes");
     drop(server);

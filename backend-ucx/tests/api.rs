@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iomsg_core::workload;
-use iomsg_ucx::{Client, ClientOptions, Delivery, Error, Server, ServerOptions};
+use iomsg_ucx::{Client, ClientEvent, ClientOptions, Delivery, Error, Server, ServerOptions};
 
 /// Loopback device and tcp only, set once before any UCX context exists;
 /// the tests then run one at a time.
@@ -166,6 +167,135 @@ fn with_replay_off_every_message_is_acknowledged_and_recorded_or_reported_lost()
     assert!(acked >= 4000, "only {acked} of {} acknowledged", sent.len());
 }
 
+/// A server that serves until its application took `freeze_at`
+/// messages, then stops polling for `frozen` (what the client sends
+/// meanwhile goes unacknowledged) and goes away: a restart mid-stream
+/// with sns in flight. Returns its record.
+fn serve_then_vanish(
+    server: Server<Record>,
+    freeze_at: usize,
+    frozen: Duration,
+) -> std::thread::JoinHandle<Taken> {
+    let mut server = server;
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        server
+            .run_until(|r| r.0.len() >= freeze_at || started.elapsed() > Duration::from_secs(60))
+            .unwrap();
+        assert!(server.handler().0.len() >= freeze_at, "the client stalled");
+        std::thread::sleep(frozen);
+        server.into_handler().0
+    })
+}
+
+/// 20,000 messages across a server restart, with no event read until
+/// the end: the restart's warning (which sns may arrive twice) is still
+/// there, naming exactly the sns the new instance took from the start,
+/// and the acks that came in thousands are folded into a few events.
+#[test]
+fn a_restart_warning_outlives_twenty_thousand_unread_acks() {
+    const MESSAGES: u64 = 20_000;
+    // Every this many messages the client waits for their ack: more than
+    // 2,000 acks, well past the 1,024 events a queue once kept.
+    const PACE: u64 = 8;
+    let _one = loopback_only();
+    let server = Server::bind(
+        "127.0.0.1:0",
+        ServerOptions::default(),
+        Record(Taken::new()),
+    )
+    .unwrap();
+    let addr = server.local_addr();
+    let a = serve_then_vanish(server, 2_000, Duration::from_millis(300));
+    let stop = Arc::new(AtomicBool::new(false));
+    let restart = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let a = a.join().unwrap();
+            let (_, b) = serve(addr, stop);
+            (a, b)
+        })
+    };
+    let options = ClientOptions::default().retry_for(Duration::from_secs(20));
+    let mut client = Client::connect(addr, options).unwrap();
+    let session = client.session_id();
+    let mut buf = [0u8; 100];
+    for sn in 0..MESSAGES {
+        workload::fill(session, sn, &mut buf);
+        assert_eq!(client.send(&buf).unwrap(), sn);
+        if sn % PACE == PACE - 1 {
+            // Thousands of acks, each its own event before folding.
+            client.wait_acked(sn, Duration::from_secs(20)).unwrap();
+        }
+    }
+    client.flush(Duration::from_secs(20)).unwrap();
+    let (a, b) = restart.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let b = b.join().unwrap();
+
+    let events: Vec<ClientEvent> = std::iter::from_fn(|| client.next_event()).collect();
+    let restarts: Vec<&Range<u64>> = events
+        .iter()
+        .filter_map(|e| match e {
+            ClientEvent::ServerRestarted { unconfirmed, .. } => Some(unconfirmed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(restarts.len(), 1, "one restart, told once: {events:?}");
+    let unconfirmed = restarts[0].clone();
+    check_restart_told(session, MESSAGES, &unconfirmed, &a, &b);
+    let acks = events
+        .iter()
+        .filter(|e| matches!(e, ClientEvent::Acked { .. }))
+        .count();
+    assert!(acks <= 3, "{acks} Acked events: {events:?}");
+    assert!(events.len() < 100, "{} events: {events:?}", events.len());
+    let last_ack = events.iter().rev().find_map(|e| match e {
+        ClientEvent::Acked { upto } => Some(*upto),
+        _ => None,
+    });
+    assert_eq!(last_ack, Some(MESSAGES), "the last Acked covers every sn");
+    assert!(client.events_folded() > 0);
+}
+
+/// What a `ServerRestarted` must say of instances `a` (gone) and `b`
+/// (new): `b` took every sn from the first unconfirmed one on and no
+/// other, `a` took every sn before it, and any sn both took is named.
+fn check_restart_told(session: u64, total: u64, unconfirmed: &Range<u64>, a: &Taken, b: &Taken) {
+    assert!(
+        !unconfirmed.is_empty(),
+        "sns were in flight: {unconfirmed:?}"
+    );
+    assert!(unconfirmed.end <= total, "{unconfirmed:?}");
+    let sns = |t: &Taken| -> Vec<u64> {
+        t.keys()
+            .map(|&(s, sn)| {
+                assert_eq!(s, session);
+                sn
+            })
+            .collect()
+    };
+    let (a, b) = (sns(a), sns(b));
+    assert_eq!(
+        b,
+        (unconfirmed.start..total).collect::<Vec<_>>(),
+        "instance B's sns"
+    );
+    assert!(
+        (0..unconfirmed.start).all(|sn| a.binary_search(&sn).is_ok()),
+        "instance A took every sn acknowledged before the restart"
+    );
+    let twice: Vec<u64> = a
+        .iter()
+        .copied()
+        .filter(|sn| b.binary_search(sn).is_ok())
+        .collect();
+    assert!(
+        twice.iter().all(|sn| unconfirmed.contains(sn)),
+        "taken by both and not announced: {twice:?} (announced {unconfirmed:?})"
+    );
+}
+
 #[test]
 fn the_endpoints_can_move_between_threads() {
     fn send<T: Send>() {}
@@ -247,6 +377,20 @@ mod tokio_api {
         assert_eq!(client.acked_below(), 20_000);
         assert_eq!(client.send(b"last").await.unwrap(), 20_000);
         assert_eq!(server.next().await.unwrap().data, b"last");
+        // Read only now: the acks wait folded into one event, after the
+        // connection's own.
+        let events: Vec<ClientEvent> = std::iter::from_fn(|| client.next_event()).collect();
+        assert!(
+            matches!(
+                &events[..],
+                [
+                    ClientEvent::Connecting { .. },
+                    ClientEvent::Established { .. },
+                    ClientEvent::Acked { upto: 20_001 }
+                ]
+            ),
+            "{events:?}"
+        );
     }
 
     #[test]

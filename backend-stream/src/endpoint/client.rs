@@ -1,7 +1,5 @@
 //! [`Client`]: one session to one server over a TCP or Unix stream.
 
-use std::collections::VecDeque;
-use std::ops::Range;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
@@ -10,19 +8,13 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{self, ClientHandler, Readiness};
 
+use super::events::{EventQueue, GivenUp};
 use super::{random_u64, sooner, ClientOptions, Clock, Error};
 use crate::{Addr, Dial, StreamTransport, ToAddr};
 
 /// The send window's capacity in messages (the most a client may have
 /// unacknowledged).
 pub(crate) const WINDOW: usize = 1024;
-
-/// Events kept for [`Client::next_event`] at most; older ones are dropped
-/// (and counted) when the application does not take them.
-const EVENTS_KEPT: usize = 1024;
-
-/// Given-up ranges remembered for [`Client::wait_acked`] at most.
-const GIVEN_UP_KEPT: usize = 1024;
 
 /// The sans-IO driver under a [`Client`].
 pub type ClientDriver = transport::Client<StreamTransport<Dial>, WINDOW, Box<[u8]>>;
@@ -60,34 +52,53 @@ pub struct Client {
 struct Seen {
     /// Every sn below it is acknowledged or given up.
     acked: u64,
-    given_up: VecDeque<Range<u64>>,
+    /// Every sn given up, for `wait_acked`, `flush` and receipts.
+    given_up: GivenUp,
+    /// Sns a server said it lost after acknowledging them, not yet
+    /// reported by `flush`.
+    state_lost: Option<std::ops::Range<u64>>,
     failed: Option<FailReason>,
     established: bool,
     last_cause: Option<DisconnectCause>,
-    events: VecDeque<ClientEvent>,
-    events_dropped: u64,
+    /// For `next_event`: folded, never dropped (see `next_event`).
+    events: EventQueue<ClientEvent>,
+}
+
+impl Seen {
+    /// How message `sn` ended, if it has: acknowledged, given up (in the
+    /// range of touching give-ups that holds it), or the client failed.
+    fn outcome(&self, sn: u64) -> Option<Result<(), Error>> {
+        if let Some(range) = self.given_up.find(sn) {
+            return Some(Err(Error::Lost {
+                sn,
+                range: range.clone(),
+            }));
+        }
+        if self.acked > sn {
+            return Some(Ok(()));
+        }
+        self.failed.map(|reason| Err(Error::Failed(reason)))
+    }
 }
 
 impl ClientHandler for Seen {
     fn event(&mut self, event: ClientEvent) {
         match &event {
             ClientEvent::Acked { upto } => self.acked = self.acked.max(*upto),
-            ClientEvent::NotReplayed { range } if !range.is_empty() => {
-                if self.given_up.len() == GIVEN_UP_KEPT {
-                    self.given_up.pop_front();
-                }
-                self.given_up.push_back(range.clone());
+            ClientEvent::NotReplayed { range } => self.given_up.insert(range.clone()),
+            ClientEvent::StateLost { unknown, .. } => {
+                let r = unknown.clone();
+                self.state_lost = Some(match self.state_lost.take() {
+                    Some(old) => old.start.min(r.start)..old.end.max(r.end),
+                    None => r,
+                });
             }
             ClientEvent::Established { .. } => self.established = true,
             ClientEvent::Disconnected { cause, .. } => self.last_cause = Some(*cause),
             ClientEvent::Failed(reason) => self.failed = Some(*reason),
             _ => {}
         }
-        if self.events.len() == EVENTS_KEPT {
-            self.events.pop_front();
-            self.events_dropped += 1;
-        }
-        self.events.push_back(event);
+        self.events.push(event);
     }
 }
 
@@ -182,16 +193,7 @@ impl Client {
     /// How message `sn` ended, if it has: acknowledged, given up, or the
     /// client failed.
     pub(crate) fn outcome(&self, sn: u64) -> Option<Result<(), Error>> {
-        if let Some(range) = self.seen.given_up.iter().find(|r| r.contains(&sn)) {
-            return Some(Err(Error::Lost {
-                sn,
-                range: range.clone(),
-            }));
-        }
-        if self.seen.acked > sn {
-            return Some(Ok(()));
-        }
-        self.check().err().map(Err)
+        self.seen.outcome(sn)
     }
 
     /// Arms the transport: whether the application may sleep on the
@@ -250,8 +252,10 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::Lost`] naming the first message given up since the last
-    /// `flush` (replay off), or as [`wait_acked`](Self::wait_acked) for
-    /// the first that was not acknowledged in time.
+    /// `flush` (replay off), [`Error::StateLost`] when a server lost
+    /// state it had acknowledged since the last `flush`, or as
+    /// [`wait_acked`](Self::wait_acked) for the first that was not
+    /// acknowledged in time.
     pub fn flush(&mut self, timeout: Duration) -> Result<(), Error> {
         let next = self.driver.session().next_sn();
         let since = std::mem::replace(&mut self.flushed, next);
@@ -264,17 +268,14 @@ impl Client {
                 }
             }
         }
-        let first_lost = self
-            .seen
-            .given_up
-            .iter()
-            .filter(|r| r.end > since && r.start < next)
-            .min_by_key(|r| r.start);
-        match first_lost {
-            Some(r) => Err(Error::Lost {
+        if let Some(r) = self.seen.given_up.first_in(since..next) {
+            return Err(Error::Lost {
                 sn: r.start.max(since),
                 range: r.clone(),
-            }),
+            });
+        }
+        match self.seen.state_lost.take() {
+            Some(unknown) => Err(Error::StateLost { unknown }),
             None => Ok(()),
         }
     }
@@ -322,10 +323,32 @@ impl Client {
         self.step(max).map(drop)
     }
 
-    /// The next thing the session told (connections, acks, losses), oldest
-    /// first; the last 1024 are kept.
+    /// The next thing the session told (connections, acks, restarts,
+    /// losses), oldest first. Reading them is optional; what waits is
+    /// bounded by folding, and no event that names sns is ever dropped:
+    ///
+    /// - `ServerRestarted` (its `unconfirmed` sns may arrive twice),
+    ///   `NotReplayed`, `Failed`, `Closed` and every variant not listed
+    ///   below wait until taken. An `Acked` folds into an `Acked` right
+    ///   before it among these (the later `upto`, which covers both), and
+    ///   a `NotReplayed` into a `NotReplayed` whose range it touches; the
+    ///   folded event is told where the later one was.
+    /// - Routine events — `Connecting`, `Established`, `Disconnected` —
+    ///   say only how connections came and went: of those not taken, the
+    ///   newest 1,024 wait, older ones are removed.
+    ///
+    /// [`events_folded`](Self::events_folded) counts what was folded or
+    /// removed.
     pub fn next_event(&mut self) -> Option<ClientEvent> {
-        self.seen.events.pop_front()
+        self.seen.events.pop()
+    }
+
+    /// Events that [`next_event`](Self::next_event) does not return one by
+    /// one: acks and give-ups folded into a later event, and routine
+    /// events removed beyond the newest 1,024.
+    #[must_use]
+    pub fn events_folded(&self) -> u64 {
+        self.seen.events.folded()
     }
 
     /// Every sn below this is acknowledged or given up.
@@ -392,5 +415,41 @@ impl Client {
                 .map_err(Error::Poll)?;
         }
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replay off, 2,000 disconnects, each giving up the last 2 of 10
+    /// sns: the first give-up is as lost as the last, every sn between
+    /// them acknowledged, and every give-up told by its own event.
+    #[test]
+    fn a_give_up_thousands_of_give_ups_ago_is_still_lost() {
+        let mut seen = Seen::default();
+        for i in 0..2_000 {
+            seen.event(ClientEvent::Acked { upto: 10 * i + 8 });
+            seen.event(ClientEvent::NotReplayed {
+                range: 10 * i + 8..10 * i + 10,
+            });
+        }
+        seen.event(ClientEvent::Acked { upto: 20_010 });
+        for sn in [8, 9, 10_008, 19_999] {
+            let lost = seen.outcome(sn);
+            let first = sn - sn % 10 + 8;
+            assert!(
+                matches!(&lost, Some(Err(Error::Lost { sn: s, range })) if *s == sn && *range == (first..first + 2)),
+                "sn {sn}: {lost:?}"
+            );
+        }
+        for sn in [0, 7, 10, 17, 19_997, 20_000, 20_009] {
+            assert!(matches!(seen.outcome(sn), Some(Ok(()))), "sn {sn}");
+        }
+        assert!(seen.outcome(20_010).is_none());
+        let told = std::iter::from_fn(|| seen.events.pop())
+            .filter(|e| matches!(e, ClientEvent::NotReplayed { .. }))
+            .count();
+        assert_eq!(told, 2_000);
     }
 }

@@ -70,6 +70,17 @@ pub enum Error {
         /// How long.
         waited: Duration,
     },
+    /// A server lost state it had acknowledged (its journal went back in
+    /// time: a power cut under a lazy sync, an older copy restored): the
+    /// sns in `unknown` were acknowledged, and whether its application
+    /// kept them is no longer known. Reported once, by the `flush` after
+    /// it; each range is a
+    /// [`ClientEvent::StateLost`](iomsg_core::session::ClientEvent::StateLost).
+    StateLost {
+        /// The sns whose delivery is unknown (from the lowest to the
+        /// highest named since the last `flush`).
+        unknown: Range<u64>,
+    },
     /// The server's handler could not keep what it took (its
     /// [`flush`](iomsg_core::session::ServerHandler::flush) failed): the
     /// server acknowledged nothing it did not keep, refuses every client
@@ -116,6 +127,13 @@ impl fmt::Display for Error {
             Error::Timeout { what, waited } => {
                 write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
             }
+            Error::StateLost { unknown } => write!(
+                f,
+                "the server lost state it had acknowledged (its journal went back in time): \
+                 sns {}..{} were acknowledged and may not have been kept; each range is a \
+                 ClientEvent::StateLost",
+                unknown.start, unknown.end
+            ),
             Error::Halted => write!(
                 f,
                 "the server stopped: its handler could not keep what it took (its flush \

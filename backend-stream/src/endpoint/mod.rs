@@ -13,6 +13,7 @@
 
 pub(crate) mod client;
 mod error;
+pub(crate) mod events;
 mod options;
 pub(crate) mod server;
 

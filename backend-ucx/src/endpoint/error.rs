@@ -73,6 +73,17 @@ pub enum Error {
     /// An option this endpoint does not offer (the text says which, and
     /// what offers it).
     Unsupported(&'static str),
+    /// A server lost state it had acknowledged (its journal went back in
+    /// time: a power cut under a lazy sync, an older copy restored): the
+    /// sns in `unknown` were acknowledged, and whether its application
+    /// kept them is no longer known. Reported once, by the `flush` after
+    /// it; each range is a
+    /// [`ClientEvent::StateLost`](iomsg_core::session::ClientEvent::StateLost).
+    StateLost {
+        /// The sns whose delivery is unknown (from the lowest to the
+        /// highest named since the last `flush`).
+        unknown: Range<u64>,
+    },
     /// The server's handler could not keep what it took (its
     /// [`flush`](iomsg_core::session::ServerHandler::flush) failed): the
     /// server acknowledged nothing it did not keep, refuses every client
@@ -118,6 +129,13 @@ impl fmt::Display for Error {
             }
             Error::Journal(e) => write!(f, "cannot restore from the journal: {e}"),
             Error::Unsupported(what) => write!(f, "not supported: {what}"),
+            Error::StateLost { unknown } => write!(
+                f,
+                "the server lost state it had acknowledged (its journal went back in time): \
+                 sns {}..{} were acknowledged and may not have been kept; each range is a \
+                 ClientEvent::StateLost",
+                unknown.start, unknown.end
+            ),
             Error::Halted => write!(
                 f,
                 "the server stopped: its handler could not keep what it took (its flush \

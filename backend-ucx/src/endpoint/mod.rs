@@ -17,6 +17,7 @@
 
 pub(crate) mod client;
 mod error;
+pub(crate) mod events;
 mod options;
 pub(crate) mod server;
 
