@@ -149,6 +149,8 @@ struct Seen {
     announced: u64,
     /// Sns acknowledged earlier that a server can no longer vouch for.
     state_lost: u64,
+    /// Reads answered since the outbox last took them.
+    answered: Vec<u64>,
     not_replayed: u64,
     restarts: u64,
     reads_ok: u64,
@@ -235,6 +237,7 @@ impl ClientHandler for Seen {
     }
 
     fn read_data(&mut self, data: ReadData<'_>) {
+        self.answered.push(data.sn);
         if workload::matches(self.session, data.sn, data.data) {
             self.reads_ok += 1;
         } else {
@@ -295,6 +298,8 @@ struct Peer {
     client: Driver,
     seen: Seen,
     rebuilds: u64,
+    /// Its session's outbox (`--outbox`).
+    outbox: Option<Outbox>,
 }
 
 /// Runs the client until its iterations or run time are done and what it
@@ -312,19 +317,20 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     let ucx = common::ucx_config(job.blocking, job.shared_memory, job.api);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     let start = Wall::now();
-    let (mut outbox, stored) = match &job.outbox {
-        Some(o) => {
-            let (o, s) = Outbox::open(o)?;
-            (Some(o), Some(s))
-        }
-        None => (None, None),
-    };
     let mut peers = Vec::new();
     for (k, &addr) in job.servers.iter().enumerate() {
-        let resume = stored.as_ref().filter(|s| s.identity.is_some());
+        let (outbox, stored) = match &job.outbox {
+            Some(o) => {
+                let (o, s) = Outbox::open(&o.for_server(job.servers.len(), addr)?)?;
+                (Some(o), Some(s))
+            }
+            None => (None, None),
+        };
+        let resume = stored.as_ref().filter(|s| s.resumes());
         let mut p = connect(job, k, addr, &ucx, start, resume)?;
-        if let (Some(o), Some(s)) = (outbox.as_mut(), stored.as_ref()) {
-            begin_outbox(o, s, &mut p, &mut audit)?;
+        p.outbox = outbox;
+        if let Some(s) = stored.as_ref() {
+            begin_outbox(s, &mut p, &mut audit)?;
         }
         p.client.start(common::clock(start));
         if let Some(a) = audit.as_mut() {
@@ -360,22 +366,22 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
         let mut busy = false;
         if !done_submitting {
-            busy = work.fill_window(job, &mut peers, &mut audit, &mut outbox)?;
+            busy = work.fill_window(job, &mut peers, &mut audit)?;
         }
         // What was submitted is kept before a poll can send it and before
         // its audit record is written; with an outbox the record is written
         // before the poll too, so that a message the poll gets acknowledged
         // (and the outbox then releases) always has its record.
-        if let Some(o) = outbox.as_mut() {
-            o.write()?;
+        if job.outbox.is_some() {
+            for o in peers.iter_mut().filter_map(|p| p.outbox.as_mut()) {
+                o.write()?;
+            }
             if let Some(a) = audit.as_mut() {
                 a.flush()?;
             }
         }
         busy |= poll_peers(job, &mut peers, &ucx, now, &mut audit)?;
-        if let Some(o) = outbox.as_mut() {
-            keep_outbox(o, &peers)?;
-        }
+        keep_outboxes(&mut peers)?;
         status.show(job, &peers, start, work.submitted, &mut audit);
         if let Some(a) = audit.as_mut() {
             a.flush()?;
@@ -392,14 +398,26 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
             break;
         }
         if !busy {
-            let cap = outbox.as_ref().and_then(Outbox::sync_wait);
+            let cap = peers
+                .iter()
+                .filter_map(|p| p.outbox.as_ref()?.sync_wait())
+                .min();
             wait_for_work(job, &mut peers, start, cap)?;
         }
     }
     close(&mut peers, start);
-    if let Some(o) = outbox.as_mut() {
-        keep_outbox(o, &peers)?;
+    keep_outboxes(&mut peers)?;
+    for p in &mut peers {
+        let Some(o) = p.outbox.as_mut() else {
+            continue;
+        };
         o.sync_now()?;
+        let s = p.client.session();
+        if s.state() == ClientState::Closed && s.outstanding() == 0 {
+            // Everything acknowledged and Bye said: the next run starts a
+            // new session here rather than resume this one.
+            o.finished()?;
+        }
     }
     let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
     finish(job, &report, &mut audit)?;
@@ -468,6 +486,7 @@ fn connect(
             ..Seen::default()
         },
         rebuilds: 0,
+        outbox: None,
     })
 }
 
@@ -502,7 +521,6 @@ impl Submitter {
         job: &ClientJob,
         peers: &mut [Peer],
         audit: &mut Option<Audit>,
-        outbox: &mut Option<Outbox>,
     ) -> Result<bool, String> {
         let mut busy = false;
         let outstanding: u64 = peers
@@ -539,7 +557,7 @@ impl Submitter {
             };
             match p.client.submit(msg) {
                 Ok(sn) => {
-                    if let Some(o) = outbox.as_mut() {
+                    if let Some(o) = p.outbox.as_mut() {
                         o.message(sn, &msg);
                     }
                     p.seen.observer.on_submit(sn, p.seen.now);
@@ -685,15 +703,25 @@ fn wait_for_work(
 /// Starts the outbox of a new session (its identity first), or resubmits
 /// the messages a resumed one kept, in sn order and with their old sns,
 /// recorded again in the audit (identical records); then keeps the point.
-fn begin_outbox(
-    o: &mut Outbox,
-    stored: &Stored,
-    p: &mut Peer,
-    audit: &mut Option<Audit>,
-) -> Result<(), String> {
+fn begin_outbox(stored: &Stored, p: &mut Peer, audit: &mut Option<Audit>) -> Result<(), String> {
     let session = p.seen.session;
-    if stored.identity.is_none() {
-        o.identity(session, p.client.session().config().token);
+    let token = p.client.session().config().token;
+    let Some(o) = p.outbox.as_mut() else {
+        return Ok(());
+    };
+    if let Some(t) = &stored.torn {
+        println!("outbox {}: {t}", o.path().display());
+    }
+    if stored.finished {
+        o.start_over(session, token)?;
+        println!(
+            "outbox {}: its session {:016x} finished in an earlier run (everything \
+             acknowledged); new session {session:016x}",
+            o.path().display(),
+            stored.identity.map_or(0, |(id, _)| id)
+        );
+    } else if stored.identity.is_none() {
+        o.identity(session, token);
         println!("outbox {}: new session {session:016x}", o.path().display());
     } else {
         let client = &mut p.client;
@@ -709,22 +737,33 @@ fn begin_outbox(
                 }
             },
         )?;
+        // Reads whose answers the crashed process handed over: not again.
+        for &sn in &stored.answered {
+            client.settle_read(sn);
+        }
         println!("{}", stored.describe(o.path(), session));
     }
     o.note(p.client.session().resume_point());
     o.write()
 }
 
-/// Keeps the session's point (releases, server record, epoch
-/// reservation) after a poll; syncs and compacts when due.
-fn keep_outbox(o: &mut Outbox, peers: &[Peer]) -> Result<(), String> {
-    if let Some(p) = peers.first() {
+/// Keeps each session's point (releases, server record, epoch
+/// reservation) and the reads answered after a poll; syncs and compacts
+/// when due.
+fn keep_outboxes(peers: &mut [Peer]) -> Result<(), String> {
+    for p in peers {
+        let Some(o) = p.outbox.as_mut() else {
+            continue;
+        };
+        for sn in p.seen.answered.drain(..) {
+            o.answered(sn);
+        }
         o.note(p.client.session().resume_point());
-    }
-    o.write()?;
-    o.tick()?;
-    if o.compact_if_large()? {
-        println!("outbox compacted to {} bytes", o.len());
+        o.write()?;
+        o.tick()?;
+        if o.compact_if_large()? {
+            println!("outbox compacted to {} bytes", o.len());
+        }
     }
     Ok(())
 }

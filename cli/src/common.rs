@@ -201,6 +201,17 @@ impl Audit {
         self.records_len
     }
 
+    /// Another handle on the records file (for a thread that syncs it).
+    ///
+    /// # Errors
+    ///
+    /// The descriptor could not be duplicated; the error names the file.
+    pub fn records_file(&self) -> Result<File, String> {
+        self.records
+            .try_clone()
+            .map_err(|e| format!("cannot reopen {}: {e}", self.records_path.display()))
+    }
+
     /// `fdatasync` of the records file.
     ///
     /// # Errors

@@ -11,22 +11,48 @@
 //! handed over since the last batch, each a `u32` length and its bytes
 //! (see `iomsg_core::session::JournalRecord`). Everything little-endian.
 //!
-//! At start the batches are read up to the first torn or changed one (the
-//! file is cut there), their records restored in order, the records file
-//! named by the last batch cut back to its commit point, and a batch
-//! naming the new instance's records file appended. `DIR/lock` is held
-//! (`flock`) while the server runs: one server per journal.
+//! At start the batches are read back: a torn tail is cut (its bytes kept
+//! in `DIR/journal.torn-OFFSET`), a damaged journal refused and left as it
+//! is (see [`crate::durable`]). A batch whose records file is shorter than
+//! the commit point it names (a power cut took the records' last writes
+//! and not the journal's) cannot be vouched for: the journal is cut back
+//! to before it, its bytes kept in `DIR/journal.unvouched-OFFSET`, and the
+//! clients whose acknowledged sns that forgets are told by the protocol
+//! (`StateLost`). Then the latest record of each session is restored, in
+//! the order written ([`index`]); the records file named by the last batch
+//! is brought back to its commit point, what was past it kept aside
+//! ([`roll_back`]); and a batch naming the new instance's records file is
+//! appended. The directory itself is locked (`flock`) while the server
+//! runs: one server per journal.
+//!
+//! The journal keeps the latest record of every session it ever held, not
+//! only those the server's tables hold: compaction rewrites them all, and
+//! a session the server forgot is read back from the file when its client
+//! comes ([`Journal::recall`]). Memory: about 30 bytes per session held
+//! ([`index`]), and the file is read whole at start.
+//!
+//! Under `--sync batch` the records and the journal are synced by a
+//! thread of their own ([`crate::durable::background`]), so the serving
+//! loop never waits for the disk.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::durable::background::Background;
 use crate::durable::{
-    frame, lock_dir, next_frame, open_append, read_frames, replace, sync_file, u32_at, u64_at,
-    DirLock, SyncPolicy, Syncer,
+    cut_keeping, frame, lock_dir, next_frame, open_append, read_frames, replace, sync_file, u32_at,
+    u64_at, Damage, DirLock, ReadError, SyncPolicy, Syncer, Torn, FRAME_HEADER,
 };
+
+pub mod index;
+mod rollback;
+
+use index::Index;
+pub use rollback::{roll_back, uncommitted_file, Rollback, Unvouched};
 
 /// The first bytes of every journal batch.
 pub const BATCH_MAGIC: [u8; 4] = *b"IOJB";
@@ -100,10 +126,18 @@ pub struct Recovered {
     pub bytes: Vec<u8>,
     /// Good batches.
     pub batches: u64,
-    /// Bytes of a torn or changed tail dropped.
+    /// Bytes of a torn tail cut off (those of [`torn`](Self::torn)).
     pub dropped: u64,
+    /// The torn tail cut off, and where its bytes were kept.
+    pub torn: Option<Torn>,
     /// The last batch's records file and commit point.
     pub last_commit: Option<(PathBuf, u64)>,
+    /// Batches cut off because their records were not there, and where
+    /// their bytes were kept.
+    pub unvouched: Option<(Unvouched, u64, PathBuf)>,
+    /// Where the latest record of each session is in `bytes`, in the
+    /// order written.
+    latest: Vec<Range<usize>>,
 }
 
 impl Recovered {
@@ -117,82 +151,12 @@ impl Recovered {
         })
         .flat_map(|b| b.records().collect::<Vec<_>>())
     }
-}
 
-/// What was done to the records file the last batch names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rollback {
-    /// Nothing named, or the file is at its commit point.
-    Nothing,
-    /// Cut back from `from` to `to` bytes: deliveries never acknowledged.
-    Cut {
-        /// The file.
-        path: PathBuf,
-        /// Its length before.
-        from: u64,
-        /// Its length now, the commit point.
-        to: u64,
-    },
-    /// Shorter than its commit point: records written but never synced
-    /// were lost (a power cut with `--sync none` or `batch`).
-    Short {
-        /// The file.
-        path: PathBuf,
-        /// Its length.
-        len: u64,
-        /// The commit point.
-        committed: u64,
-    },
-}
-
-/// Cuts the records file of `commit` back to its commit point (synced
-/// unless `policy` is none): the deliveries past it were never
-/// acknowledged, their clients send them again.
-///
-/// # Errors
-///
-/// The file cannot be read or cut; the error names it.
-pub fn roll_back(commit: Option<&(PathBuf, u64)>, policy: SyncPolicy) -> Result<Rollback, String> {
-    let Some((path, committed)) = commit else {
-        return Ok(Rollback::Nothing);
-    };
-    let (path, committed) = (path.clone(), *committed);
-    if path.as_os_str().is_empty() {
-        return Ok(Rollback::Nothing);
+    /// The latest record of each session, in the order written: what a
+    /// new instance restores.
+    pub fn latest(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.latest.iter().filter_map(|r| self.bytes.get(r.clone()))
     }
-    let len = match std::fs::metadata(&path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    if len < committed {
-        return Ok(Rollback::Short {
-            path,
-            len,
-            committed,
-        });
-    }
-    if len == committed {
-        return Ok(Rollback::Nothing);
-    }
-    let f = OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    f.set_len(committed).map_err(|e| {
-        format!(
-            "cannot roll {} back to {committed} bytes: {e}",
-            path.display()
-        )
-    })?;
-    if policy != SyncPolicy::None {
-        sync_file(&f, &path)?;
-    }
-    Ok(Rollback::Cut {
-        path,
-        from: len,
-        to: committed,
-    })
 }
 
 /// The server's journal, open and locked (see the module's docs).
@@ -210,16 +174,24 @@ pub struct Journal {
     own: Vec<u8>,
     last_committed: Option<u64>,
     scratch: Vec<u8>,
+    /// The latest record of each session in the file.
+    index: Index,
+    /// The length of the last compaction's file: the next one waits
+    /// until the journal is twice that (or `compact_over`).
+    compacted: u64,
+    /// `--sync batch`: the thread that syncs the records and the journal.
+    background: Option<Background>,
 }
 
 impl Journal {
-    /// Locks `dir`, reads `dir/journal` up to its first bad batch (cutting
-    /// the file there) and returns it with what it held.
+    /// Locks `dir`, reads `dir/journal` (cutting a torn tail, its bytes
+    /// kept beside it) and returns it with what it held.
     ///
     /// # Errors
     ///
-    /// Another server holds the directory, or a file cannot be read, made
-    /// or cut; the error names it.
+    /// Another server holds the directory; the journal is damaged (the
+    /// error names it, the offset and what to do; nothing was changed); or
+    /// a file cannot be read, made or cut (the error names it).
     pub fn open(
         dir: &Path,
         policy: SyncPolicy,
@@ -227,21 +199,44 @@ impl Journal {
     ) -> Result<(Journal, Recovered), String> {
         let lock = lock_dir(dir, "journal directory")?;
         let path = dir.join("journal");
-        // A compaction cut short: the journal itself is whole.
-        let _ = std::fs::remove_file(path.with_extension("tmp"));
         let mut file = open_append(&path)?;
         let mut rec = Recovered::default();
-        let (bytes, dropped) = read_frames(&mut file, &path, policy, BATCH_MAGIC, |payload| {
-            let Some(b) = Batch::parse(payload) else {
-                return false;
-            };
+        let frames = read_frames(&mut file, &path, policy, BATCH_MAGIC, |payload| {
+            let b = Batch::parse(payload).ok_or("its payload is not a batch")?;
             rec.batches += 1;
             let named = PathBuf::from(std::ffi::OsStr::from_bytes(b.records_path));
             rec.last_commit = Some((named, b.committed));
-            true
+            Ok(())
+        })
+        .map_err(|e| match e {
+            ReadError::Io(e) => e,
+            ReadError::Damaged(d) => refusal(&d),
         })?;
-        rec.bytes = bytes;
-        rec.dropped = dropped;
+        // A compaction cut short: the journal itself is whole.
+        let _ = std::fs::remove_file(path.with_extension("tmp"));
+        rec.bytes = frames.bytes;
+        rec.dropped = frames.torn.as_ref().map_or(0, |t| t.len);
+        rec.torn = frames.torn;
+        if let Some(u) = rollback::first_unvouched(&rec.bytes)? {
+            let at = u.offset as usize;
+            let kept = cut_keeping(&file, &path, policy, (&rec.bytes, at), "unvouched")?;
+            let cut = (rec.bytes.len() - at) as u64;
+            rec.bytes.truncate(at);
+            rec.batches = 0;
+            rec.last_commit = None;
+            let mut at = 0;
+            while let Some((payload, next)) = next_frame(BATCH_MAGIC, &rec.bytes, at) {
+                if let Some(b) = Batch::parse(payload) {
+                    rec.batches += 1;
+                    let named = PathBuf::from(std::ffi::OsStr::from_bytes(b.records_path));
+                    rec.last_commit = Some((named, b.committed));
+                }
+                at = next;
+            }
+            rec.unvouched = Some((u, cut, kept));
+        }
+        let index = Index::of(&rec.bytes);
+        rec.latest = index.latest_ranges(&rec.bytes);
         let journal = Journal {
             len: rec.bytes.len() as u64,
             path,
@@ -253,8 +248,47 @@ impl Journal {
             own: Vec::new(),
             last_committed: None,
             scratch: Vec::new(),
+            index,
+            compacted: 0,
+            background: None,
         };
         Ok((journal, rec))
+    }
+
+    /// Sessions the journal holds a record of.
+    pub fn sessions(&self) -> usize {
+        self.index.len()
+    }
+
+    /// `--sync batch`: syncs the records file (`records`, when there is
+    /// one) and the journal on a thread of its own from now on, instead of
+    /// in [`commit`](Self::commit) and [`tick`](Self::tick).
+    ///
+    /// # Errors
+    ///
+    /// The journal could not be reopened or no thread started.
+    pub fn sync_in_background(&mut self, records: Option<(File, PathBuf)>) -> Result<(), String> {
+        if self.sync.policy() != SyncPolicy::Batch {
+            return Ok(());
+        }
+        let journal = self
+            .file
+            .try_clone()
+            .map_err(|e| format!("cannot reopen {}: {e}", self.path.display()))?;
+        let mut files: Vec<(File, PathBuf)> = records.into_iter().collect();
+        files.push((journal, self.path.clone()));
+        self.background = Some(Background::start(files)?);
+        Ok(())
+    }
+
+    /// The latest record of `session`, kept since the last batch or read
+    /// back from the file (see
+    /// [`ServerHandler::recall`](iomsg_core::session::ServerHandler::recall)).
+    pub fn recall(&self, session: u64) -> Option<Vec<u8>> {
+        if let Some(r) = index::pending_record(&self.pending, session) {
+            return Some(r.to_vec());
+        }
+        self.index.read(&self.file, session)
     }
 
     /// The journal file.
@@ -309,16 +343,24 @@ impl Journal {
         if self.sync.policy() == SyncPolicy::Always {
             sync_records()?;
         }
+        if let Some(b) = &self.background {
+            // A sync that failed: stop here, before more is acknowledged.
+            b.check()?;
+        }
         self.scratch.clear();
         Batch::encode(&self.own, committed, &self.pending, &mut self.scratch);
         self.file
             .write_all(&self.scratch)
             .map_err(|e| format!("cannot write the journal {}: {e}", self.path.display()))?;
+        let at = self.len;
+        self.index.add_batch(at, &self.scratch[FRAME_HEADER..]);
         self.len += self.scratch.len() as u64;
         self.pending.clear();
         self.last_committed = Some(committed);
-        if self.sync.written() {
-            self.sync_now(sync_records)?;
+        match &self.background {
+            Some(b) => b.written(),
+            None if self.sync.written() => self.sync_now(sync_records)?,
+            None => {}
         }
         Ok(true)
     }
@@ -329,15 +371,21 @@ impl Journal {
     ///
     /// A sync failed; the error names the file.
     pub fn tick(&mut self, sync_records: impl Fn() -> Result<(), String>) -> Result<(), String> {
+        if let Some(b) = &self.background {
+            return b.check();
+        }
         if self.sync.due() {
             self.sync_now(sync_records)?;
         }
         Ok(())
     }
 
-    /// How long until a waiting sync is due.
+    /// How long until a waiting sync is due (none when a thread syncs).
     pub fn sync_wait(&self) -> Option<Duration> {
-        self.sync.wait()
+        match self.background {
+            Some(_) => None,
+            None => self.sync.wait(),
+        }
     }
 
     /// Syncs the records file, then the journal (unless the policy is
@@ -350,6 +398,9 @@ impl Journal {
         &mut self,
         sync_records: impl Fn() -> Result<(), String>,
     ) -> Result<(), String> {
+        if let Some(b) = &self.background {
+            return b.sync_now();
+        }
         if self.sync.policy() == SyncPolicy::None {
             return Ok(());
         }
@@ -359,37 +410,71 @@ impl Journal {
         Ok(())
     }
 
-    /// Whether the journal grew past its compaction threshold.
+    /// Whether the journal grew past its compaction threshold:
+    /// `compact_over`, or twice what the last compaction left (the
+    /// records of every session it holds can outgrow the threshold).
     pub fn over_limit(&self) -> bool {
-        self.len > self.compact_over
+        self.len > self.compact_over.max(2 * self.compacted)
     }
 
-    /// Replaces the journal by one batch: `snapshot` (every session's
-    /// record, length-prefixed, as [`push_record`] writes them; taken right
-    /// after a flush) at the commit point `committed`.
+    /// Replaces the journal by one batch at the commit point `committed`:
+    /// the latest record of every session it holds (those the server's
+    /// tables hold and those it forgot), in the order written. Call it
+    /// right after a flush.
     ///
     /// # Errors
     ///
-    /// A write, sync or rename failed; the error names the file.
+    /// A read, write, sync or rename failed; the error names the file.
     pub fn compact(
         &mut self,
         committed: u64,
-        snapshot: &[u8],
         sync_records: impl Fn() -> Result<(), String>,
     ) -> Result<(), String> {
         if self.sync.policy() != SyncPolicy::None {
             sync_records()?;
         }
-        let mut records = std::mem::take(&mut self.pending);
-        records.extend_from_slice(snapshot);
+        // Through the open file: it is the journal, whatever its name.
+        let mut old = vec![0u8; usize::try_from(self.len).unwrap_or(usize::MAX)];
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, &mut old, 0)
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let mut records = Vec::new();
+        for r in self.index.latest(&old) {
+            push_record(r, &mut records);
+        }
+        // Records kept since the last batch come last: they are newer.
+        records.extend_from_slice(&std::mem::take(&mut self.pending));
         self.scratch.clear();
         Batch::encode(&self.own, committed, &records, &mut self.scratch);
         self.file = replace(&self.path, &self.scratch, self.sync.policy())?;
+        self.index = Index::of(&self.scratch);
         self.len = self.scratch.len() as u64;
+        self.compacted = self.len;
         self.last_committed = Some(committed);
         self.sync.synced();
+        if let Some(b) = &self.background {
+            let file = self
+                .file
+                .try_clone()
+                .map_err(|e| format!("cannot reopen {}: {e}", self.path.display()))?;
+            // The journal is the last file the thread syncs.
+            b.replace(usize::MAX, file);
+        }
         Ok(())
     }
+}
+
+/// The error of a damaged journal: what is wrong, and what the operator
+/// can do.
+fn refusal(d: &Damage) -> String {
+    let (path, at) = (d.path.display(), d.offset);
+    format!(
+        "the journal {d} (each frame a batch). The journal was left as it is and the server \
+         does not start. To start anyway, keep a copy of {path}, then either move it away (the \
+         sessions it held are then new to this server: their clients are told so and announce \
+         the messages that may be delivered again), or cut it at the damage with \
+         `truncate -s {at} {path}` (the batches from offset {at} on are forgotten, with the \
+         same effect for the sessions they held)"
+    )
 }
 
 /// What `--journal DIR` asks of a server.
@@ -405,170 +490,4 @@ pub struct JournalJob {
 }
 
 #[cfg(test)]
-mod tests {
-    // Test setup that fails should stop the test where it failed.
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-    use crate::durable::COMPACT_OVER;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("iomsg-journal-unit-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    /// A batch committing `path` at `committed` with `records`.
-    fn batch(path: &str, committed: u64, records: &[&[u8]]) -> Vec<u8> {
-        let mut recs = Vec::new();
-        for r in records {
-            push_record(r, &mut recs);
-        }
-        let mut out = Vec::new();
-        Batch::encode(path.as_bytes(), committed, &recs, &mut out);
-        out
-    }
-
-    fn open(dir: &Path) -> (Journal, Recovered) {
-        Journal::open(dir, SyncPolicy::None, COMPACT_OVER).unwrap()
-    }
-
-    #[test]
-    fn a_last_batch_torn_at_every_byte_is_dropped_and_the_rest_restored() {
-        let dir = scratch("torn");
-        let mut good = batch("/a.records", 48, &[b"one", b"two"]);
-        good.extend(batch("/b.records", 0, &[b"three"]));
-        let last = batch("/b.records", 24, &[b"four", b"", b"five"]);
-        for cut in 0..last.len() {
-            let mut bytes = good.clone();
-            bytes.extend_from_slice(&last[..cut]);
-            std::fs::write(dir.join("journal"), &bytes).unwrap();
-            let (j, rec) = open(&dir);
-            assert_eq!(rec.batches, 2, "cut at {cut}");
-            assert_eq!(rec.dropped, cut as u64, "cut at {cut}");
-            let records: Vec<&[u8]> = rec.records().collect();
-            assert_eq!(records, [&b"one"[..], b"two", b"three"], "cut at {cut}");
-            assert_eq!(
-                rec.last_commit,
-                Some((PathBuf::from("/b.records"), 0)),
-                "cut at {cut}"
-            );
-            assert_eq!(j.len(), good.len() as u64);
-            drop(j);
-            let on_disk = std::fs::metadata(dir.join("journal")).unwrap().len();
-            assert_eq!(on_disk, good.len() as u64, "the torn tail stays on disk");
-        }
-        // Whole, it is taken.
-        let mut bytes = good.clone();
-        bytes.extend_from_slice(&last);
-        std::fs::write(dir.join("journal"), &bytes).unwrap();
-        let (_j, rec) = open(&dir);
-        assert_eq!((rec.batches, rec.dropped), (3, 0));
-        assert_eq!(rec.records().count(), 6);
-        assert_eq!(rec.last_commit, Some((PathBuf::from("/b.records"), 24)));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_changed_byte_anywhere_in_a_batch_ends_the_journal_there() {
-        let dir = scratch("flip");
-        let first = batch("/a.records", 24, &[b"one"]);
-        let second = batch("/a.records", 48, &[b"two", b"three"]);
-        for at in 0..second.len() {
-            let mut bytes = first.clone();
-            let mut changed = second.clone();
-            changed[at] ^= 0x40;
-            bytes.extend_from_slice(&changed);
-            std::fs::write(dir.join("journal"), &bytes).unwrap();
-            let (_j, rec) = open(&dir);
-            assert_eq!(rec.batches, 1, "byte {at} changed");
-            assert_eq!(rec.records().collect::<Vec<_>>(), [&b"one"[..]]);
-            assert_eq!(rec.dropped, second.len() as u64);
-        }
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_second_opener_of_one_directory_is_refused_until_the_first_is_gone() {
-        let dir = scratch("lock");
-        let first = open(&dir);
-        let err = Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).unwrap_err();
-        assert!(err.contains("in use"), "{err}");
-        assert!(err.contains("lock"), "{err}");
-        drop(first);
-        assert!(Journal::open(&dir, SyncPolicy::None, COMPACT_OVER).is_ok());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn batches_commit_the_records_file_and_compaction_keeps_the_snapshot_alone() {
-        let dir = scratch("compact");
-        let records = dir.join("s.records");
-        std::fs::write(&records, [7u8; 48]).unwrap();
-        let (mut j, _) = Journal::open(&dir, SyncPolicy::Always, 200).unwrap();
-        j.name(&records).unwrap();
-        let synced = std::cell::Cell::new(0);
-        let sync = || {
-            synced.set(synced.get() + 1);
-            Ok(())
-        };
-        assert!(j.commit(48, sync).unwrap());
-        assert!(!j.commit(48, sync).unwrap(), "nothing changed: no batch");
-        for i in 0..20u8 {
-            j.keep(&[i; 10]);
-            assert!(j.commit(48 + 24 * u64::from(i), sync).unwrap());
-        }
-        assert!(
-            synced.get() >= 21,
-            "--sync always syncs the records each batch"
-        );
-        assert!(j.over_limit());
-        let mut snapshot = Vec::new();
-        push_record(b"all", &mut snapshot);
-        j.compact(500, &snapshot, sync).unwrap();
-        assert!(!j.over_limit());
-        drop(j);
-        let (_j, rec) = open(&dir);
-        assert_eq!(rec.batches, 1);
-        assert_eq!(rec.records().collect::<Vec<_>>(), [&b"all"[..]]);
-        assert_eq!(
-            rec.last_commit,
-            Some((std::path::absolute(&records).unwrap(), 500))
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn roll_back_cuts_the_named_file_to_its_commit_point_and_no_further() {
-        let dir = scratch("rollback");
-        let f = dir.join("s.records");
-        std::fs::write(&f, [1u8; 120]).unwrap();
-        let commit = (f.clone(), 72);
-        assert_eq!(
-            roll_back(Some(&commit), SyncPolicy::Always).unwrap(),
-            Rollback::Cut {
-                path: f.clone(),
-                from: 120,
-                to: 72
-            }
-        );
-        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72);
-        assert_eq!(
-            roll_back(Some(&commit), SyncPolicy::None).unwrap(),
-            Rollback::Nothing
-        );
-        let beyond = (f.clone(), 96);
-        assert!(matches!(
-            roll_back(Some(&beyond), SyncPolicy::None).unwrap(),
-            Rollback::Short { len: 72, .. }
-        ));
-        assert_eq!(std::fs::metadata(&f).unwrap().len(), 72, "never grown");
-        assert_eq!(
-            roll_back(Some(&(PathBuf::new(), 5)), SyncPolicy::None).unwrap(),
-            Rollback::Nothing
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
+mod tests;

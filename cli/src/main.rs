@@ -366,12 +366,15 @@ struct ClientArgs {
     /// Write a JSON report here at the end.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
-    /// Keep an outbox in this directory (DIR/outbox, locked by DIR/lock;
-    /// one server): every message is kept until acknowledged, so that a
-    /// client started again on it goes on with the same session id and
-    /// token and sends again, with their old sns, what was not
-    /// acknowledged. With a server that keeps a --journal nothing is
-    /// delivered twice.
+    /// Keep an outbox in this directory (DIR/outbox, the directory locked
+    /// while the client runs; with several servers one per server, in
+    /// DIR/server-ADDR-PORT): every message is kept until acknowledged,
+    /// so that a client started again on it goes on with the same session
+    /// id and token and sends again, with their old sns, what was not
+    /// acknowledged, and hands no read's answer over twice. With a server
+    /// that keeps a --journal nothing is delivered twice. A session that
+    /// finished (everything acknowledged, closed) is not resumed: the next
+    /// run starts a new one. A damaged outbox is refused, never replaced.
     #[arg(long, value_name = "DIR")]
     outbox: Option<PathBuf>,
     /// When the outbox reaches the disk: `none` (write(2): enough for a
@@ -668,13 +671,6 @@ fn run_client(a: ClientArgs) -> ExitCode {
     }
     if a.io_demo {
         return run_iodemo_client(a, &servers);
-    }
-    if a.outbox.is_some() && servers.len() != 1 {
-        eprintln!(
-            "iomsg client: --outbox keeps one session: give one server, not {}",
-            servers.len()
-        );
-        return ExitCode::from(2);
     }
     let w = a.workload;
     if w.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {

@@ -13,14 +13,27 @@
 //! | 2 point | base sn `u64`, epoch reservation `u32`, flags `u8` (bit 0 instance, bit 1 incarnation), instance `u64`, incarnation `u64` |
 //! | 3 message | sn `u64`, op `u8` (0 write, 1 stream write, 2 read), read length `u32`, the bytes (a write's data, a read's request) |
 //! | 4 released | base sn `u64`: every message below it is done |
+//! | 5 answered | sn `u64`: the read's answer was handed over |
+//! | 6 finished | (nothing): the session closed, everything acknowledged |
 //!
 //! A message is appended before the poll that could send it and before
-//! the client's audit record of it; releases and points after the poll.
+//! the client's audit record of it; releases, answers and points after
+//! the poll. A read whose answer was handed over stays held until an
+//! older message is released (the session's base is its oldest unreleased
+//! message); a client started again on the outbox sends it again with the
+//! rest and does not hand its answer over a second time. An answer
+//! handed over after the last write before a crash is handed over again.
+//! A session that finished (closed with everything acknowledged) is not
+//! resumed: the next run starts a new one in the same directory.
 //! The epoch kept is a reservation 4,096 above the session's epoch,
 //! renewed when the epoch comes within 2,048 of it, so that a restarted
 //! client's epochs are above every one its predecessor used without a
-//! write before each connection attempt. `DIR/lock` is held (`flock`)
-//! while the client runs.
+//! write before each connection attempt. The first entry is the identity.
+//!
+//! At start a torn tail is cut (its bytes kept in `DIR/outbox.torn-OFFSET`)
+//! and a damaged outbox refused and left as it is (see [`crate::durable`]),
+//! never replaced by a new session. The directory itself is locked
+//! (`flock`) while the client runs.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,7 +43,9 @@ use std::time::Duration;
 
 use iomsg_core::session::{Message, RequestOp, ResumePoint, SubmitError};
 
-use crate::durable::{self, frame, next_frame, u32_at, u64_at, DirLock, SyncPolicy, Syncer};
+use crate::durable::{
+    self, frame, next_frame, u32_at, u64_at, Damage, DirLock, ReadError, SyncPolicy, Syncer, Torn,
+};
 
 /// The first bytes of every outbox entry.
 pub const OUTBOX_MAGIC: [u8; 4] = *b"IOOB";
@@ -43,6 +58,8 @@ const IDENTITY: u8 = 1;
 const POINT: u8 = 2;
 const MESSAGE: u8 = 3;
 const RELEASED: u8 = 4;
+const ANSWERED: u8 = 5;
+const FINISHED: u8 = 6;
 
 /// What `--outbox DIR` asks of a client.
 #[derive(Clone, Debug)]
@@ -54,6 +71,40 @@ pub struct OutboxJob {
     /// Compact past this many bytes ([`durable::COMPACT_OVER`] unless a
     /// test lowers it).
     pub compact_over: u64,
+}
+
+impl OutboxJob {
+    /// The outbox of the session to server `addr`, one of `servers`:
+    /// with one server `dir` itself, with several a directory of its own
+    /// in it, named after the server (`DIR/server-127.0.0.1-13337`).
+    ///
+    /// # Errors
+    ///
+    /// Several servers, and `dir` holds a one-server outbox: its session
+    /// belongs to one server, and which is not known.
+    pub fn for_server(
+        &self,
+        servers: usize,
+        addr: std::net::SocketAddr,
+    ) -> Result<OutboxJob, String> {
+        if servers <= 1 {
+            return Ok(self.clone());
+        }
+        if self.dir.join("outbox").exists() {
+            return Err(format!(
+                "{} holds the outbox of a client of one server ({}): with several servers each \
+                 session keeps an outbox of its own in a directory named after its server; give \
+                 another directory, or run again with that one server",
+                self.dir.display(),
+                self.dir.join("outbox").display()
+            ));
+        }
+        let name = format!("server-{}-{}", addr.ip(), addr.port()).replace(':', "_");
+        Ok(OutboxJob {
+            dir: self.dir.join(name),
+            ..self.clone()
+        })
+    }
 }
 
 /// Where the session stands, as kept.
@@ -103,10 +154,16 @@ pub struct Stored {
     pub point: Point,
     /// The messages not released, by sn.
     pub messages: BTreeMap<u64, StoredMessage>,
+    /// The reads among them whose answer was handed over.
+    pub answered: std::collections::BTreeSet<u64>,
+    /// The session finished in an earlier run: it is not resumed.
+    pub finished: bool,
     /// Good entries read.
     pub entries: u64,
-    /// Bytes of a torn tail dropped.
+    /// Bytes of a torn tail cut off (those of [`torn`](Self::torn)).
     pub dropped: u64,
+    /// The torn tail cut off, and where its bytes were kept.
+    pub torn: Option<Torn>,
 }
 
 impl Stored {
@@ -156,6 +213,20 @@ impl Stored {
                 self.release(b);
                 true
             }),
+            ANSWERED if rest.len() == 8 => u64_at(rest, 0).is_some_and(|sn| {
+                if self
+                    .messages
+                    .get(&sn)
+                    .is_some_and(|m| m.op == RequestOp::Read)
+                {
+                    self.answered.insert(sn);
+                }
+                true
+            }),
+            FINISHED if rest.is_empty() => {
+                self.finished = true;
+                true
+            }
             _ => false,
         };
         self.entries += u64::from(ok);
@@ -204,13 +275,15 @@ impl Stored {
     pub fn describe(&self, path: &Path, session: u64) -> String {
         format!(
             "outbox {}: resumed session {session:016x} (its id and token, not new ones) at sn {} \
-             with {} messages, epochs above {}; {} entries read, {} bytes of torn tail dropped",
+             with {} messages, epochs above {}; {} entries read, {}",
             path.display(),
             self.point.base,
             self.messages.len(),
             self.point.reservation,
             self.entries,
-            self.dropped
+            self.torn
+                .as_ref()
+                .map_or_else(|| "no torn tail".to_string(), Torn::to_string)
         )
     }
 
@@ -218,7 +291,14 @@ impl Stored {
         if base > self.point.base {
             self.point.base = base;
             self.messages = self.messages.split_off(&base);
+            self.answered = self.answered.split_off(&base);
         }
+    }
+
+    /// Whether there is a session to resume: an identity, and not
+    /// finished.
+    pub fn resumes(&self) -> bool {
+        self.identity.is_some() && !self.finished
     }
 }
 
@@ -286,6 +366,12 @@ fn encode_released(base: u64, out: &mut Vec<u8>) {
     frame(OUTBOX_MAGIC, &body, out);
 }
 
+fn encode_answered(sn: u64, out: &mut Vec<u8>) {
+    let mut body = vec![ANSWERED];
+    body.extend_from_slice(&sn.to_le_bytes());
+    frame(OUTBOX_MAGIC, &body, out);
+}
+
 /// A message as submitted, borrowed.
 #[derive(Clone, Copy, Debug)]
 pub struct StoredMessageRef<'a> {
@@ -336,24 +422,40 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// Locks `job.dir`, reads `dir/outbox` up to its first bad entry
-    /// (cutting the file there) and returns it with what it held.
+    /// Locks `job.dir`, reads `dir/outbox` (cutting a torn tail, its
+    /// bytes kept beside it) and returns it with what it held.
     ///
     /// # Errors
     ///
-    /// Another client holds the directory, or a file cannot be read, made
-    /// or cut; the error names it.
+    /// Another client holds the directory; the outbox is damaged, its
+    /// identity included (the error names it, the offset and what to do;
+    /// nothing was changed); or a file cannot be read, made or cut (the
+    /// error names it).
     pub fn open(job: &OutboxJob) -> Result<(Outbox, Stored), String> {
         let lock = durable::lock_dir(&job.dir, "outbox directory")?;
         let path = job.dir.join("outbox");
-        let _ = std::fs::remove_file(path.with_extension("tmp"));
         let mut file = durable::open_append(&path)?;
         let mut stored = Stored::default();
-        let (bytes, dropped) =
-            durable::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
-                stored.apply(b)
-            })?;
-        stored.dropped = dropped;
+        let frames = durable::read_frames(&mut file, &path, job.sync, OUTBOX_MAGIC, |b| {
+            let kind = b.first().copied().unwrap_or(0);
+            if stored.entries == 0 && kind != IDENTITY {
+                return Err(format!(
+                    "the first entry is of kind {kind}, not the identity"
+                ));
+            }
+            match stored.apply(b) {
+                true => Ok(()),
+                false => Err(format!("its body is not an outbox entry (kind {kind})")),
+            }
+        })
+        .map_err(|e| match e {
+            ReadError::Io(e) => e,
+            ReadError::Damaged(d) => refusal(&d),
+        })?;
+        let _ = std::fs::remove_file(path.with_extension("tmp"));
+        let bytes = frames.bytes;
+        stored.dropped = frames.torn.as_ref().map_or(0, |t| t.len);
+        stored.torn = frames.torn;
         let outbox = Outbox {
             path,
             file,
@@ -392,6 +494,45 @@ impl Outbox {
     /// Keeps a submitted message (written by the next [`write`](Self::write)).
     pub fn message(&mut self, sn: u64, msg: &Message<'_>) {
         encode_message(sn, &StoredMessageRef::of(msg), &mut self.pending);
+    }
+
+    /// Keeps that read `sn`'s answer was handed over.
+    pub fn answered(&mut self, sn: u64) {
+        encode_answered(sn, &mut self.pending);
+    }
+
+    /// The session closed with everything acknowledged: kept (and synced
+    /// unless the policy is none), so that the next run starts a new
+    /// session instead of resuming this one.
+    ///
+    /// # Errors
+    ///
+    /// The write or sync failed; the error names the file.
+    pub fn finished(&mut self) -> Result<(), String> {
+        frame(OUTBOX_MAGIC, &[FINISHED], &mut self.pending);
+        self.write()?;
+        if self.sync.policy() != SyncPolicy::None {
+            durable::sync_file(&self.file, &self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the outbox over for a new session (the one it held
+    /// finished): its file replaced by the new identity alone.
+    ///
+    /// # Errors
+    ///
+    /// The file could not be replaced; the error names it.
+    pub fn start_over(&mut self, session: u64, token: u64) -> Result<(), String> {
+        let mut out = Vec::new();
+        encode_identity(session, token, &mut out);
+        self.file = durable::replace(&self.path, &out, self.sync.policy())?;
+        self.len = out.len() as u64;
+        self.pending.clear();
+        self.identity = Some((session, token));
+        self.point = Point::default();
+        self.sync.synced();
+        Ok(())
     }
 
     /// Keeps what changed in the session's point: released messages, the
@@ -505,11 +646,29 @@ impl Outbox {
             };
             encode_message(sn, &r, &mut out);
         }
+        for &sn in &stored.answered {
+            encode_answered(sn, &mut out);
+        }
         self.file = durable::replace(&self.path, &out, self.sync.policy())?;
         self.len = out.len() as u64;
         self.sync.synced();
         Ok(true)
     }
+}
+
+/// The error of a damaged outbox: what is wrong, and what the operator
+/// can do.
+fn refusal(d: &Damage) -> String {
+    let (path, at) = (d.path.display(), d.offset);
+    format!(
+        "the outbox {d} (each frame an entry; the first, the session's identity). The outbox \
+         was left as it is and the client does not start: the messages it holds are still in \
+         it, and can be read back from a copy of it. To start anyway, keep a copy of {path}, \
+         then either move it away (the messages it holds are then never sent, and the client \
+         starts a new session), or cut it at the damage with `truncate -s {at} {path}` (the \
+         entries from offset {at} on are forgotten: messages among them are never sent, \
+         messages they released may be sent again)"
+    )
 }
 
 #[cfg(test)]
@@ -640,9 +799,64 @@ mod tests {
             assert_eq!(s.messages.len(), 1, "cut at {cut}");
             assert_eq!(s.dropped, cut - good);
             assert_eq!(o.len(), good);
+            if let Some(t) = &s.torn {
+                assert_eq!(t.offset, good);
+                let kept = std::fs::read(&t.evidence).unwrap();
+                assert_eq!(kept, &bytes[good as usize..cut as usize]);
+            }
+            assert_eq!(s.torn.is_some(), cut > good);
             drop(o);
             std::fs::write(&f, &bytes).unwrap();
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An outbox with an identity and three messages.
+    fn three_messages(dir: &Path) -> Vec<u8> {
+        let (mut o, _) = Outbox::open(&job(dir, u64::MAX)).unwrap();
+        o.identity(1, 2);
+        o.note(ResumePoint::new(0, 0));
+        for sn in 0..3 {
+            o.message(sn, &Message::Write(&data(sn)));
+        }
+        o.write().unwrap();
+        drop(o);
+        std::fs::read(dir.join("outbox")).unwrap()
+    }
+
+    #[test]
+    fn a_damaged_identity_is_refused_never_replaced_by_a_new_session() {
+        let dir = scratch("identity");
+        let good = three_messages(&dir);
+        let path = dir.join("outbox");
+        for at in 0..durable::FRAME_HEADER + 17 {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            let err = Outbox::open(&job(&dir, u64::MAX)).unwrap_err();
+            let named = format!("the outbox {} is damaged at offset 0", path.display());
+            assert!(err.contains(&named), "byte {at}: {err}");
+            assert!(err.contains("never sent"), "{err}");
+            assert!(err.contains("can be read back"), "{err}");
+            assert_eq!(std::fs::read(&path).unwrap(), bad, "byte {at}: changed");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_outbox_whose_first_entry_is_not_its_identity_is_refused() {
+        let dir = scratch("first");
+        let good = three_messages(&dir);
+        // The identity entry (12 + 17 bytes) taken out: frames that hold.
+        let rest = &good[durable::FRAME_HEADER + 17..];
+        std::fs::write(dir.join("outbox"), rest).unwrap();
+        let err = Outbox::open(&job(&dir, u64::MAX)).unwrap_err();
+        assert!(err.contains("at offset 0"), "{err}");
+        assert!(
+            err.contains("the first entry is of kind 2, not the identity"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(dir.join("outbox")).unwrap(), rest);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -178,6 +178,12 @@ impl ServerHandler for App {
         }
     }
 
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        let r = self.journal.as_ref()?.recall(session)?;
+        out.get_mut(..r.len())?.copy_from_slice(&r);
+        Some(r.len())
+    }
+
     fn flush(&mut self) -> Result<(), Unkept> {
         if let Some(Err(e)) = self.audit.as_mut().map(Audit::flush) {
             return self.fail(e);
@@ -235,20 +241,15 @@ impl App {
         if server.flush(self).is_err() {
             return Err(self.halted());
         }
-        let mut snapshot = Vec::new();
-        server
-            .core()
-            .journal_all(|r| journal::push_record(r, &mut snapshot));
         let committed = self.committed();
         let audit = self.audit.as_ref();
         if let Some(j) = self.journal.as_mut() {
             let before = j.len();
-            j.compact(committed, &snapshot, || {
-                audit.map_or(Ok(()), Audit::sync_records)
-            })?;
+            j.compact(committed, || audit.map_or(Ok(()), Audit::sync_records))?;
             println!(
-                "journal compacted: {before} bytes to {} ({} sessions)",
+                "journal compacted: {before} bytes to {} ({} sessions; {} in the server's tables)",
                 j.len(),
+                j.sessions(),
                 server.core().session_count() + server.core().tomb_count()
             );
         }
@@ -261,13 +262,33 @@ impl App {
 /// what it did on stdout.
 fn recover(job: &JournalJob, core: &mut Core, start: Wall) -> Result<Journal, String> {
     let (journal, rec) = Journal::open(&job.dir, job.sync, job.compact_over)?;
-    let mut sessions = std::collections::HashSet::new();
-    let (mut refused, mut first_error) = (0u64, None);
-    for r in rec.records() {
+    if let Some(t) = &rec.torn {
+        println!("journal: {t}");
+    }
+    if let Some((u, cut, kept)) = &rec.unvouched {
+        // Said on both streams: acknowledged deliveries may be gone.
+        let text = format!(
+            "journal: the batch at offset {} names {} at {} bytes, and it holds {}: the \
+             records it commits are not there (a power cut took their last writes, or the \
+             file was cut). The journal was cut back to offset {} ({cut} bytes kept in {}); \
+             clients whose acknowledged messages that forgets are told which (StateLost)",
+            u.offset,
+            u.records.display(),
+            u.committed,
+            u.len,
+            u.offset,
+            kept.display()
+        );
+        println!("{text}");
+        eprintln!("iomsg server: {text}");
+    }
+    // The latest record of each session, in the order written; those the
+    // tables cannot hold are forgotten again, and recalled from the
+    // journal when their clients come.
+    let (mut restored, mut refused, mut first_error) = (0u64, 0u64, None);
+    for r in rec.latest() {
         match core.restore(common::clock(start), r) {
-            Ok(id) => {
-                sessions.insert(id);
-            }
+            Ok(_) => restored += 1,
             Err(e) => {
                 refused += 1;
                 first_error.get_or_insert(e);
@@ -275,23 +296,33 @@ fn recover(job: &JournalJob, core: &mut Core, start: Wall) -> Result<Journal, St
         }
     }
     println!(
-        "journal {} (sync {}): {} sessions restored from {} batches ({} bytes), {} bytes of torn tail dropped",
+        "journal {} (sync {}): {restored} sessions restored from {} batches ({} bytes); {} \
+         in the server's tables, the rest recalled when their clients come",
         journal.path().display(),
         job.sync,
-        sessions.len(),
         rec.batches,
         rec.bytes.len(),
-        rec.dropped
+        core.session_count() + core.tomb_count()
     );
     if let Some(e) = first_error {
-        eprintln!("iomsg server: journal: {refused} records not restored (the first: {e})");
+        eprintln!(
+            "iomsg server: journal: {refused} sessions not restored (the first: {e}); their \
+             clients are refused until there is room"
+        );
     }
     match journal::roll_back(rec.last_commit.as_ref(), job.sync)? {
         Rollback::Nothing => {}
-        Rollback::Cut { path, from, to } => println!(
-            "journal: rolled {} back from {from} to {to} bytes ({} deliveries never acknowledged)",
+        Rollback::Cut {
+            path,
+            from,
+            to,
+            aside,
+        } => println!(
+            "journal: rolled {} back from {from} to {to} bytes, its last commit point: {} \
+             deliveries the journal never committed, kept in {} (their clients send them again)",
             path.display(),
-            (from - to) / common::RECORD_LEN as u64
+            (from - to) / common::RECORD_LEN as u64,
+            aside.display()
         ),
         Rollback::Short {
             path,
@@ -359,6 +390,11 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     };
     if let Some(j) = journal.as_mut() {
         name_records(j, audit.as_ref())?;
+        let records = match audit.as_ref() {
+            Some(a) => Some((a.records_file()?, a.records_path().to_path_buf())),
+            None => None,
+        };
+        j.sync_in_background(records)?;
     }
     let transport = UcxTransport::server(
         job.listen,

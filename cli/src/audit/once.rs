@@ -257,12 +257,16 @@ struct Group {
     corrupt: Vec<u32>,
 }
 
+/// Sns a session's clients announced as possible repeats, and those they
+/// named as state lost.
+type Ranges = (Vec<Range<u64>>, Vec<Range<u64>>);
+
 /// What the clients told of each session: the sns they announced as
 /// possible repeats and those they named as state lost, over every
 /// generation.
 #[derive(Default)]
 struct Told {
-    by_session: HashMap<u64, (Vec<Range<u64>>, Vec<Range<u64>>)>,
+    by_session: HashMap<u64, Ranges>,
 }
 
 impl Told {

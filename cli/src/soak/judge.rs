@@ -171,7 +171,10 @@ pub(super) fn verdict_and_report(
         // and the outboxes, the processes' state.
         for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
             let path = e.path();
-            if path.extension().is_some_and(|x| x == "records") {
+            if path
+                .extension()
+                .is_some_and(|x| x == "records" || x == "uncommitted")
+            {
                 let _ = fs::remove_file(&path);
             } else if job.exactly_once
                 && (path == journal_dir(dir)

@@ -266,7 +266,7 @@ impl<'a> Supervisor<'a> {
         self.kills += 1;
         self.last_kill_at = Wall::now();
         let n = self.world.instances.len();
-        let next = match self.journal_plan.as_mut().map(jf::Plan::next) {
+        let next = match self.journal_plan.as_mut().map(jf::Plan::next_fault) {
             Some(fault) => self.start_after_journal_fault(n, fault)?,
             None => self.runner.start_server(n)?,
         };
