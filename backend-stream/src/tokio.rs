@@ -594,18 +594,20 @@ impl Server {
     /// any, oldest first. Reading them is optional; what waits is bounded
     /// by folding, and no event that names a loss is ever dropped:
     ///
-    /// - `LiveLoss`, `Recovered`, `LostLive`, `LostInFlight`, `Duplicate`,
-    ///   `Rejected`, `Forgotten`, `SlowConsumer` and every variant not
-    ///   listed below wait until taken: their number grows with the
-    ///   losses, duplicates and refusals the server saw, so an application
-    ///   that may see many should take them. A `LiveLoss`, `LostLive` or
-    ///   `LostInFlight` folds into one of its kind and session right
-    ///   before it among these whose range it touches.
+    /// - `LiveLoss`, `Recovered`, `LostLive`, `LostInFlight`, `StateLost`,
+    ///   `Forgotten`, `RecallRefused` and every variant not listed below
+    ///   wait until taken: their number grows with the losses the server
+    ///   saw, so an application that may see many should take them. A
+    ///   `LiveLoss`, `LostLive` or `LostInFlight` folds into one of its
+    ///   kind and session right before it among these whose range it
+    ///   touches.
     /// - Routine events — `SessionOpened`, `Stale` (its sn comes again in
     ///   the newer epoch), `Evicted` (its tombstone remembers the
-    ///   session), `Closed`, `HandshakeTimeout`, `Disconnected` — say
-    ///   only how sessions and connections came and went: of those not
-    ///   taken, the newest 1,024 wait, older ones are removed.
+    ///   session), `Closed`, `HandshakeTimeout`, `Disconnected`, and what
+    ///   a peer can send at any rate: `Duplicate` (discarded, not
+    ///   delivered), `Rejected` and `SlowConsumer` (the connection is
+    ///   closed, its client sends again) — of those not taken, the newest
+    ///   1,024 wait, older ones are removed; the stats count them all.
     ///
     /// [`events_folded`](Self::events_folded) counts what was folded or
     /// removed; [`stats`](Self::stats) counts duplicates, stale frames

@@ -38,7 +38,7 @@ use ::tokio::io::Interest;
 use ::tokio::sync::Notify;
 
 use iomsg_core::session::{
-    ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats,
+    ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats, Unkept,
 };
 
 use crate::endpoint::events::EventQueue;
@@ -414,6 +414,47 @@ pub struct Delivered {
 /// A read answerer.
 type Respond = Box<dyn FnMut(ReadRequest<'_>, &mut [u8]) + Send>;
 
+/// Where an async server with a journal keeps what it takes, so that a
+/// message is handed to the application exactly once across crashes (see
+/// the crate's guarantees): [`Server::bind_keeping`].
+///
+/// Called on the server's task: it must not block longer than the
+/// storage it writes to.
+pub trait Keeper: Send + 'static {
+    /// One batch: the messages taken since the last batch, in the order
+    /// taken, and the journal records of the sessions they changed. Keep
+    /// both durably, in one commit, before returning: the
+    /// acknowledgements of the batch leave after it, and only then do
+    /// its messages reach the stream ([`Server::next`]). Give the records
+    /// back (the latest of each session) to the next instance's
+    /// [`Server::bind_keeping`].
+    ///
+    /// # Errors
+    ///
+    /// The batch could not be kept. The server halts: nothing of the
+    /// batch is acknowledged or reaches the stream, every client is
+    /// refused, the stream ends, and [`Server::halted`] returns the
+    /// error.
+    fn commit(&mut self, batch: Batch<'_>) -> std::io::Result<()>;
+
+    /// The latest journal record kept for `session`, which the server
+    /// does not hold (see
+    /// [`ServerHandler::recall`](iomsg_core::session::ServerHandler::recall));
+    /// `None` if none was ever kept.
+    fn recall(&mut self, session: u64) -> Option<Vec<u8>>;
+}
+
+/// What a [`Keeper`] keeps in one commit.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Batch<'a> {
+    /// The messages taken, in order.
+    pub delivered: &'a [Delivered],
+    /// The journal records (one per session that changed; the last of a
+    /// session replaces the ones before).
+    pub records: &'a [Vec<u8>],
+}
+
 /// The server's application inside the task: queues deliveries for the
 /// stream.
 struct Queue {
@@ -423,6 +464,18 @@ struct Queue {
     respond: Option<Respond>,
     /// For `next_event`: folded, never dropped (see `next_event`).
     events: EventQueue<ServerEvent>,
+    /// With a journal: where batches are kept, and what waits for the
+    /// next commit.
+    keeper: Option<Kept>,
+}
+
+/// A [`Keeper`] and the batch it has not kept yet.
+struct Kept {
+    keeper: Box<dyn Keeper>,
+    delivered: Vec<Delivered>,
+    records: Vec<Vec<u8>>,
+    /// Why the last commit failed: the server halted.
+    failed: Option<std::io::Error>,
 }
 
 /// Deliveries queued at most before the server stops taking more (the
@@ -433,11 +486,44 @@ const QUEUE_BYTES: usize = 16 << 20;
 impl ServerHandler for Queue {
     fn deliver(&mut self, d: Delivery<'_>) {
         self.bytes += d.data.len();
-        self.items.push_back(Delivered {
+        let d = Delivered {
             session: d.session,
             sn: d.sn,
             data: d.data.to_vec(),
-        });
+        };
+        match &mut self.keeper {
+            Some(k) => k.delivered.push(d),
+            None => self.items.push_back(d),
+        }
+    }
+    fn journal(&mut self, record: &[u8]) {
+        if let Some(k) = &mut self.keeper {
+            k.records.push(record.to_vec());
+        }
+    }
+    fn flush(&mut self) -> Result<(), Unkept> {
+        let Some(k) = &mut self.keeper else {
+            return Ok(());
+        };
+        if k.delivered.is_empty() && k.records.is_empty() {
+            return Ok(());
+        }
+        let batch = Batch {
+            delivered: &k.delivered,
+            records: &k.records,
+        };
+        if let Err(e) = k.keeper.commit(batch) {
+            k.failed = Some(e);
+            return Err(Unkept);
+        }
+        k.records.clear();
+        self.items.extend(k.delivered.drain(..));
+        Ok(())
+    }
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        let record = self.keeper.as_mut()?.keeper.recall(session)?;
+        out.get_mut(..record.len())?.copy_from_slice(&record);
+        Some(record.len())
     }
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         match &mut self.respond {
@@ -468,8 +554,9 @@ impl Endpoint for crate::Server<Queue> {
         false
     }
     fn wake(&mut self) {
+        let halted = crate::Server::halted(self);
         let q = self.handler_mut();
-        if !q.items.is_empty() {
+        if !q.items.is_empty() || halted {
             if let Some(w) = q.reader.take() {
                 w.wake();
             }
@@ -504,12 +591,13 @@ impl Server {
     /// # Errors
     ///
     /// As [`crate::Server::bind`]; [`Error::Unsupported`] with
-    /// [`ServerOptions::journal`] on (the blocking server keeps one).
+    /// [`ServerOptions::journal`] on (a journal needs a [`Keeper`]: see
+    /// [`bind_keeping`](Self::bind_keeping)).
     pub async fn bind(
         addr: impl std::net::ToSocketAddrs,
         options: ServerOptions,
     ) -> Result<Server, Error> {
-        Self::start(crate::endpoint::resolve(addr)?, options, None)
+        Self::start(crate::endpoint::resolve(addr)?, options, None, None)
     }
 
     /// Listens on `addr`, answering reads with `respond` (called on the
@@ -527,6 +615,45 @@ impl Server {
             crate::endpoint::resolve(addr)?,
             options,
             Some(Box::new(respond)),
+            None,
+        )
+    }
+
+    /// Listens on `addr` with a journal: each batch of messages taken is
+    /// kept by `keeper` with the journal records of their sessions before
+    /// any acknowledgement of it leaves, and only then reaches the
+    /// stream; `restore` gives back the records an earlier instance's
+    /// keeper kept (the latest of each session), so that this instance
+    /// acknowledges, without handing them over again, the messages its
+    /// predecessors took. With a client that resumes its session
+    /// ([`Client::resume`](crate::Client::resume)), each message reaches a
+    /// keeper's commit exactly once across crashes of either side. Reads
+    /// are answered with zeros.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Server::bind`]; [`Error::Journal`] for a record that
+    /// does not restore (torn, changed, or no room: see
+    /// [`crate::Server::restore`]).
+    pub async fn bind_keeping<R: AsRef<[u8]>>(
+        addr: impl std::net::ToSocketAddrs,
+        options: ServerOptions,
+        keeper: impl Keeper,
+        restore: impl IntoIterator<Item = R>,
+    ) -> Result<Server, Error> {
+        let kept = Kept {
+            keeper: Box::new(keeper),
+            delivered: Vec::new(),
+            records: Vec::new(),
+            failed: None,
+        };
+        let records: Vec<R> = restore.into_iter().collect();
+        let restore: Vec<&[u8]> = records.iter().map(AsRef::as_ref).collect();
+        Self::start(
+            crate::endpoint::resolve(addr)?,
+            options.journal(true),
+            None,
+            Some((kept, &restore)),
         )
     }
 
@@ -534,21 +661,30 @@ impl Server {
         addr: SocketAddr,
         options: ServerOptions,
         respond: Option<Respond>,
+        journal: Option<(Kept, &[&[u8]])>,
     ) -> Result<Server, Error> {
-        if options.journal {
+        if options.journal && journal.is_none() {
             return Err(Error::Unsupported(
-                "the async server keeps no journal (ServerOptions::journal): use \
-                 iomsg_ucx::Server, whose handler keeps the records",
+                "the async server keeps a journal only with a Keeper \
+                 (ServerOptions::journal): use Server::bind_keeping",
             ));
         }
+        let (keeper, restore) = match journal {
+            Some((kept, records)) => (Some(kept), records),
+            None => (None, &[][..]),
+        };
         let queue = Queue {
             items: VecDeque::new(),
             bytes: 0,
             reader: None,
             respond,
             events: EventQueue::default(),
+            keeper,
         };
-        let server = crate::Server::bind(addr, options.busy_poll(false), queue)?;
+        let mut server = crate::Server::bind(addr, options.busy_poll(false), queue)?;
+        for record in restore {
+            server.restore(record)?;
+        }
         let fd = server.event_fd()?;
         let addr = server.local_addr();
         Ok(Server {
@@ -563,14 +699,16 @@ impl Server {
         self.addr
     }
 
-    /// The next message any client sent; `None` never (the server runs
-    /// until dropped).
+    /// The next message any client sent; `None` only once the server
+    /// halted ([`halted`](Self::halted)) and what it kept before is
+    /// taken (otherwise it runs until dropped).
     pub async fn next(&mut self) -> Option<Delivered> {
         std::future::poll_fn(|cx| self.poll_next_delivery(cx)).await
     }
 
     fn poll_next_delivery(&self, cx: &mut Context<'_>) -> Poll<Option<Delivered>> {
         let mut st = self.handle.shared.lock();
+        let halted = st.endpoint.halted();
         let q = st.endpoint.handler_mut();
         match q.items.pop_front() {
             Some(d) => {
@@ -582,6 +720,7 @@ impl Server {
                 }
                 Poll::Ready(Some(d))
             }
+            None if halted => Poll::Ready(None),
             None => {
                 q.reader = Some(cx.waker().clone());
                 Poll::Pending
@@ -589,22 +728,43 @@ impl Server {
         }
     }
 
+    /// Why the server halted, once its [`Keeper`] failed to keep a batch:
+    /// nothing of that batch was acknowledged or reached the stream, and
+    /// every client is refused from then on. Stop it, and start another
+    /// once the cause is fixed.
+    #[must_use]
+    pub fn halted(&self) -> Option<String> {
+        let st = self.handle.shared.lock();
+        if !st.endpoint.halted() {
+            return None;
+        }
+        let failed = st
+            .endpoint
+            .handler()
+            .keeper
+            .as_ref()
+            .and_then(|k| k.failed.as_ref().map(ToString::to_string));
+        Some(failed.unwrap_or_else(|| Error::Halted.to_string()))
+    }
+
     /// The next thing the server reported (sessions, gaps, losses), if
     /// any, oldest first. Reading them is optional; what waits is bounded
     /// by folding, and no event that names a loss is ever dropped:
     ///
-    /// - `LiveLoss`, `Recovered`, `LostLive`, `LostInFlight`, `Duplicate`,
-    ///   `Rejected`, `Forgotten`, `SlowConsumer` and every variant not
-    ///   listed below wait until taken: their number grows with the
-    ///   losses, duplicates and refusals the server saw, so an application
-    ///   that may see many should take them. A `LiveLoss`, `LostLive` or
-    ///   `LostInFlight` folds into one of its kind and session right
-    ///   before it among these whose range it touches.
+    /// - `LiveLoss`, `Recovered`, `LostLive`, `LostInFlight`, `StateLost`,
+    ///   `Forgotten`, `RecallRefused` and every variant not listed below
+    ///   wait until taken: their number grows with the losses the server
+    ///   saw, so an application that may see many should take them. A
+    ///   `LiveLoss`, `LostLive` or `LostInFlight` folds into one of its
+    ///   kind and session right before it among these whose range it
+    ///   touches.
     /// - Routine events — `SessionOpened`, `Stale` (its sn comes again in
     ///   the newer epoch), `Evicted` (its tombstone remembers the
-    ///   session), `Closed`, `HandshakeTimeout`, `Disconnected` — say
-    ///   only how sessions and connections came and went: of those not
-    ///   taken, the newest 1,024 wait, older ones are removed.
+    ///   session), `Closed`, `HandshakeTimeout`, `Disconnected`, and what
+    ///   a peer can send at any rate: `Duplicate` (discarded, not
+    ///   delivered), `Rejected` and `SlowConsumer` (the connection is
+    ///   closed, its client sends again) — of those not taken, the newest
+    ///   1,024 wait, older ones are removed; the stats count them all.
     ///
     /// [`events_folded`](Self::events_folded) counts what was folded or
     /// removed; [`stats`](Self::stats) counts duplicates, stale frames

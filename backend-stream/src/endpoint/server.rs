@@ -141,6 +141,13 @@ impl<H: ServerHandler> Server<H> {
         Ok(())
     }
 
+    /// Whether the handler's `flush` failed: the server then acknowledges
+    /// nothing more and refuses every client ([`Error::Halted`]).
+    #[must_use]
+    pub fn halted(&self) -> bool {
+        self.driver.halted()
+    }
+
     /// [`Error::Halted`] once the handler's `flush` failed.
     fn check(&self) -> Result<(), Error> {
         if self.driver.halted() {
