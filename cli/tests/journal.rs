@@ -464,3 +464,210 @@ fn help_explains_the_journal_the_outbox_and_the_sync_policies() {
         assert!(text.contains(s), "client --help lacks {s}: {text}");
     }
 }
+
+/// The client's audit log lines of kind `kind` (`state_lost`,
+/// `restarted`), as (session, range).
+fn told(dir: &Path, kind: &str) -> Vec<(u64, std::ops::Range<u64>)> {
+    let log = std::fs::read_to_string(dir.join("audit").join("client.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.get(1) == Some(&kind)).then_some(())?;
+            let session = u64::from_str_radix(w.get(2)?, 16).ok()?;
+            Some((session, w.get(3)?.parse().ok()?..w.get(4)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Where each batch of the journal at `path` ends.
+fn batch_ends(path: &Path) -> Vec<usize> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut ends = Vec::new();
+    let mut at = 0;
+    while bytes.get(at..at + 4) == Some(b"IOJB") {
+        let n = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        at += 12 + n;
+        if at > bytes.len() {
+            break;
+        }
+        ends.push(at);
+    }
+    ends
+}
+
+#[test]
+fn a_journal_cut_back_to_an_earlier_commit_is_named_to_the_client_which_goes_on() {
+    let _one = one_at_a_time();
+    let dir = scratch("cutback");
+    let port = free_port();
+    let mut s = server(port, &dir, "server-1");
+    let outbox = dir.join("outbox");
+    let ob = outbox.to_str().unwrap();
+    let mut c = client(
+        port,
+        &dir,
+        "c",
+        &["-i", "0", "--run-time", "6s", "--outbox", ob],
+    );
+    c.wait_for("session ", Duration::from_secs(15));
+    std::thread::sleep(Duration::from_millis(2500));
+    s.kill();
+    // What a power cut under a lazy sync, or an older copy put back,
+    // leaves: the journal without its last 40 batches.
+    let journal = dir.join("journal").join("journal");
+    let ends = batch_ends(&journal);
+    assert!(ends.len() > 60, "{} batches", ends.len());
+    let keep = ends[ends.len() - 41];
+    let bytes = std::fs::read(&journal).unwrap();
+    std::fs::write(&journal, &bytes[..keep]).unwrap();
+    let mut s = server(port, &dir, "server-2");
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    assert!(s.stop().success(), "{}", s.text());
+    // The client was told, by name, and never locked out.
+    let lost = told(&dir, "state_lost");
+    assert!(!lost.is_empty(), "no StateLost: {}", c.text());
+    assert!(
+        c.text().contains("lost state it had acknowledged"),
+        "{}",
+        c.text()
+    );
+    let announced = told(&dir, "restarted");
+    // Every sn the client submitted (all acknowledged: it finished) was
+    // handed over, or named as state lost; every repeat was announced.
+    let audit = dir.join("audit");
+    let got = delivered(&audit);
+    let in_any = |ranges: &[(u64, std::ops::Range<u64>)], k: &(u64, u64)| {
+        ranges.iter().any(|(s, r)| *s == k.0 && r.contains(&k.1))
+    };
+    let mut named = 0;
+    for (session, sn, _) in records(&audit.join("client.records")) {
+        let k = (session, sn);
+        match got.get(&k).map_or(0, Vec::len) {
+            0 => {
+                assert!(in_any(&lost, &k), "{k:?} never handed over and not named");
+                named += 1;
+            }
+            1 => {}
+            _ => assert!(
+                in_any(&announced, &k),
+                "{k:?} handed over twice, unannounced"
+            ),
+        }
+    }
+    // The records past the restored commit point were kept aside, not
+    // erased.
+    let aside = audit.join("server-1.records.uncommitted");
+    assert!(aside.exists(), "nothing kept aside: {}", s.text());
+    eprintln!(
+        "{named} sns gone with the cut, each named; {} state-lost ranges",
+        lost.len()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_finished_session_is_not_resumed_and_several_servers_keep_an_outbox_each() {
+    let _one = one_at_a_time();
+    let dir = scratch("finished");
+    let (p1, p2) = (free_port(), free_port());
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let mut s1 = server(p1, &dir.join("a"), "server-a");
+    let mut s2 = server(p2, &dir.join("b"), "server-b");
+    let outbox = dir.join("outbox");
+    let ob = outbox.to_str().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let (a1, a2) = (format!("127.0.0.1:{p1}"), format!("127.0.0.1:{p2}"));
+        let mut args = vec!["client", &a1, &a2, "--outbox", ob, "--report-interval", "0"];
+        args.extend_from_slice(extra);
+        Proc::start(&args, dir.join(format!("{name}.out")))
+    };
+    // A first run killed mid-stream, a second resumes both sessions and
+    // finishes them, a third starts new ones.
+    let mut c = run("c1", &["-i", "0"]);
+    c.wait_for("session ", Duration::from_secs(15));
+    std::thread::sleep(Duration::from_millis(1000));
+    c.kill();
+    for (ip_port, p) in [("127.0.0.1-", p1), ("127.0.0.1-", p2)] {
+        let own = outbox.join(format!("server-{ip_port}{p}")).join("outbox");
+        assert!(own.exists(), "{} missing", own.display());
+    }
+    let mut c = run("c2", &["-i", "500"]);
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    let text = c.text();
+    assert_eq!(text.matches("resumed session").count(), 2, "{text}");
+    let mut c = run("c3", &["-i", "100"]);
+    assert!(c.wait(Duration::from_secs(60)).success(), "{}", c.text());
+    let text = c.text();
+    assert_eq!(
+        text.matches("finished in an earlier run").count(),
+        2,
+        "{text}"
+    );
+    assert!(!text.contains("resumed session"), "{text}");
+    assert!(s1.stop().success() && s2.stop().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_full_disk_halts_the_server_before_it_acknowledges_what_it_could_not_keep() {
+    let _one = one_at_a_time();
+    let dir = scratch("full");
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    // A small file system of the test's own (root: CI runs as root).
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&disk)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+        assert_ne!(uid, 0, "root, and no tmpfs could be mounted");
+        eprintln!("not root: a tmpfs cannot be mounted; the full-disk test needs one");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(disk.clone());
+    let port = free_port();
+    let mut s = server(port, &disk, "server-1");
+    let mut c = client(port, &dir, "c", &["-i", "0", "--run-time", "20s"]);
+    let st = s.wait(Duration::from_secs(60));
+    let text = s.text();
+    assert_eq!(st.code(), Some(1), "{text}");
+    assert!(text.contains("No space left on device"), "{text}");
+    assert!(
+        text.contains("stopped before acknowledging what it could not keep"),
+        "{text}"
+    );
+    c.stop();
+    // Every sn the client saw acknowledged is in the server's records.
+    let log = std::fs::read_to_string(dir.join("audit").join("client.log")).unwrap();
+    let acked: u64 = log
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == "acked")?;
+            (w.get(1) == Some(&"done")).then(|| w.get(at + 1)?.parse().ok())?
+        })
+        .max()
+        .expect("the client's done line");
+    let kept = records(&disk.join("audit").join("server-1.records"));
+    let sns: BTreeSet<u64> = kept.iter().map(|r| r.1).collect();
+    assert!(acked > 0);
+    let unkept: Vec<u64> = (0..acked).filter(|sn| !sns.contains(sn)).collect();
+    assert!(
+        unkept.is_empty(),
+        "acknowledged, not kept: {:?}",
+        &unkept[..unkept.len().min(20)]
+    );
+    eprintln!("{acked} sns acknowledged, each kept; the server stopped at a full disk");
+    drop(_unmount);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
