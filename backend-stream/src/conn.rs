@@ -1,7 +1,14 @@
 //! One connection: its socket, its receive buffer cut into frames, its
 //! bounded send buffer, and what the poller last said of it.
+//!
+//! Its end never overtakes a frame: the frames that arrived before an end
+//! of file or an error are handed out first (a failed write stops the
+//! writing, not the reading), and a connection the driver closes writes
+//! what it holds, then shuts its writing side (a FIN after the last byte)
+//! and reads, discarding, until its peer closes too ([`Conn::linger`]).
 
 use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
 use std::time::Instant as Wall;
 
 use iomsg_core::transport::{Cause, ConnId, DisconnectReason};
@@ -23,8 +30,9 @@ pub(crate) enum Phase {
     Connecting,
     /// Carrying frames.
     Up,
-    /// Closed by the driver; its last frames (a `Bye`) still go out, and
-    /// nothing is reported of it any more.
+    /// Closed by the driver (then): its last frames (a `Reject`, a `Bye`)
+    /// still go out, and nothing is reported of it any more (see
+    /// [`Conn::linger`]).
     Closing(Wall),
 }
 
@@ -42,6 +50,10 @@ pub(crate) struct Conn {
     /// The poller said readable (or this is new), and no read has since
     /// found the socket empty.
     pub(crate) readable: bool,
+    /// The poller said the peer's side ended (its FIN, a reset, an
+    /// error): the socket is read until a read says so, short reads or
+    /// not (edge-triggered, no later event would come for it).
+    pub(crate) read_closed: bool,
     /// The poller said writable (or this is new), and no write has since
     /// found the socket full.
     pub(crate) writable: bool,
@@ -50,6 +62,13 @@ pub(crate) struct Conn {
     /// Set at EOF or on an error; reported once the frames received
     /// before it are handed out.
     pub(crate) gone: Option<DisconnectReason>,
+    /// A write failed (the peer reset the connection, or is gone): nothing
+    /// more is written, and the socket is read to its end, so that the
+    /// frames that arrived before are handed out; then this is `gone`'s
+    /// reason if the read side has none of its own.
+    broken: Option<DisconnectReason>,
+    /// The writing side is shut down (closing: after the last frame).
+    shut: bool,
 }
 
 impl Conn {
@@ -63,9 +82,12 @@ impl Conn {
             tx: Vec::new(),
             tx_start: 0,
             readable: true,
+            read_closed: false,
             writable: true,
             queued: false,
             gone: None,
+            broken: None,
+            shut: false,
         }
     }
 
@@ -104,19 +126,25 @@ impl Conn {
         let result = self.stream.read(&mut self.rx[old..]);
         let got = match result {
             Ok(0) => {
-                self.gone = Some(DisconnectReason::PeerClosed);
+                // A failed write says more than the end that followed it.
+                self.gone = Some(self.broken.unwrap_or(DisconnectReason::PeerClosed));
                 0
             }
             Ok(n) => {
                 // A short read emptied the socket: bytes that come later
-                // raise a new edge, so no read is needed to find it empty.
-                if n < READ_CHUNK {
+                // raise a new edge, so no read is needed to find it empty;
+                // but the end the poller already told of raises none.
+                if n < READ_CHUNK && !self.read_closed {
                     self.readable = false;
                 }
                 n
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 self.readable = false;
+                if self.broken.is_some() {
+                    // Nothing more will come.
+                    self.gone = self.broken;
+                }
                 0
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => 0,
@@ -134,23 +162,30 @@ impl Conn {
         self.tx.len() - self.tx_start
     }
 
+    /// Whether a read may find something: bytes, the end, or (broken)
+    /// that nothing more comes.
+    pub(crate) fn wants_read(&self) -> bool {
+        self.gone.is_none() && (self.readable || self.broken.is_some())
+    }
+
     /// Writes what the socket takes now; returns whether it took anything.
-    /// A broken connection drops its unsent bytes: the protocol replays.
+    /// A broken connection drops its unsent bytes (the protocol replays)
+    /// and is read to its end.
     pub(crate) fn flush(&mut self) -> bool {
         let mut wrote = false;
-        while self.gone.is_none() && self.writable && self.unsent() > 0 {
+        while self.gone.is_none() && self.broken.is_none() && self.writable && self.unsent() > 0 {
             match self.stream.write(&self.tx[self.tx_start..]) {
-                Ok(0) => self.gone = Some(DisconnectReason::PeerFailed(Cause::UNKNOWN)),
+                Ok(0) => self.broken = Some(DisconnectReason::PeerFailed(Cause::UNKNOWN)),
                 Ok(n) => {
                     self.tx_start += n;
                     wrote = true;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => self.writable = false,
-                Err(e) => self.gone = Some(DisconnectReason::PeerFailed(cause(&e))),
+                Err(e) => self.broken = Some(DisconnectReason::PeerFailed(cause(&e))),
             }
         }
-        if self.gone.is_some() || self.tx_start == self.tx.len() {
+        if self.gone.is_some() || self.broken.is_some() || self.tx_start == self.tx.len() {
             self.tx.clear();
             self.tx_start = 0;
         } else if self.tx_start >= READ_CHUNK {
@@ -158,6 +193,49 @@ impl Conn {
             self.tx_start = 0;
         }
         wrote
+    }
+}
+
+impl Conn {
+    /// One step of closing (the driver closed it): write what is left;
+    /// once all of it is written, shut the writing side (the peer reads
+    /// the last frame, then its end) and read, discarding, until the
+    /// peer closes its side too. Returns whether the socket may close now.
+    ///
+    /// Closing a socket with bytes unread makes the kernel reset the
+    /// connection and discard what it has not sent yet: the last frames,
+    /// and in a peer that reads them after the reset, nothing is left.
+    /// The caller bounds the whole by its `LINGER`.
+    pub(crate) fn linger(&mut self) -> bool {
+        self.flush();
+        if self.gone.is_some() || self.broken.is_some() {
+            return true;
+        }
+        if self.unsent() > 0 {
+            return false;
+        }
+        if !self.shut {
+            self.shut = true;
+            let shut = match &self.stream {
+                Stream::Tcp(s) => s.shutdown(Shutdown::Write),
+                Stream::Unix(s) => s.shutdown(Shutdown::Write),
+            };
+            if shut.is_err() {
+                return true;
+            }
+        }
+        // Nothing of it is handed out any more.
+        self.rx.clear();
+        self.rx_start = 0;
+        if self.readable {
+            self.fill();
+        }
+        self.gone.is_some()
+    }
+
+    /// Whether a closing connection has work to do now.
+    pub(crate) fn lingering_work(&self) -> bool {
+        (self.writable && self.unsent() > 0) || (self.unsent() == 0 && !self.shut) || self.readable
     }
 }
 

@@ -59,6 +59,15 @@
 //! endpoint's stream: stream bytes from the peer after the key exchange
 //! close the connection (UCX would buffer them without bound).
 //!
+//! # Closing
+//!
+//! A frame written before a close reaches the peer before the close does.
+//! A connection the driver closes lingers: its frame endpoint is flushed
+//! (over tcp, until the peer's UCX has every byte), then closed, at most
+//! [`LINGER`] after the close. An open connection whose endpoint fails
+//! hands over the frames that arrived before it, then reports
+//! `Disconnected`. (The `close` module says why UCX needs both.)
+//!
 //! # Liveness
 //!
 //! A peer that vanishes without its socket being reset (a link cut for
@@ -104,18 +113,21 @@ use crate::status::{Pending, Status};
 use crate::worker::{self, AmData, ErrArg, ReqArg, WaitMode, Worker, AM_ID};
 
 mod clock;
+mod close;
 mod config;
 mod conns;
 mod counters;
 mod driven;
 mod handshake;
 mod liveness;
+mod progress;
 mod rx;
 mod tx;
 mod wait;
 mod wire;
 
 use clock::Clock;
+use close::Ends;
 pub use config::{raise_open_files, Api, Liveness, UcxConfig, ASYNC_MAX_EVENTS};
 pub(crate) use conns::query_conn_request;
 pub use rx::UcxRx;
@@ -131,6 +143,16 @@ const MAX_IN_FLIGHT: usize = 16 * 1024;
 /// Refused connections whose endpoints are still closing at most: past it
 /// a connection request is rejected at the listener, without a reason.
 pub(crate) const MAX_REFUSING: usize = 256;
+
+/// How long a connection the driver closed may take to flush what was
+/// sent on it (until the peer's UCX has all of it) before its endpoint is
+/// closed anyway: a peer that does not read, or is gone, holds an
+/// endpoint no longer than this. (The stream backend lingers as long.)
+pub const LINGER: Duration = Duration::from_secs(1);
+
+/// Endpoints flushing before their close ([`LINGER`]) at most: past it a
+/// closed connection's endpoint is closed at once.
+pub(crate) const MAX_LINGERING: usize = 256;
 
 /// The largest buffer the pool keeps, and how many it keeps.
 const POOL_BUF_CAP: usize = 64 * 1024;
@@ -174,6 +196,17 @@ enum State {
         got: bool,
     },
     Up,
+    /// The endpoint failed (UCX's error handler ran): the frames that
+    /// arrived before are still handed over, then `Disconnected` with the
+    /// reason (see [`UcxTransport::end`]).
+    Ended(DisconnectReason),
+}
+
+impl State {
+    /// Whether its received frames are handed to the driver.
+    fn hands_over(self) -> bool {
+        matches!(self, State::Up | State::Ended(_))
+    }
 }
 
 struct Conn {
@@ -275,10 +308,22 @@ enum Op {
         conn: ConnId,
         buf: Vec<u8>,
     },
+    /// A closed connection's frame endpoint flushing: once what was sent
+    /// on it is out (or at the [`LINGER`] deadline, when `ends` are taken
+    /// out and closed), its endpoints close.
+    Flush {
+        ends: Option<Ends>,
+        /// A refused connection's ("table full").
+        refused: bool,
+    },
     Close {
         _err_arg: Box<ErrArg>,
-        /// Flush first (a refused connection's), not force.
-        flush: bool,
+        /// Release at once (`UCP_EP_CLOSE_FLAG_FORCE`); else flush first
+        /// (an endpoint without peer-failure mode, which UCX does not
+        /// force-close).
+        force: bool,
+        /// A refused connection's endpoint.
+        refused: bool,
     },
 }
 
@@ -421,6 +466,9 @@ pub struct UcxTransport<R: Role> {
     spare_arrivals: Vec<worker::Arrival>,
     /// Connections whose batch holds frames.
     batched: Vec<ConnId>,
+    /// Flushes of closed connections' endpoints ([`Op::Flush`]) not past
+    /// their deadline yet: their slots and deadlines.
+    flushing: Vec<(usize, Clock)>,
     /// The time as of the last progress call. Liveness runs on its own
     /// clock, not the driver's: a driver may pass one `now` to a long run
     /// of calls, which would make a busy peer look silent.
@@ -608,6 +656,7 @@ impl<R: Role> UcxTransport<R> {
             spare_done: Vec::new(),
             spare_arrivals: Vec::new(),
             batched: Vec::new(),
+            flushing: Vec::new(),
             now: Clock::now(),
             next_beat: Clock::now(),
             worker,
@@ -667,8 +716,8 @@ impl<R: Role> UcxTransport<R> {
             Op::AddrRecv { buf, .. } => {
                 (buf.as_mut_ptr().cast(), sys::UCP_STREAM_RECV_FLAG_WAITALL)
             }
-            Op::Close { flush: true, .. } => (ptr::null_mut(), 0),
-            Op::Close { .. } => (ptr::null_mut(), sys::UCP_EP_CLOSE_FLAG_FORCE),
+            Op::Close { force: true, .. } => (ptr::null_mut(), sys::UCP_EP_CLOSE_FLAG_FORCE),
+            Op::Close { .. } | Op::Flush { .. } => (ptr::null_mut(), 0),
         };
         // SAFETY: all-zero is a valid request-param value.
         let mut param: sys::ucp_request_param_t = unsafe { mem::zeroed() };
@@ -775,22 +824,21 @@ impl<R: Role> UcxTransport<R> {
                 }
             }
             Op::Refuse { ep, err_arg, .. } => {
-                let (done, slot) = self.start(
-                    Op::Close {
-                        _err_arg: err_arg,
-                        flush: true,
-                    },
-                    |_, param| {
-                        // SAFETY: the refused endpoint is live and closed
-                        // once, here.
-                        unsafe { sys::ucp_ep_close_nbx(ep, param) }
-                    },
-                );
-                if let Some(status) = done {
-                    self.finish(slot, status, 0);
+                let ends = Ends {
+                    ep,
+                    err_arg,
+                    data: None,
+                    peer: None,
+                };
+                self.linger(ends, true);
+            }
+            Op::Flush { ends, refused } => {
+                self.flushing.retain(|&(s, _)| s != slot);
+                if let Some(ends) = ends {
+                    self.close_ends(ends, refused);
                 }
             }
-            Op::Close { flush: true, .. } => self.refusing = self.refusing.saturating_sub(1),
+            Op::Close { refused: true, .. } => self.refusing = self.refusing.saturating_sub(1),
             Op::Recv { .. } | Op::Close { .. } => {}
         }
     }
@@ -820,7 +868,7 @@ impl<R: Role> UcxTransport<R> {
     /// `id` may have a complete received message first in its queue.
     fn mark_ready(&mut self, id: ConnId) {
         if let Some(c) = self.conn_mut(id) {
-            if !c.in_ready && c.state == State::Up && !c.rx.is_empty() {
+            if !c.in_ready && c.state.hands_over() && !c.rx.is_empty() {
                 c.in_ready = true;
                 self.ready.push_back(id);
             }
@@ -856,54 +904,6 @@ impl<R: Role> UcxTransport<R> {
             b.resize(len, 0);
         }
         b
-    }
-
-    /// Progresses the worker and takes what the callbacks recorded.
-    fn drive(&mut self) {
-        self.worker.progress();
-        self.now = Clock::now();
-        self.accept_requests();
-        // Taken in rounds: acting on one completion may complete others at
-        // once (their callbacks push to the emptied queues).
-        for _ in 0..64 {
-            let failed = self.worker.shared.failed.take();
-            // The callbacks go on in the spare queue: no allocation per
-            // round once both have grown.
-            let spare = mem::take(&mut self.spare_done);
-            let mut done = self.worker.shared.done.replace(spare);
-            if failed.is_empty() && done.is_empty() {
-                self.spare_done = self.worker.shared.done.replace(done);
-                break;
-            }
-            self.taken += (failed.len() + done.len()) as u64;
-            for (slot, status, length) in done.drain(..) {
-                self.finish(slot, status, length);
-            }
-            self.spare_done = done;
-            for (key, status) in failed {
-                let Some(id) = self
-                    .by_key
-                    .get(&key)
-                    .and_then(|&slot| self.conns[slot].as_ref())
-                    .map(|c| c.id)
-                else {
-                    continue;
-                };
-                let opening = self.conn(id).is_some_and(|c| c.state != State::Up);
-                self.fail(
-                    id,
-                    if opening {
-                        DisconnectReason::ConnectFailed(status.cause())
-                    } else {
-                        DisconnectReason::PeerFailed(status.cause())
-                    },
-                );
-            }
-        }
-        match self.config.api {
-            Api::Tag => self.probe(),
-            Api::Am => self.arrived(),
-        }
     }
 }
 

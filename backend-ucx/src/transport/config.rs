@@ -221,11 +221,11 @@ impl UcxConfig {
 
 impl UcxConfig {
     /// UCX's asynchronous events this configuration needs: two per
-    /// connection (its own and a refused one's), and room for the
-    /// listener and UCX's own.
+    /// connection (its own, a refused one's and a closed one's still
+    /// flushing), and room for the listener and UCX's own.
     pub fn async_max_events(&self) -> usize {
         self.max_connections
-            .saturating_add(MAX_REFUSING)
+            .saturating_add(MAX_REFUSING + MAX_LINGERING)
             .saturating_mul(2)
             .saturating_add(256)
     }
@@ -258,7 +258,9 @@ impl UcxConfig {
     /// connection (its socket-address and data sockets, UCX's event fds)
     /// and UCX's own.
     pub fn open_files(&self) -> u64 {
-        (self.max_connections.saturating_add(MAX_REFUSING) as u64)
+        (self
+            .max_connections
+            .saturating_add(MAX_REFUSING + MAX_LINGERING) as u64)
             .saturating_mul(4)
             .saturating_add(256)
     }
@@ -274,7 +276,8 @@ impl UcxConfig {
     ///   frame (`max_frame`) or batch past it;
     /// - the buffer pool: 256 buffers of at most 64 KiB, and 8 of at most
     ///   `max_frame`;
-    /// - refused connections still closing: 256, a few bytes each.
+    /// - refused connections still closing and closed ones still flushing
+    ///   (see [`LINGER`]): 256 each, a few bytes each.
     ///
     /// UCX's own buffers (its unexpected-message queue, socket buffers)
     /// and the application's are not included. Messages that no receive
@@ -291,7 +294,7 @@ impl UcxConfig {
         recv.saturating_add(batches)
             .saturating_add(sends)
             .saturating_add(pool)
-            .saturating_add((MAX_REFUSING * 256) as u64)
+            .saturating_add(((MAX_REFUSING + MAX_LINGERING) * 256) as u64)
     }
 }
 

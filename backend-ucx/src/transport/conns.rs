@@ -82,84 +82,74 @@ impl<R: Role> UcxTransport<R> {
             .filter(|c| c.id == id)
     }
 
-    /// The connection failed: close its endpoint and tell the driver.
+    /// The connection failed: close its endpoint and tell the driver. An
+    /// ended connection (see [`end`](Self::end)) is told as it ended,
+    /// whatever failed since.
     pub(super) fn fail(&mut self, id: ConnId, reason: DisconnectReason) {
-        if self.conn(id).is_none() {
-            return;
-        }
+        let Some(c) = self.conn(id) else { return };
+        let reason = match c.state {
+            State::Ended(first) => first,
+            _ => reason,
+        };
         self.release(id);
         self.notices.push_back(Notice::Disconnected(id, reason));
     }
 
-    /// Closes the endpoint of `id` (force) and forgets the connection.
+    /// Closes the endpoints of `id` at once and forgets the connection.
     pub(super) fn release(&mut self, id: ConnId) {
-        let Some(c) = self
+        if let Some(ends) = self.forget(id) {
+            self.close_ends(ends, false);
+        }
+    }
+
+    /// Takes `id` out of the table (its key, its received messages) and
+    /// returns its endpoints, still open.
+    pub(super) fn forget(&mut self, id: ConnId) -> Option<Ends> {
+        let c = self
             .conns
-            .get_mut(id.slot() as usize)
-            .and_then(Option::take)
-        else {
-            return;
-        };
+            .get_mut(id.slot() as usize)?
+            .take_if(|c| c.id == id)?;
         self.by_key.remove(&c.local_key);
         self.rx_held = self.rx_held.saturating_sub(c.rx_bytes);
-        // Its receives: those complete are released; those still in
-        // progress are cancelled, and released when they complete.
+        self.batched.retain(|&b| b != id);
         for slot in c.rx {
-            let pending = match self.slots.get_mut(slot).and_then(Option::as_mut) {
-                Some(Slot {
-                    op: Op::Recv { conn, buf, .. },
-                    request,
-                    status,
-                }) => {
-                    *conn = None;
-                    status.is_none().then(|| (*request, release_pages(buf)))
-                }
-                _ => None,
-            };
-            match pending {
-                Some((req, released)) => {
-                    if !req.is_null() {
-                        // SAFETY: req is a live receive request of this
-                        // worker; cancelling completes it through its
-                        // callback (UCX 1.13.1 cannot cancel a message
-                        // already partly received: that one stays until it
-                        // completes, its pages given back).
-                        unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
-                    }
-                    self.orphans.push((slot, released));
-                }
-                None => self.drop_frame(slot),
-            }
+            self.discard_rx(slot);
         }
-        if let Some((ep, err_arg)) = c.data {
-            let close = Op::Close {
-                _err_arg: err_arg,
-                flush: false,
-            };
-            let (done, slot) = self.start(close, |_, param| {
-                // SAFETY: the data endpoint is live and closed once.
-                unsafe { sys::ucp_ep_close_nbx(ep, param) }
-            });
-            if let Some(status) = done {
-                self.finish(slot, status, 0);
+        Some(Ends {
+            ep: c.ep,
+            err_arg: c.err_arg,
+            data: c.data,
+            peer: c.peer,
+        })
+    }
+
+    /// Discards a receive taken off its connection's queue: released if
+    /// complete; else cancelled, and released when it completes.
+    pub(super) fn discard_rx(&mut self, slot: usize) {
+        let pending = match self.slots.get_mut(slot).and_then(Option::as_mut) {
+            Some(Slot {
+                op: Op::Recv { conn, buf, .. },
+                request,
+                status,
+            }) => {
+                *conn = None;
+                status.is_none().then(|| (*request, release_pages(buf)))
             }
-        }
-        let ep = c.ep;
-        // The error handler's argument lives until the close completes.
-        let (done, slot) = self.start(
-            Op::Close {
-                _err_arg: c.err_arg,
-                flush: false,
-            },
-            |_, param| {
-                // SAFETY: ep is live and closed once; FORCE releases it
-                // without waiting for the peer; its pending sends complete
-                // with errors through their callbacks.
-                unsafe { sys::ucp_ep_close_nbx(ep, param) }
-            },
-        );
-        if let Some(status) = done {
-            self.finish(slot, status, 0);
+            _ => None,
+        };
+        match pending {
+            Some((req, released)) => {
+                if !req.is_null() {
+                    // SAFETY: req is a live receive request of this worker;
+                    // cancelling completes it through its callback (UCX
+                    // 1.13.1 cannot cancel a message already partly
+                    // received: that one stays until it completes, its
+                    // pages given back).
+                    unsafe { sys::ucp_request_cancel(self.worker.worker, req) };
+                }
+                self.orphans.push((slot, released));
+            }
+            None => self.drop_frame(slot),
         }
     }
 
@@ -265,6 +255,13 @@ impl<R: Role> Drop for UcxTransport<R> {
         let ids: Vec<ConnId> = self.conns.iter().flatten().map(|c| c.id).collect();
         for id in ids {
             self.release(id);
+        }
+        // Endpoints still flushing close now: their flushes complete,
+        // cancelled.
+        for (slot, _) in mem::take(&mut self.flushing) {
+            if let Some((ends, refused)) = self.take_ends(slot) {
+                self.close_ends(ends, refused);
+            }
         }
         // Every request completes (pending ones are cancelled) before the
         // buffers they use are freed and the worker goes.

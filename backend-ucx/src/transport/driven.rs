@@ -39,7 +39,8 @@ impl<R: Role> Transport for UcxTransport<R> {
         }
         if self.send_blocked(conn, len) {
             self.drive();
-            if self.conn(conn).is_none() {
+            // Failed meanwhile (ended: its last frames still to be taken).
+            if self.conn(conn).is_none_or(|c| c.state != State::Up) {
                 return Err(SendError::NotConnected);
             }
             if self.send_blocked(conn, len) {
@@ -98,13 +99,15 @@ impl<R: Role> Transport for UcxTransport<R> {
     }
 
     fn close(&mut self, _now: Instant, conn: ConnId) {
-        // What the driver emitted before closing (a `Bye`) goes first.
+        // What the driver emitted before closing (a `Reject`, a `Bye`)
+        // goes first, and reaches the peer before the close does (the
+        // endpoint lingers: see the `close` module).
         self.flush_batch(conn);
         self.batched.retain(|&c| c != conn);
         self.notices.retain(|n| match *n {
             Notice::Connected(c) | Notice::Accepted(c) | Notice::Disconnected(c, _) => c != conn,
         });
-        self.release(conn);
+        self.retire(conn);
     }
 
     fn arm(&mut self) -> Readiness {

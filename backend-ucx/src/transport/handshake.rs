@@ -253,7 +253,7 @@ impl<R: Role> UcxTransport<R> {
                 self.now_up(id);
             }
             State::Addressing { .. } => self.exchange_addresses(id),
-            State::Opening { .. } => {}
+            State::Opening { .. } | State::Ended(_) => {}
         }
     }
 }

@@ -23,7 +23,11 @@ impl<R: Role> UcxTransport<R> {
         }
         self.next_beat = now + (live.interval / 4).max(Duration::from_millis(1));
         for slot in 0..self.conns.len() {
-            let Some(c) = self.conns[slot].as_ref() else {
+            // An ended connection is reported once its frames are taken.
+            let Some(c) = self.conns[slot]
+                .as_ref()
+                .filter(|c| !matches!(c.state, State::Ended(_)))
+            else {
                 continue;
             };
             let (id, up) = (c.id, c.state == State::Up);
@@ -57,7 +61,8 @@ impl<R: Role> UcxTransport<R> {
     /// within it.
     ///
     /// While a connection is opening, or has received anything in the
-    /// last 20 ms, it is at most 1 ms: UCX does not
+    /// last 20 ms, or a closed one's endpoint is flushing (see
+    /// [`LINGER`]), it is at most 1 ms: UCX does not
     /// signal everything on the event fd. UCX 1.13.1 schedules an accepted
     /// endpoint's accept callback without waking it, and its tcp transport
     /// arms nothing (`iface_event_arm` is a no-op): bytes that reached a
@@ -71,11 +76,11 @@ impl<R: Role> UcxTransport<R> {
         let beat = (any && self.config.liveness.is_some())
             .then(|| self.next_beat.saturating_duration_since(Clock::now()));
         let now = Clock::now();
-        let moving = self
-            .conns
-            .iter()
-            .flatten()
-            .any(|c| c.state != State::Up || now.saturating_duration_since(c.heard) < RECENT);
+        let moving =
+            !self.flushing.is_empty()
+                || self.conns.iter().flatten().any(|c| {
+                    c.state != State::Up || now.saturating_duration_since(c.heard) < RECENT
+                });
         match beat {
             Some(b) if moving => Some(b.min(PROGRESS_GAP)),
             None if moving => Some(PROGRESS_GAP),

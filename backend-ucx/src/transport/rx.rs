@@ -25,10 +25,12 @@ impl<R: Role> UcxTransport<R> {
     /// [`Admission::close`]). Anything from a connection shows it alive.
     fn admit(&mut self, key: u64, kind: u64, len: usize, charge: usize) -> Admission {
         let now = self.now;
+        // An ended connection takes nothing more: its endpoint failed.
         let conn = self
             .by_key
             .get(&key)
             .and_then(|&c| self.conns[c].as_mut())
+            .filter(|c| !matches!(c.state, State::Ended(_)))
             .map(|c| {
                 c.heard = now;
                 (c.id, c.peer, c.rx_bytes)
@@ -285,7 +287,8 @@ impl<R: Role> UcxTransport<R> {
         while let Some(&id) = self.ready.front() {
             rounds = rounds.checked_sub(1)?;
             let head = self.conn(id).and_then(|c| {
-                (c.state == State::Up)
+                c.state
+                    .hands_over()
                     .then(|| c.rx.front().copied())
                     .flatten()
             });
@@ -295,8 +298,14 @@ impl<R: Role> UcxTransport<R> {
             });
             let Some((slot, status)) = complete else {
                 self.ready.pop_front();
-                if let Some(c) = self.conn_mut(id) {
+                let state = self.conn_mut(id).map(|c| {
                     c.in_ready = false;
+                    c.state
+                });
+                // An ended connection's last frame was taken: now it is
+                // reported.
+                if let Some(State::Ended(reason)) = state {
+                    self.fail(id, reason);
                 }
                 continue;
             };

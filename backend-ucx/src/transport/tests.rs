@@ -668,6 +668,84 @@ fn a_peer_that_does_not_read_blocks_only_its_own_sends(api: Api) {
     let _ = (gid, &mut deaf);
 }
 
+/// Frames of `FRAME` bytes numbered from 0 (the number in the first 4
+/// bytes), sent on `id` until the connection's send caps refuse one
+/// (its peer not reading meanwhile); returns how many went.
+fn fill_up(server: &mut UcxTransport<Accept>, id: ConnId) -> u32 {
+    const FRAME: usize = 16 * 1024;
+    let mut n = 0u32;
+    loop {
+        let mut frame = vec![0u8; FRAME];
+        frame[..4].copy_from_slice(&n.to_le_bytes());
+        match send(server, id, &frame) {
+            Ok(()) => n += 1,
+            Err(SendError::WouldBlock) => return n,
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
+both!(frames_written_before_a_close_reach_the_peer_before_the_close);
+/// A server writes frames and closes at once, as after a `Reject` or a
+/// `Bye`: every frame reaches the client, in order, before it learns of
+/// the close (a force close alone discards what UCX still holds).
+fn frames_written_before_a_close_reach_the_peer_before_the_close(api: Api) {
+    let _one = one();
+    let mut server = UcxTransport::server(localhost(), config_for(api)).unwrap();
+    let (mut client, cid, sid) = pair(&mut server, config_for(api));
+    let sent = fill_up(&mut server, sid);
+    server.close(now(), sid);
+    let (_, seen) = run(
+        &mut server,
+        &mut [&mut client],
+        Duration::from_secs(10),
+        |_, c| c.iter().any(|e| matches!(e, Seen::Gone(..))),
+    );
+    let numbers: Vec<u32> = seen
+        .iter()
+        .filter_map(|e| match e {
+            Seen::Frame(c, b) if *c == cid => Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        numbers.iter().copied().eq(0..sent),
+        "the client got {} of {sent} frames before the close",
+        numbers.len()
+    );
+    assert!(
+        matches!(seen.last(), Some(Seen::Gone(c, _)) if *c == cid),
+        "{:?}",
+        seen.last()
+    );
+    assert!(server.flushing.is_empty());
+}
+
+#[test]
+fn a_close_to_a_peer_that_does_not_read_lingers_no_longer_than_linger() {
+    let _one = one();
+    let cfg = UcxConfig {
+        liveness: None,
+        ..config()
+    };
+    let mut server = UcxTransport::server(localhost(), cfg.clone()).unwrap();
+    // Connected, and never polled again: it reads nothing.
+    let (_deaf, _, sid) = pair(&mut server, cfg);
+    fill_up(&mut server, sid);
+    server.close(now(), sid);
+    assert_eq!(server.flushing.len(), 1, "the close did not linger");
+    let closed = Clock::now();
+    while !server.flushing.is_empty() && closed.elapsed() < 3 * LINGER {
+        let _ = poll(&mut server);
+    }
+    let took = closed.elapsed();
+    assert!(server.flushing.is_empty(), "still flushing after {took:?}");
+    assert!(
+        took >= LINGER,
+        "closed after {took:?}: the flush cannot have completed"
+    );
+}
+
 #[test]
 fn a_server_paused_past_a_clients_connect_timeout_lives_on() {
     let _one = one();
@@ -923,7 +1001,8 @@ fn a_bad_key_exchange_closes_that_connection_only() {
         let (done, slot) = raw.start(
             Op::Close {
                 _err_arg: err_arg,
-                flush: false,
+                force: true,
+                refused: false,
             },
             |_, param| {
                 // SAFETY: ep is live and closed once.
@@ -954,7 +1033,7 @@ fn the_memory_bound_adds_up_the_configured_caps() {
         + MAX_FRAME_LEN as u64
         + 256 * 64 * 1024
         + 8 * MAX_FRAME_LEN as u64
-        + 256 * 256;
+        + 512 * 256;
     assert_eq!(c.memory_bound(), expected);
     eprintln!("default memory bound: {} bytes", c.memory_bound());
     let small = UcxConfig {

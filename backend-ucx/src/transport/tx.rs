@@ -10,7 +10,11 @@ impl<R: Role> UcxTransport<R> {
     pub(super) fn send_message(&mut self, id: ConnId, buf: Vec<u8>, kind: u64) {
         let now = self.now;
         let am = self.config.api == Api::Am;
-        let Some(c) = self.conn_mut(id) else {
+        // An ended connection's endpoint failed: nothing goes on it.
+        let Some(c) = self
+            .conn_mut(id)
+            .filter(|c| !matches!(c.state, State::Ended(_)))
+        else {
             self.recycle(buf);
             return;
         };
