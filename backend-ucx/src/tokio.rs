@@ -439,7 +439,7 @@ pub trait Keeper: Send + 'static {
 
     /// The latest journal record kept for `session`, which the server
     /// does not hold (see
-    /// [`ServerHandler::recall`](iomsg_core::session::ServerHandler::recall));
+    /// [`ServerHandler::recall`]);
     /// `None` if none was ever kept.
     fn recall(&mut self, session: u64) -> Option<Vec<u8>>;
 }

@@ -776,7 +776,7 @@ fn cut_tail(
 }
 
 /// Copies `bytes[at..]` to a new `FILE.KIND-OFFSET` beside `path` (see
-/// [`keep_evidence`]), then cuts `file` at `at` (both synced unless
+/// `keep_evidence`), then cuts `file` at `at` (both synced unless
 /// `policy` is none). Returns the evidence file.
 ///
 /// # Errors

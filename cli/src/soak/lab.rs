@@ -80,10 +80,14 @@ impl Lab {
         ip(&["-n", &s, "link", "set", &lab.bridge, "up"])?;
         // A bridge whose ports are all down loses its carrier, and UCX
         // then lists no device on it: a server started while every client
-        // link is cut could not listen. A dummy port keeps it up.
-        let keep = format!("iomdm{id}");
-        ip(&["-n", &s, "link", "add", &keep, "type", "dummy"])?;
+        // link is cut could not listen. A veth pair of the server host's
+        // own, one end on the bridge, keeps it up.
+        let (keep, peer) = (format!("iomka{id}"), format!("iomkb{id}"));
+        ip(&[
+            "-n", &s, "link", "add", &keep, "type", "veth", "peer", "name", &peer,
+        ])?;
         ip(&["-n", &s, "link", "set", &keep, "master", &lab.bridge])?;
+        ip(&["-n", &s, "link", "set", &peer, "up"])?;
         ip(&["-n", &s, "link", "set", &keep, "up"])?;
         for k in 0..clients {
             let ns = format!("iomsoak{id}c{k}");
