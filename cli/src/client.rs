@@ -86,7 +86,7 @@ pub struct ClientJob {
     pub audit: Option<(PathBuf, String)>,
     /// After stopping, wait this long at most for acknowledgements.
     pub drain: Duration,
-    /// Keep an outbox (`--outbox`; one server).
+    /// Keep an outbox (`--outbox`; one per server).
     pub outbox: Option<OutboxJob>,
 }
 
