@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant as WallClock};
 
 use iomsg_core::rng::mix64;
-use iomsg_loopback::sim::{DurableCounts, Invariant, RestoreDefect, Scenario};
+use iomsg_loopback::sim::{DurableCounts, Invariant, Report, RestoreDefect, Scenario};
 use iomsg_loopback::sweep::{self, repro, Profile, ShrinkBudget};
 
 const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean | --durable]
@@ -27,9 +27,12 @@ const USAGE: &str = "usage: sweep [--runs N] [--seed S] [--seconds T] [--clean |
   --clean           only knobs today's core handles (see sweep::Profile::Clean)
   --durable         servers with a journal, clients with an outbox, both crashed
                     (see sweep::Profile::Durable)
-  --plant D         with --durable: plant defect D in the journal's restore: dropholes
-                    (every hole of a record reads as received) or torn (a record
-                    loses its last byte); the sweep must fail
+  --plant D         with --durable: plant defect D in what the journal gives back
+                    (restore and recall): dropholes (every hole of a record reads
+                    as received), torn (a record loses its last byte), keepoldest
+                    (each session's first committed record instead of its last)
+                    or hidestateloss (after a tail loss, records claim the sns the
+                    lost commits had); the sweep must fail
   --shrink          reduce the first failing scenario of each violated invariant
                     and print its shrunk repro line
   --shrink-seconds T  wall-time budget of each shrink (default 60)
@@ -97,7 +100,8 @@ fn parse() -> Result<Args, String> {
             "--plant" => {
                 let v = value("--plant")?;
                 a.plant = Some(RestoreDefect::from_name(&v).ok_or(format!(
-                    "--plant: {v:?} is not a planted defect: dropholes or torn"
+                    "--plant: {v:?} is not a planted defect: {}",
+                    RestoreDefect::names()
                 ))?);
             }
             "--shrink" => a.shrink = true,
@@ -108,6 +112,40 @@ fn parse() -> Result<Args, String> {
         }
     }
     Ok(a)
+}
+
+/// What the servers' tables did across a sweep.
+#[derive(Default)]
+struct Tables {
+    evicted: u64,
+    forgotten: u64,
+    recalled: u64,
+    state_lost: u64,
+    unreachable: u64,
+    /// Runs with evictions, forgotten tombstones, recalls, restores that
+    /// forgot tombstones, tail losses.
+    runs: [u64; 5],
+}
+
+impl Tables {
+    fn add(&mut self, r: &Report) {
+        self.evicted += r.evicted;
+        self.forgotten += r.tombs_forgotten;
+        self.recalled += r.recalled;
+        self.state_lost += r.state_lost;
+        self.unreachable += r.state_lost_unreachable;
+        let d = &r.durable;
+        let seen = [
+            r.evicted,
+            r.tombs_forgotten,
+            r.recalled,
+            d.forgotten_at_restore,
+            d.tail_cuts,
+        ];
+        for (n, s) in self.runs.iter_mut().zip(seen) {
+            *n += u64::from(s > 0);
+        }
+    }
 }
 
 fn names(v: &[Invariant]) -> String {
@@ -203,6 +241,7 @@ fn main() -> ExitCode {
     let mut slowest = Duration::ZERO;
     // Server and client crashes, and what crash-proof state did.
     let (mut server_kills, mut durable) = (0u64, DurableCounts::default());
+    let mut tables = Tables::default();
     for i in 0..runs {
         if args
             .seconds
@@ -225,6 +264,14 @@ fn main() -> ExitCode {
             durable.restored += d.restored;
             durable.committed += d.committed;
             durable.rolled_back += d.rolled_back;
+            durable.restores += d.restores;
+            durable.refused_for_room += d.refused_for_room;
+            durable.forgotten_at_restore += d.forgotten_at_restore;
+            durable.restore_compared += d.restore_compared;
+            durable.tail_cuts += d.tail_cuts;
+            durable.commits_lost += d.commits_lost;
+            durable.deliveries_lost += d.deliveries_lost;
+            tables.add(r);
         }
         if out.passed() {
             if args.verbose {
@@ -268,6 +315,34 @@ fn main() -> ExitCode {
             durable.resubmitted,
             durable.committed,
             durable.rolled_back
+        );
+        println!(
+            "  tables: {} sessions evicted, {} tombstones forgotten ({} at restores), {} recalled \
+             from journals; {} restores, {} records without room, {} sessions compared with the \
+             dead instance",
+            tables.evicted,
+            tables.forgotten,
+            durable.forgotten_at_restore,
+            tables.recalled,
+            durable.restores,
+            durable.refused_for_room,
+            durable.restore_compared
+        );
+        println!(
+            "  tail losses: {} ({} commits, {} committed deliveries lost); {} acknowledged sns \
+             named lost (StateLost), {} lost after their client left; runs with \
+             evictions/forgotten/recalled/restores that forgot/tail losses: {}/{}/{}/{}/{} \
+             of {done}",
+            durable.tail_cuts,
+            durable.commits_lost,
+            durable.deliveries_lost,
+            tables.state_lost,
+            tables.unreachable,
+            tables.runs[0],
+            tables.runs[1],
+            tables.runs[2],
+            tables.runs[3],
+            tables.runs[4]
         );
     }
     for (inv, n) in &runs_per_invariant {

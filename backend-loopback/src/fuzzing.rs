@@ -32,9 +32,12 @@ use core::time::Duration;
 
 use crate::sim::{
     self, CrashPlan, KillEvent, KillOn, Report, Scenario, StrayPeer, Workload, READ_REQUEST_LEN,
-    SERVER_SESSIONS, SERVER_TOMBS, SERVER_WINDOWS,
+    SERVER_WINDOWS,
 };
 use crate::{Direction, FaultConfig, FrameFault, ScheduledFault};
+
+/// The session tables the fuzz input chooses from.
+const SESSIONS: [usize; 3] = [4, 16, 64];
 
 /// Runs the scenario the bytes describe and checks the report.
 ///
@@ -160,7 +163,7 @@ pub fn scenario(data: &[u8]) -> Scenario {
     // a protocol event.
     let knobs = c.byte();
     s.server_window = SERVER_WINDOWS[usize::from(knobs) % SERVER_WINDOWS.len()];
-    s.server_sessions = SERVER_SESSIONS[usize::from(knobs >> 2) % SERVER_SESSIONS.len()];
+    s.server_sessions = SESSIONS[usize::from(knobs >> 2) % SESSIONS.len()];
     if knobs & 0x10 != 0 && s.clients >= 2 {
         s.shared_session_pairs = 1;
     }
@@ -190,7 +193,7 @@ pub fn scenario(data: &[u8]) -> Scenario {
         w.storage = least + usize::from(c.u16()) % (least + 1);
     }
     if more & 2 != 0 {
-        s.server_tombs = SERVER_TOMBS[0];
+        s.server_tombs = 4;
     }
     s
 }

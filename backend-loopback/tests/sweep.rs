@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use iomsg_core::session::{ClientEvent, DisconnectCause, ServerEvent};
 use iomsg_core::transport::ConnId;
-use iomsg_core::wire::Op;
+use iomsg_core::wire::{Op, RejectReason};
 use iomsg_core::workload;
 use iomsg_loopback::sim::truth::{ClientSpec, FrameInfo, Owner, Taken, Truth};
 use iomsg_loopback::sim::{Invariant, Verdict};
@@ -243,7 +243,7 @@ fn a_delivery_its_instance_never_committed_is_undone_with_the_announcement_it_us
         let mut t = truth(1, true);
         t.set_crash_proof(true);
         carry_and_deliver(&mut t, 1, 1, 0, 1);
-        t.committed(1);
+        t.committed(0, 1);
         t.client_event(
             0,
             &ClientEvent::ServerRestarted {
@@ -256,10 +256,10 @@ fn a_delivery_its_instance_never_committed_is_undone_with_the_announcement_it_us
         if crash {
             t.crashed(2);
         } else {
-            t.committed(2);
+            t.committed(0, 2);
         }
         carry_and_deliver(&mut t, 3, 3, 0, 3);
-        t.committed(3);
+        t.committed(0, 3);
         verdict(&t)
     };
     let v = run(true);
@@ -604,10 +604,122 @@ fn a_forgetting_instance_may_deliver_again_only_what_was_announced() {
     none_of(&v, Invariant::UnannouncedDuplicate);
 }
 
+/// Client 0's sns 0 and 1, delivered by instance 1 of server 0 in two
+/// commits and acknowledged; then that server's journal loses its last
+/// commit (sn 1's delivery).
+fn acknowledged_then_cut() -> Truth {
+    let mut t = truth(2, true);
+    t.set_crash_proof(true);
+    t.set_journal(true);
+    t.set_tail_depth(2);
+    established(&mut t, 1);
+    carry_and_deliver(&mut t, 1, 1, 0, 1);
+    t.committed(0, 1);
+    carry_and_deliver(&mut t, 1, 1, 1, 1);
+    t.committed(0, 1);
+    acked(&mut t, 2);
+    assert_eq!(t.journal_cut(0, 1), 1, "sn 1's delivery taken back");
+    t
+}
+
+#[test]
+fn state_lost_unnamed_fails_when_a_client_back_after_a_tail_loss_is_not_told() {
+    // Back, and not told.
+    let mut t = acknowledged_then_cut();
+    established(&mut t, 2);
+    let v = verdict(&t);
+    assert_eq!(v.findings.count(Invariant::StateLostUnnamed), 1);
+    assert_eq!(v.findings.listed[0].sns, 1..2, "{:?}", v.findings);
+    none_of(&v, Invariant::LostWithReplay);
+    // Back, and told.
+    let mut t = acknowledged_then_cut();
+    t.client_event(
+        0,
+        &ClientEvent::StateLost {
+            instance: 2,
+            unknown: 1..2,
+        },
+    );
+    established(&mut t, 2);
+    let v = verdict(&t);
+    assert!(v.findings.is_empty(), "{:?}", v.findings);
+    assert_eq!(v.state_lost, 1);
+    // Back, and the sn sent again and delivered: nothing lost.
+    let mut t = acknowledged_then_cut();
+    established(&mut t, 2);
+    carry_and_deliver(&mut t, 2, 2, 1, 2);
+    assert!(verdict(&t).findings.is_empty());
+    // Gone before the loss: nobody could tell it (counted).
+    let v = verdict(&acknowledged_then_cut());
+    assert!(v.findings.is_empty(), "{:?}", v.findings);
+    assert_eq!(v.state_lost_unreachable, 1);
+}
+
+/// Client 0's connection of `epoch` refused for `reason`.
+fn refused(t: &mut Truth, epoch: u32, reason: RejectReason) {
+    t.client_event(0, &ClientEvent::Connecting { epoch, attempt: 1 });
+    let cause = DisconnectCause::Rejected { reason, detail: 7 };
+    t.client_event(0, &ClientEvent::Disconnected { epoch, cause });
+}
+
+#[test]
+fn locked_out_fails_when_a_client_ends_refused_for_good() {
+    let with = |steps: &dyn Fn(&mut Truth)| {
+        let mut t = truth(0, true);
+        t.set_crash_proof(true);
+        established(&mut t, 1);
+        steps(&mut t);
+        verdict(&t)
+    };
+    let v = with(&|t| {
+        refused(t, 2, RejectReason::BadHandshake);
+        refused(t, 3, RejectReason::BadHandshake);
+    });
+    assert_eq!(v.findings.count(Invariant::LockedOut), 1);
+    let note = &v.findings.listed[0].note;
+    assert!(
+        note.contains("last 2 connection attempts") && note.contains("BadHandshake"),
+        "{note}"
+    );
+    assert_eq!(
+        with(&|t| refused(t, 2, RejectReason::Rewound))
+            .findings
+            .count(Invariant::LockedOut),
+        1
+    );
+    // Back in, closed, or refused for a reason that passes: not locked out.
+    none_of(
+        &with(&|t| {
+            refused(t, 2, RejectReason::BadHandshake);
+            established(t, 3);
+        }),
+        Invariant::LockedOut,
+    );
+    none_of(
+        &with(&|t| {
+            refused(t, 2, RejectReason::BadHandshake);
+            t.client_event(0, &ClientEvent::Closed);
+        }),
+        Invariant::LockedOut,
+    );
+    none_of(
+        &with(&|t| refused(t, 2, RejectReason::SessionTableFull)),
+        Invariant::LockedOut,
+    );
+    none_of(
+        &with(&|t| {
+            refused(t, 2, RejectReason::BadHandshake);
+            refused(t, 3, RejectReason::SessionTableFull);
+        }),
+        Invariant::LockedOut,
+    );
+}
+
 #[test]
 fn every_invariant_has_a_failing_test_above() {
-    // The names this file's tests flag (the last three: those of the
-    // applications' records, in durable.rs), kept in step with
+    // The names this file's tests flag (delivered-twice-across-crashes,
+    // lost-across-crashes, journal-refused and restore-differs: those of
+    // the applications' records, in durable.rs), kept in step with
     // Invariant::ALL.
     let tested = [
         "pending",
@@ -631,6 +743,9 @@ fn every_invariant_has_a_failing_test_above() {
         "delivered-twice-across-crashes",
         "lost-across-crashes",
         "journal-refused",
+        "restore-differs",
+        "state-lost-unnamed",
+        "locked-out",
     ];
     let all: BTreeSet<&str> = Invariant::ALL.iter().map(|i| i.name()).collect();
     assert_eq!(all, tested.into_iter().collect::<BTreeSet<_>>());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use iomsg_loopback::sim::{
     CrashPlan, Durability, Invariant, KillEvent, KillOn, RestoreDefect, Scenario, StrayPeer,
-    Workload,
+    TailLoss, Workload,
 };
 use iomsg_loopback::sweep::{self, repro, Profile, Shape, ShrinkBudget, SHAPE_PER_MILLE};
 use iomsg_loopback::{Direction, FaultConfig, FrameFault, ScheduledFault};
@@ -97,6 +97,12 @@ fn everything() -> Scenario {
                 max_kills: 9,
             }),
             outbox_lag: 64,
+            tail_loss: Some(TailLoss {
+                every: 3,
+                batches: 17,
+                at_end: true,
+                synced_openings: false,
+            }),
             restore_defect: Some(RestoreDefect::DropHoles),
         }),
     }
@@ -131,6 +137,8 @@ fn bad_repro_lines_say_which_token_is_wrong() {
         ("seed=1 replay", "replay"),
         ("seed=1 defect=holes", "defect=holes"),
         ("seed=1 ccrash=1ms", "ccrash=1ms"),
+        ("seed=1 tail=1/2", "tail=1/2"),
+        ("seed=1 tail=1/2/x", "tail=1/2/x"),
     ] {
         let e = repro::decode(line).unwrap_err();
         assert_eq!(e.token, token);

@@ -76,11 +76,29 @@ pub enum Invariant {
     /// A new server instance refused a journal record its predecessors
     /// wrote and committed, for another reason than want of room.
     JournalRefused,
+    /// Servers with a journal: right after its restore, a new instance
+    /// does not answer a session's `Hello` as the dead instance would
+    /// have: the record it holds of the session (or, for a session it does
+    /// not hold, what the journal's recall gives back) is not the
+    /// session's latest committed record, or it holds a session no
+    /// committed record names.
+    RestoreDiffers,
+    /// An sn a client released as acknowledged was delivered only in
+    /// commits its server's journal lost (a tail loss), was never
+    /// delivered again, and the client, established again after the loss,
+    /// never named it (`ClientEvent::StateLost`): a silent loss. (A client
+    /// that left before the loss can be told nothing: counted, not a
+    /// violation.)
+    StateLostUnnamed,
+    /// Crash-proof state on: a client ended the run neither closed nor
+    /// able to get in, its last connection attempts refused for a reason
+    /// retrying cannot change (`BadHandshake`, `Rewound`).
+    LockedOut,
 }
 
 impl Invariant {
     /// Every invariant.
-    pub const ALL: [Invariant; 21] = [
+    pub const ALL: [Invariant; 24] = [
         Invariant::Pending,
         Invariant::NotFinished,
         Invariant::LostWithReplay,
@@ -102,6 +120,9 @@ impl Invariant {
         Invariant::DeliveredTwiceAcrossCrashes,
         Invariant::LostAcrossCrashes,
         Invariant::JournalRefused,
+        Invariant::RestoreDiffers,
+        Invariant::StateLostUnnamed,
+        Invariant::LockedOut,
     ];
 
     /// Its stable name (reports, repro lines, `--shrink`).
@@ -128,6 +149,9 @@ impl Invariant {
             Invariant::DeliveredTwiceAcrossCrashes => "delivered-twice-across-crashes",
             Invariant::LostAcrossCrashes => "lost-across-crashes",
             Invariant::JournalRefused => "journal-refused",
+            Invariant::RestoreDiffers => "restore-differs",
+            Invariant::StateLostUnnamed => "state-lost-unnamed",
+            Invariant::LockedOut => "locked-out",
         }
     }
 

@@ -9,6 +9,7 @@ use iomsg_core::session::{ClientEvent, ClientSession, DisconnectCause, ReadData,
 use iomsg_core::transport::{Client, ClientHandler, ConnId};
 use iomsg_core::{workload, Instant};
 
+use super::journal::Journal;
 use super::ledger::Ledger;
 use super::report::Report;
 use super::scenario::{
@@ -58,7 +59,7 @@ struct ServerSlot {
     restart_at: Option<Instant>,
     generation: u32,
     /// The journal of its instances (journal on).
-    journal: durable::Journal,
+    journal: Journal,
 }
 
 /// Counts protocol events for `Scenario::kill_on`.
@@ -153,6 +154,15 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     let fault_end = Instant::ZERO + s.duration;
     let end = Instant::ZERO + s.end();
 
+    // What a tail loss may cut back: the journals, the applications'
+    // records and the truth keep that many commits to undo.
+    let tail_depth = s
+        .durable
+        .and_then(|d| d.tail_loss.filter(|_| d.journal))
+        .map_or(0, |t| t.batches as usize);
+    rec.ledger.set_tail_depth(tail_depth);
+    rec.truth.set_tail_depth(tail_depth);
+    let defect = s.durable.and_then(|d| d.restore_defect);
     let mut servers: Vec<ServerSlot> = (0..s.servers)
         .map(|i| {
             let offset = s.crash.map(|c| c.every / s.servers as u32 * i as u32);
@@ -162,7 +172,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 next_kill: s.crash.map(|c| now + c.every + offset.unwrap_or_default()),
                 restart_at: Some(now),
                 generation: 0,
-                journal: durable::Journal::default(),
+                journal: Journal::new(tail_depth, defect),
             }
         })
         .collect();
@@ -205,28 +215,33 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
     let mut last_now = now;
     let w = &s.workload;
     let unbounded = w.messages == u64::MAX;
+    let journaled = s.durable.is_some_and(|d| d.journal);
+    // Faults (and kills) end at `calm`, the workload at `fault_end`: the
+    // same instant but after a power cut (see `durable::calm_after`).
+    let calm = Instant::ZERO + durable::calm_after(s);
+    let mut submitting = true;
     'run: loop {
         steps += 1;
-        if faults_on && now >= fault_end {
+        if submitting && now >= fault_end {
+            submitting = false;
+        }
+        if faults_on && now >= calm {
             faults_on = false;
             triggers.armed = false;
             faults.set_config(FaultConfig::default());
             if let Some(st) = stray.as_mut() {
                 st.stop(now);
             }
+            kills += durable::power_cut(s, &mut servers, now, &mut rec, &mut report);
         }
         // Planned crashes and restarts.
         for (k, sl) in servers.iter_mut().enumerate() {
             if let (Some(plan), Some(kill)) = (s.crash, sl.next_kill) {
                 if sl.driver.is_some() && now >= kill && faults_on && planned_kills < plan.max_kills
                 {
-                    if let Some(d) = sl.driver.take() {
-                        report.absorb_server(d.stats());
-                    }
-                    rec.rx[k].clear();
-                    durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
-                    planned_kills += 1;
                     kills += 1;
+                    durable::server_crashed(s, (k, &mut *sl), kills, &mut rec, &mut report);
+                    planned_kills += 1;
                     sl.restart_at = Some(now + plan.down_for);
                     sl.next_kill = None;
                 }
@@ -248,10 +263,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 generations += 1;
                 sl.generation = generations;
                 d.flushing(s.durable.is_some());
-                if let Some(dur) = s.durable.filter(|d| d.journal) {
-                    let defect = dur.restore_defect;
+                if s.durable.is_some_and(|d| d.journal) {
                     let into = (&mut rec, &mut report);
-                    sl.journal.restore(&mut *d, generations, now, defect, into);
+                    durable::restore(&sl.journal, &mut *d, generations, now, into);
                 }
                 rec.register(
                     d.endpoint(),
@@ -316,10 +330,10 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                     ledger: &mut rec.ledger,
                     backpressure: &mut report.backpressure,
                 };
-                submitted_any |= workload.submit_due(i, c, now, faults_on);
+                submitted_any |= workload.submit_due(i, c, now, submitting);
                 let done_submitting =
-                    c.driver.session().next_sn() >= w.messages || (!faults_on && unbounded);
-                if done_submitting && !c.closing && !faults_on && !durable::is_down(c) {
+                    c.driver.session().next_sn() >= w.messages || (!submitting && unbounded);
+                if done_submitting && !c.closing && !submitting && !durable::is_down(c) {
                     c.closing = true;
                     c.driver.close(now);
                 }
@@ -413,12 +427,11 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                 }
                 for (k, sl) in servers.iter_mut().enumerate() {
                     let (addr, generation) = (sl.addr, sl.generation);
-                    let journal = &mut sl.journal;
                     let Some(d) = sl.driver.as_mut() else {
                         continue;
                     };
                     let mut kill: Option<Duration> = None;
-                    let (p, stop) = d.poll(now, &mut |n: Notice<'_>| {
+                    let (p, stop) = d.poll(now, &mut sl.journal, &mut |n: Notice<'_>| {
                         rec.drain();
                         let trigger = match n {
                             Notice::Accepted => Some(KillEvent::Accept),
@@ -443,7 +456,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                         report.live_loss(now, *session, missing.clone());
                                         rec.truth.server_event(addr, e);
                                     }
-                                    ServerEvent::Forgotten { session } => {
+                                    // With a journal the instance recalls
+                                    // what it forgot: it lost nothing.
+                                    ServerEvent::Forgotten { session } if !journaled => {
                                         rec.truth.forgotten(generation, *session);
                                         rec.ledger.forgotten(generation, *session);
                                     }
@@ -461,14 +476,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                                     _ => None,
                                 }
                             }
-                            Notice::Journal(r) => {
-                                journal.keep(r);
-                                None
-                            }
                             Notice::Flush => {
-                                journal.commit();
                                 rec.ledger.commit(k);
-                                rec.truth.committed(generation);
+                                rec.truth.committed(addr, generation);
                                 None
                             }
                         };
@@ -481,12 +491,8 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
                     rec.drain();
                     progress |= p;
                     if let (true, Some(down_for)) = (stop, kill) {
-                        if let Some(dead) = sl.driver.take() {
-                            report.absorb_server(dead.stats());
-                        }
-                        rec.rx[k].clear();
-                        durable::server_crashed(k, sl.generation, &mut sl.journal, &mut rec);
                         kills += 1;
+                        durable::server_crashed(s, (k, &mut *sl), kills, &mut rec, &mut report);
                         sl.restart_at = Some(now + down_for);
                         sl.next_kill = None;
                         progress = true;
@@ -522,7 +528,7 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if !faults_on && clients_done && stray_done && net_next.is_none() {
+        if !submitting && clients_done && stray_done && net_next.is_none() {
             break;
         }
         // Next event.
@@ -552,6 +558,9 @@ pub(crate) fn run(s: &Scenario) -> Result<Report, ScenarioError> {
             consider(st.poll_timeout());
         }
         if faults_on {
+            consider(Some(calm));
+        }
+        if submitting {
             consider(Some(fault_end));
         }
         let Some(next) = next else {

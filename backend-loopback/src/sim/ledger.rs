@@ -9,6 +9,10 @@
 //! application counts an sn as submitted once `submit` returned it
 //! ([`Ledger::submitted`]), whatever happens to the client process after.
 //!
+//! A journal that loses its last commits (a tail loss, [`Ledger::cut`])
+//! loses the application's record of the deliveries committed with them:
+//! they count as never committed.
+//!
 //! [`Ledger::judge`] checks, over the committed records of every server
 //! instance:
 //!
@@ -20,13 +24,16 @@
 //!   client announces what may come again);
 //! * [`Invariant::LostAcrossCrashes`]: every sn a client's `submit`
 //!   returned is in some committed record by the end of the run, unless
-//!   the client gave it up (`NotReplayed`) or failed, and said so.
+//!   the client gave it up (`NotReplayed`), named it lost with its
+//!   server's state (`StateLost`), or failed, and said so; or a tail loss
+//!   took it back after the client was last established (nobody could
+//!   tell it).
 //!
 //! The recording methods are public so that tests can build a ledger by
 //! hand and check that each invariant can fail.
 
 use core::ops::Range;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use iomsg_core::session::ClientEvent;
 
@@ -54,6 +61,11 @@ struct ClientRecord {
     committed: HashMap<u64, (u32, u32)>,
     /// Sns the client gave up (`NotReplayed`).
     given_up: Vec<Range<u64>>,
+    /// Sns the client named lost with its server's state (`StateLost`).
+    state_lost: Vec<Range<u64>>,
+    /// Sns whose committed deliveries a tail loss took back since the
+    /// client was last established (it could not be told yet).
+    cut_unseen: Vec<u64>,
     /// The client failed (`Failed`).
     failed: bool,
 }
@@ -64,6 +76,10 @@ pub struct Ledger {
     clients: Vec<ClientRecord>,
     /// Deliveries taken and not committed, per server slot.
     pending: Vec<Vec<Took>>,
+    /// Per server slot, the deliveries of its last `tail_depth` commits
+    /// (oldest first), for a tail loss to take back.
+    kept: Vec<VecDeque<Vec<Took>>>,
+    tail_depth: usize,
     /// Per session, the first instance that lost its past: it forgot the
     /// session's tombstone (`ServerEvent::Forgotten`) or had no room to
     /// restore it from the journal. From then on the session's journal
@@ -78,6 +94,8 @@ pub struct Ledger {
     pub committed: u64,
     /// Deliveries lost with a crashed server's uncommitted record.
     pub rolled_back: u64,
+    /// Committed deliveries lost with the commits a tail loss cut.
+    pub cut_back: u64,
 }
 
 impl Ledger {
@@ -87,11 +105,20 @@ impl Ledger {
         Ledger {
             clients: vec![ClientRecord::default(); clients],
             pending: vec![Vec::new(); servers],
+            kept: vec![VecDeque::new(); servers],
+            tail_depth: 0,
             lost_past: HashMap::new(),
             journal,
             committed: 0,
             rolled_back: 0,
+            cut_back: 0,
         }
+    }
+
+    /// Keeps the deliveries of each server's last `depth` commits, for
+    /// [`cut`](Self::cut) (0, the default: none).
+    pub fn set_tail_depth(&mut self, depth: usize) {
+        self.tail_depth = depth;
     }
 
     /// Client `client`'s `submit` returned `sn`.
@@ -107,6 +134,10 @@ impl Ledger {
             ClientEvent::NotReplayed { range } => {
                 self.clients[client].given_up.push(range.clone());
             }
+            ClientEvent::StateLost { unknown, .. } => {
+                self.clients[client].state_lost.push(unknown.clone());
+            }
+            ClientEvent::Established { .. } => self.clients[client].cut_unseen.clear(),
             ClientEvent::Failed(_) => self.clients[client].failed = true,
             _ => {}
         }
@@ -130,9 +161,11 @@ impl Ledger {
         *first = (*first).min(generation);
     }
 
-    /// The server in slot `slot` flushed: what it took is committed.
+    /// The server in slot `slot` flushed: what it took is committed, as
+    /// one commit.
     pub fn commit(&mut self, slot: usize) {
-        for t in self.pending[slot].drain(..) {
+        let batch = core::mem::take(&mut self.pending[slot]);
+        for &t in &batch {
             let c = &mut self.clients[t.client];
             let e = c.committed.entry(t.sn).or_insert((0, t.generation));
             e.0 += 1;
@@ -145,6 +178,38 @@ impl Ledger {
             }
             self.committed += 1;
         }
+        if self.tail_depth > 0 {
+            let kept = &mut self.kept[slot];
+            if kept.len() == self.tail_depth {
+                kept.pop_front();
+            }
+            kept.push_back(batch);
+        }
+    }
+
+    /// The journal of the server in slot `slot` lost its last `commits`
+    /// commits (a tail loss): the deliveries committed with them count as
+    /// never committed. Returns how many.
+    pub fn cut(&mut self, slot: usize, commits: usize) -> u64 {
+        let mut undone = 0;
+        for _ in 0..commits {
+            let Some(batch) = self.kept[slot].pop_back() else {
+                break;
+            };
+            for t in batch.into_iter().rev() {
+                let c = &mut self.clients[t.client];
+                if let Some(e) = c.committed.get_mut(&t.sn) {
+                    e.0 -= 1;
+                    if e.0 == 0 {
+                        c.committed.remove(&t.sn);
+                    }
+                }
+                c.cut_unseen.push(t.sn);
+                undone += 1;
+            }
+        }
+        self.cut_back += undone;
+        undone
     }
 
     /// The server in slot `slot` crashed: what it took since its last
@@ -182,7 +247,12 @@ impl Ledger {
                 continue;
             }
             for sn in 0..c.submitted {
-                if c.committed.contains_key(&sn) || c.given_up.iter().any(|r| r.contains(&sn)) {
+                let named = |r: &Range<u64>| r.contains(&sn);
+                if c.committed.contains_key(&sn)
+                    || c.given_up.iter().any(named)
+                    || c.state_lost.iter().any(named)
+                    || c.cut_unseen.contains(&sn)
+                {
                     continue;
                 }
                 findings.add(
@@ -190,7 +260,7 @@ impl Ledger {
                     Some(i),
                     session,
                     Some(sn),
-                    || "submit returned it, yet no server instance's committed record holds it, and no event gave it up".into(),
+                    || "submit returned it, yet no server instance's committed record holds it, and no event gave it up or named it lost".into(),
                 );
             }
         }

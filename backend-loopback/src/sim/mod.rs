@@ -21,6 +21,7 @@
 
 mod check;
 mod engine;
+pub mod journal;
 pub mod ledger;
 mod report;
 mod scenario;
@@ -34,9 +35,10 @@ pub use report::{
 };
 pub use scenario::{
     configs, sim_client_config, CrashPlan, Durability, KillEvent, KillOn, RestoreDefect, Scenario,
-    ScenarioError, StrayPeer, Workload, CLIENT_WINDOW_MAX, DEFAULT_MAX_STEPS, EPOCH_RESERVE,
-    MAX_CLIENTS, MAX_ROUNDS_PER_INSTANT, MAX_SERVERS, MAX_SIZE, MAX_STORAGE, MAX_VIRTUAL_TIME, MTU,
-    READ_REQUEST_LEN, SERVER_SESSIONS, SERVER_TOMBS, SERVER_WINDOWS,
+    ScenarioError, StrayPeer, TailLoss, Workload, CLIENT_WINDOW_MAX, DEFAULT_MAX_STEPS,
+    EPOCH_RESERVE, MAX_CLIENTS, MAX_ROUNDS_PER_INSTANT, MAX_SERVERS, MAX_SIZE, MAX_STORAGE,
+    MAX_TAIL_BATCHES, MAX_VIRTUAL_TIME, MTU, READ_REQUEST_LEN, SERVER_SESSIONS, SERVER_TOMBS,
+    SERVER_WINDOWS,
 };
 pub use truth::{Truth, Verdict, MAX_LISTED_LOST};
 

@@ -78,14 +78,28 @@ pub struct DurableCounts {
     pub client_kills: u64,
     /// Messages the restarted clients submitted again from their outbox.
     pub resubmitted: u64,
+    /// New server instances restored from a journal that held records.
+    pub restores: u64,
     /// Journal records new server instances took back.
     pub restored: u64,
     /// Journal records a new instance had no room for.
     pub refused_for_room: u64,
+    /// Tombstones restores forgot to make room (their sessions are
+    /// recalled from the journal on their `Hello`).
+    pub forgotten_at_restore: u64,
+    /// Sessions the restore property compared (each new instance's
+    /// record against the dead instance's last committed one).
+    pub restore_compared: u64,
     /// Deliveries the server applications committed.
     pub committed: u64,
     /// Deliveries lost with a crashed server's uncommitted record.
     pub rolled_back: u64,
+    /// Server crashes whose journal lost its last commits.
+    pub tail_cuts: u64,
+    /// Commits lost so.
+    pub commits_lost: u64,
+    /// Committed deliveries lost with them.
+    pub deliveries_lost: u64,
 }
 
 /// Everything a run did, and whether the protocol told the truth about it.
@@ -132,6 +146,12 @@ pub struct Report {
     pub stale_discarded: u64,
     /// Replies the servers dropped because their connection ended first.
     pub replies_discarded: u64,
+    /// Idle sessions the servers evicted to make room.
+    pub evicted: u64,
+    /// Tombstones the servers forgot to make room (a restore's included).
+    pub tombs_forgotten: u64,
+    /// Sessions the servers took back from their journal on a `Hello`.
+    pub recalled: u64,
     /// Rejections by reason.
     pub rejected: BTreeMap<String, u64>,
     /// Live losses as reported, with when (the first
@@ -190,6 +210,12 @@ pub struct Report {
     pub reconnects: u64,
     /// Clients that gave up.
     pub failed_clients: u64,
+    /// Acknowledged sns the clients named lost with their server's state
+    /// (`StateLost`: the server's journal went back in time).
+    pub state_lost: u64,
+    /// Acknowledged sns a journal lost after their client left (it was
+    /// never established again, so no instance could name them to it).
+    pub state_lost_unreachable: u64,
     /// Payloads the workload's checker found corrupt (writes delivered,
     /// reads answered) where payload CRCs were off and corruption faults
     /// on: reported, not a violation.
@@ -235,6 +261,9 @@ impl Report {
             duplicates_discarded: 0,
             stale_discarded: 0,
             replies_discarded: 0,
+            evicted: 0,
+            tombs_forgotten: 0,
+            recalled: 0,
             rejected: BTreeMap::new(),
             live_losses: Vec::new(),
             live_losses_total: 0,
@@ -261,6 +290,8 @@ impl Report {
             sessions: BTreeMap::new(),
             reconnects: 0,
             failed_clients: 0,
+            state_lost: 0,
+            state_lost_unreachable: 0,
             corrupt: 0,
             reads: 0,
             reads_answered: 0,
@@ -315,6 +346,9 @@ impl Report {
         self.duplicates_discarded += s.duplicates;
         self.stale_discarded += s.stale;
         self.replies_discarded += s.replies_discarded;
+        self.evicted += s.evicted;
+        self.tombs_forgotten += s.tombs_forgotten;
+        self.recalled += s.recalled;
         for reason in RejectReason::ALL {
             let n = s.rejects(reason);
             if n > 0 {
@@ -357,6 +391,8 @@ impl Report {
         self.sessions = v.sessions;
         self.reconnects = v.reconnects;
         self.failed_clients = v.failed_clients;
+        self.state_lost = v.state_lost;
+        self.state_lost_unreachable = v.state_lost_unreachable;
         self.corrupt = v.corrupt;
         self.events_dropped = v.events_dropped;
         self.reads = v.reads;
@@ -389,10 +425,31 @@ impl fmt::Display for Report {
             let d = &self.durable;
             row(f, "client kills (restarted from outbox)", &d.client_kills)?;
             row(f, "messages submitted again", &d.resubmitted)?;
+            row(
+                f,
+                "restores (sessions compared)",
+                &format_args!("{} ({})", d.restores, d.restore_compared),
+            )?;
             row(f, "journal records restored", &d.restored)?;
             row(f, "journal records without room", &d.refused_for_room)?;
+            row(
+                f,
+                "tombstones forgotten at restore",
+                &d.forgotten_at_restore,
+            )?;
             row(f, "deliveries committed", &d.committed)?;
             row(f, "deliveries lost uncommitted", &d.rolled_back)?;
+            row(
+                f,
+                "tail losses (commits/deliveries lost)",
+                &format_args!("{} ({}/{})", d.tail_cuts, d.commits_lost, d.deliveries_lost),
+            )?;
+            row(f, "acked sns named lost state", &self.state_lost)?;
+            row(
+                f,
+                "acked sns lost after their client left",
+                &self.state_lost_unreachable,
+            )?;
         }
         row(f, "reconnects", &self.reconnects)?;
         row(f, "transport rebuilds", &self.transport_rebuilds)?;
@@ -436,6 +493,14 @@ impl fmt::Display for Report {
             f,
             "replies dropped with their connection",
             &self.replies_discarded,
+        )?;
+        row(
+            f,
+            "sessions evicted/forgotten/recalled",
+            &format_args!(
+                "{}/{}/{}",
+                self.evicted, self.tombs_forgotten, self.recalled
+            ),
         )?;
         for (reason, n) in &self.rejected {
             row(f, &format!("rejected: {reason}"), n)?;

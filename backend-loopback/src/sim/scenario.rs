@@ -19,11 +19,15 @@ pub const MAX_SIZE: u32 = (MTU - HEADER_LEN) as u32;
 pub const CLIENT_WINDOW_MAX: usize = 4096;
 /// Server receive windows (sns per session) the simulation can run.
 pub const SERVER_WINDOWS: [u64; 4] = [64, 256, 2048, 4096];
-/// Server session-table sizes the simulation can run.
-pub const SERVER_SESSIONS: [usize; 3] = [4, 16, 64];
+/// Server session-table sizes the simulation can run (2 and 3 are a
+/// table of 4 limited by `ServerConfig::max_sessions`).
+pub const SERVER_SESSIONS: [usize; 5] = [2, 3, 4, 16, 64];
 /// Server tombstone-table sizes the simulation can run (the core's
 /// `TOMBS`; 256 is its default).
-pub const SERVER_TOMBS: [usize; 2] = [4, 256];
+pub const SERVER_TOMBS: [usize; 4] = [2, 4, 8, 256];
+/// Most committed batches a journal's tail loss may cut
+/// ([`TailLoss::batches`]).
+pub const MAX_TAIL_BATCHES: u32 = 256;
 /// Bytes of a read's request in the workload: the read's sn.
 pub const READ_REQUEST_LEN: usize = 8;
 /// Largest client payload storage a scenario may ask for.
@@ -254,6 +258,10 @@ pub struct Durability {
     /// and the restarted client submits messages the server has already
     /// delivered).
     pub outbox_lag: u64,
+    /// Server crashes that also cut the crashed server's journal back to
+    /// an earlier commit (a power cut under a lazy sync, an older copy
+    /// restored); `None`: a crash loses only what was not committed.
+    pub tail_loss: Option<TailLoss>,
     /// A defect planted in the journal on its way back to a new instance,
     /// to show that the checks find what it breaks.
     pub restore_defect: Option<RestoreDefect>,
@@ -261,23 +269,56 @@ pub struct Durability {
 
 impl Default for Durability {
     /// The journal on, no client crashes, the outbox written at every
-    /// release, no defect.
+    /// release, no tail loss, no defect.
     fn default() -> Self {
         Durability {
             journal: true,
             client_crash: None,
             outbox_lag: 1,
+            tail_loss: None,
             restore_defect: None,
         }
     }
 }
 
+/// A journal that loses its last commits (a power cut under a lazy sync,
+/// an older copy restored): the crashed server's committed journal is cut
+/// back by its last `batches` commits (as many as it keeps, if fewer). A
+/// commit holds the journal records and the application's record of
+/// deliveries of one flush, so both go back together: the deliveries of
+/// the lost commits count as never made (in the ground truth and the
+/// applications' records alike), although their acknowledgements may
+/// have reached the clients. What the clients were told was acknowledged
+/// and is lost now must be named to them (`ClientEvent::StateLost`);
+/// nothing else may be lost, and no client may be locked out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailLoss {
+    /// Every `every`-th server crash of the faulty phase (1: each one)
+    /// cuts the crashed server's journal; 0: none does.
+    pub every: u64,
+    /// Commits lost at each cut (1 to [`MAX_TAIL_BATCHES`]).
+    pub batches: u32,
+    /// Near the end of the faulty phase every server loses power: it
+    /// crashes, its journal is cut, and it starts again after the crash
+    /// plan's downtime. The faults (and kills, and client crashes) end
+    /// with the power cut, a quarter of the phase before its end; the
+    /// workload goes on to the end, so the clients come back to be told.
+    pub at_end: bool,
+    /// A commit that holds a session's first record is synced at once
+    /// (the application's policy): a cut never reaches past one, so the
+    /// journal never loses all of a session.
+    pub synced_openings: bool,
+}
+
 /// How far above the current epoch a client's outbox reserves epochs.
 pub const EPOCH_RESERVE: u32 = 16;
 
-/// A defect planted in the journal records a new server instance is
-/// restored from (the records are rewritten from the documented format,
-/// checksum recomputed, so the instance takes them).
+/// A defect planted in the journal records the server application gives
+/// back, to a new instance ([`ServerCore::restore`]) and on a `Hello`
+/// (`ServerHandler::recall`); records are rewritten from the documented
+/// format, checksum recomputed, so the instance takes them.
+///
+/// [`ServerCore::restore`]: iomsg_core::session::ServerCore::restore
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RestoreDefect {
     /// Every sn in `[cumulative, top)` reads as received: the open holes
@@ -286,22 +327,47 @@ pub enum RestoreDefect {
     /// The record's last byte is lost (a torn write): the new instance
     /// must refuse it.
     Torn,
+    /// Each session's *first* committed record is given back instead of
+    /// its last: a journal reader that keeps the first record of a
+    /// session it meets and skips the later ones, so an older state stays
+    /// (the restored table is not the dead instance's).
+    KeepOldest,
+    /// After a tail loss, each session's record is given back with its
+    /// cumulative point raised to where the lost commits had taken it (an
+    /// application that "repairs" its journal from a high-water mark it
+    /// kept apart): the server then vouches for sns no commit kept, and
+    /// the client is never told that they are lost.
+    HideStateLoss,
 }
 
 impl RestoreDefect {
-    /// Its name in repro lines.
+    /// Every defect.
+    pub const ALL: [RestoreDefect; 4] = [
+        RestoreDefect::DropHoles,
+        RestoreDefect::Torn,
+        RestoreDefect::KeepOldest,
+        RestoreDefect::HideStateLoss,
+    ];
+
+    /// Its name in repro lines and on the sweep's command line.
     pub fn name(self) -> &'static str {
         match self {
             RestoreDefect::DropHoles => "dropholes",
             RestoreDefect::Torn => "torn",
+            RestoreDefect::KeepOldest => "keepoldest",
+            RestoreDefect::HideStateLoss => "hidestateloss",
         }
     }
 
     /// The defect called `name`.
     pub fn from_name(name: &str) -> Option<RestoreDefect> {
-        [RestoreDefect::DropHoles, RestoreDefect::Torn]
-            .into_iter()
-            .find(|d| d.name() == name)
+        RestoreDefect::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Every defect's name, for messages: `dropholes, torn, ...`.
+    pub fn names() -> String {
+        let names: Vec<&str> = RestoreDefect::ALL.iter().map(|d| d.name()).collect();
+        names.join(", ")
     }
 }
 
@@ -471,6 +537,12 @@ impl Scenario {
             if d.outbox_lag == 0 {
                 return Err(E::OutboxLag);
             }
+            if let Some(t) = d.tail_loss {
+                let never = t.every == 0 && !t.at_end;
+                if never || t.batches == 0 || t.batches > MAX_TAIL_BATCHES {
+                    return Err(E::TailLoss(t));
+                }
+            }
         }
         Ok(())
     }
@@ -570,6 +642,9 @@ pub enum ScenarioError {
     MaxSteps,
     /// The outbox's `outbox_lag` is 0.
     OutboxLag,
+    /// A tail loss that never happens (`every` 0 and not `at_end`), or
+    /// with `batches` 0 or above [`MAX_TAIL_BATCHES`].
+    TailLoss(TailLoss),
 }
 
 impl fmt::Display for ScenarioError {
@@ -644,6 +719,14 @@ impl fmt::Display for ScenarioError {
             E::OutboxLag => write!(
                 f,
                 "outbox_lag 0: use 1 (write the outbox at every release) or more"
+            ),
+            E::TailLoss(t) => write!(
+                f,
+                "tail loss every {} crashes{} of {} commits: cut at every 1 or more crashes or \
+                 near the end of the faulty phase, 1 to {MAX_TAIL_BATCHES} commits",
+                t.every,
+                if t.at_end { " and at the end" } else { "" },
+                t.batches
             ),
         }
     }

@@ -5,7 +5,9 @@
 //! the caller can stop the driver right after any transport event (to
 //! kill the server right after a chosen protocol event). As the core's
 //! driver, it can flush (hand over the journal's records, then say
-//! `flush`) before replies leave.
+//! `flush`) before replies leave. Its application keeps the slot's
+//! [`Journal`] (lent to each call): it takes the records, commits them at
+//! each flush, and answers `recall` from them.
 
 use core::ops::Range;
 
@@ -16,6 +18,7 @@ use iomsg_core::session::{
 use iomsg_core::transport::{ConnId, Event, RxToken, SendError, Transport, TxToken};
 use iomsg_core::{workload, Instant};
 
+use super::journal::Journal;
 use crate::faulty::Faulty;
 use crate::network::{EndpointId, ServerPort};
 
@@ -36,20 +39,24 @@ pub(crate) enum Notice<'a> {
     },
     /// The core's event.
     Event(&'a ServerEvent),
-    /// A journal record (journal on): the application keeps it with what
-    /// it took, committed at the next [`Notice::Flush`].
-    Journal(&'a [u8]),
-    /// The application commits what it took and the journal records
-    /// since the last flush: replies that count on them leave next.
+    /// The application committed what it took and the journal records
+    /// since the last flush (the journal has committed its part): replies
+    /// that count on them leave next.
     Flush,
 }
 
 /// A server instance, whatever its capacities.
 pub(crate) trait SimServer {
-    /// Does the work possible at `now`. `on` sees every notice and returns
-    /// `true` to stop right after the current transport event. Returns
-    /// whether anything happened and whether `on` asked to stop.
-    fn poll(&mut self, now: Instant, on: &mut dyn FnMut(Notice<'_>) -> bool) -> (bool, bool);
+    /// Does the work possible at `now`, its application keeping
+    /// `journal`. `on` sees every notice and returns `true` to stop right
+    /// after the current transport event. Returns whether anything
+    /// happened and whether `on` asked to stop.
+    fn poll(
+        &mut self,
+        now: Instant,
+        journal: &mut Journal,
+        on: &mut dyn FnMut(Notice<'_>) -> bool,
+    ) -> (bool, bool);
     /// When `poll` must run next if nothing arrives before.
     fn poll_timeout(&self) -> Option<Instant>;
     /// The counters.
@@ -66,9 +73,12 @@ pub(crate) trait SimServer {
     fn flushing(&mut self, on: bool);
     /// Takes back a journal record before serving.
     fn restore(&mut self, now: Instant, record: &[u8]) -> Result<u64, JournalError>;
+    /// The record of every session it holds, table and tombstones
+    /// (`ServerCore::journal_all`).
+    fn journal_all(&self) -> Vec<Vec<u8>>;
     /// Hands over the journal's pending records and flushes, as before
     /// replies leave (a last flush before a clean stop).
-    fn flush(&mut self, on: &mut dyn FnMut(Notice<'_>) -> bool);
+    fn flush(&mut self, journal: &mut Journal, on: &mut dyn FnMut(Notice<'_>) -> bool);
 }
 
 struct Driver<const S: usize, const C: usize, const W: usize, const T: usize> {
@@ -79,9 +89,10 @@ struct Driver<const S: usize, const C: usize, const W: usize, const T: usize> {
 }
 
 /// The simulated application: reports what it takes, answers reads with
-/// the workload's pattern.
+/// the workload's pattern, keeps the journal.
 struct App<'a, F: FnMut(Notice<'_>) -> bool + ?Sized> {
     on: &'a mut F,
+    journal: &'a mut Journal,
     stop: bool,
 }
 
@@ -101,11 +112,15 @@ impl<F: FnMut(Notice<'_>) -> bool + ?Sized> ServerHandler for App<'_, F> {
         self.stop |= (self.on)(Notice::Event(&event));
     }
     fn journal(&mut self, record: &[u8]) {
-        self.stop |= (self.on)(Notice::Journal(record));
+        self.journal.keep(record);
     }
     fn flush(&mut self) -> Result<(), Unkept> {
+        self.journal.commit();
         self.stop |= (self.on)(Notice::Flush);
         Ok(())
+    }
+    fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
+        self.journal.recall(session, out)
     }
 }
 
@@ -152,8 +167,17 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> Driver<S, C
 impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
     for Driver<S, C, W, T>
 {
-    fn poll(&mut self, now: Instant, on: &mut dyn FnMut(Notice<'_>) -> bool) -> (bool, bool) {
-        let mut app = App { on, stop: false };
+    fn poll(
+        &mut self,
+        now: Instant,
+        journal: &mut Journal,
+        on: &mut dyn FnMut(Notice<'_>) -> bool,
+    ) -> (bool, bool) {
+        let mut app = App {
+            on,
+            journal,
+            stop: false,
+        };
         let mut progress = false;
         loop {
             let mut round = false;
@@ -230,8 +254,18 @@ impl<const S: usize, const C: usize, const W: usize, const T: usize> SimServer
         self.core.restore(now, record)
     }
 
-    fn flush(&mut self, on: &mut dyn FnMut(Notice<'_>) -> bool) {
-        let mut app = App { on, stop: false };
+    fn journal_all(&self) -> Vec<Vec<u8>> {
+        let mut all = Vec::new();
+        self.core.journal_all(|r| all.push(r.to_vec()));
+        all
+    }
+
+    fn flush(&mut self, journal: &mut Journal, on: &mut dyn FnMut(Notice<'_>) -> bool) {
+        let mut app = App {
+            on,
+            journal,
+            stop: false,
+        };
         self.core.drain_journal(|r| app.journal(r));
         let _ = app.flush();
     }
@@ -258,13 +292,16 @@ fn with_tombs<const S: usize, const C: usize, const W: usize>(
     tombs: usize,
 ) -> Box<dyn SimServer> {
     match tombs {
+        2 => boxed::<S, C, W, 2>(transport, config),
         4 => boxed::<S, C, W, 4>(transport, config),
+        8 => boxed::<S, C, W, 8>(transport, config),
         _ => boxed::<S, C, W, 256>(transport, config),
     }
 }
 
 /// A server with a receive window of `window` sns per session, a table
-/// of `sessions` sessions (connections: twice that, at least 16) and
+/// of `sessions` sessions (connections: twice that, at least 16; tables
+/// below 4 are a table of 4 that `ServerConfig::max_sessions` limits) and
 /// `tombs` tombstones.
 ///
 /// Until the core takes these as runtime limits (see
@@ -283,10 +320,10 @@ pub(crate) fn build(
     let (t, c) = (transport, config);
     // WORDS = window / 64 + 1 (one word of the ring is the one being filled).
     match (sessions, window) {
-        (4, 64) => with_tombs::<4, 16, 2>(t, c, tombs),
-        (4, 256) => with_tombs::<4, 16, 5>(t, c, tombs),
-        (4, 2048) => with_tombs::<4, 16, 33>(t, c, tombs),
-        (4, 4096) => with_tombs::<4, 16, 65>(t, c, tombs),
+        (2..=4, 64) => with_tombs::<4, 16, 2>(t, c, tombs),
+        (2..=4, 256) => with_tombs::<4, 16, 5>(t, c, tombs),
+        (2..=4, 2048) => with_tombs::<4, 16, 33>(t, c, tombs),
+        (2..=4, 4096) => with_tombs::<4, 16, 65>(t, c, tombs),
         (64, 64) => with_tombs::<64, 128, 2>(t, c, tombs),
         (64, 256) => with_tombs::<64, 128, 5>(t, c, tombs),
         (64, 2048) => with_tombs::<64, 128, 33>(t, c, tombs),

@@ -217,7 +217,46 @@ fn bad_scenarios_are_refused_not_panicked_on() {
             },
             ScenarioError::MaxSteps,
         ),
+        (
+            Scenario {
+                server_tombs: 3,
+                ..Scenario::default()
+            },
+            ScenarioError::ServerTombs(3),
+        ),
     ];
+    // Tail losses that never happen, or of no or too many commits.
+    let never = TailLoss {
+        every: 0,
+        batches: 1,
+        at_end: false,
+        synced_openings: false,
+    };
+    let bad = bad.into_iter().chain(
+        [
+            never,
+            TailLoss {
+                every: 1,
+                batches: 0,
+                ..never
+            },
+            TailLoss {
+                at_end: true,
+                batches: MAX_TAIL_BATCHES + 1,
+                ..never
+            },
+        ]
+        .map(|t| {
+            let s = Scenario {
+                durable: Some(Durability {
+                    tail_loss: Some(t),
+                    ..Durability::default()
+                }),
+                ..Scenario::default()
+            };
+            (s, ScenarioError::TailLoss(t))
+        }),
+    );
     for (s, want) in bad {
         assert_eq!(run(&s).unwrap_err(), want);
         assert!(!want.to_string().is_empty());

@@ -19,20 +19,25 @@
 //!   ([`Truth::read_answered`]), and every `submit` refused for want of
 //!   storage while nothing was outstanding ([`Truth::refused_for_storage`]).
 //!
+//! With crash-proof state, a delivery counts once its instance commits
+//! it: a crash takes back what was not committed, and a journal that
+//! loses its last commits (a tail loss) what they had committed
+//! ([`Truth::journal_cut`]).
+//!
 //! The claims (`LiveLoss`, `LostLive`, `LostInFlight`, open holes,
-//! `ServerRestarted`) are kept as flags next to the truth and never
-//! replace it. [`Truth::verdict`] compares them and lists every
+//! `ServerRestarted`, `StateLost`) are kept as flags next to the truth and
+//! never replace it. [`Truth::verdict`] compares them and lists every
 //! [`Violation`](super::Violation).
 //!
 //! The recording methods are public so that tests can build a truth by
 //! hand and check that each invariant can fail.
 
 use core::ops::Range;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
-use iomsg_core::session::{ClientEvent, ServerEvent};
+use iomsg_core::session::{ClientEvent, DisconnectCause, ServerEvent};
 use iomsg_core::transport::ConnId;
-use iomsg_core::wire::Op;
+use iomsg_core::wire::{Op, RejectReason};
 
 use super::check::{Findings, Invariant};
 
@@ -40,6 +45,7 @@ mod claims;
 mod crash;
 mod reads;
 mod records;
+mod released;
 mod verdict;
 pub use records::{ClientSpec, FrameInfo, Owner, Taken};
 pub use verdict::{Verdict, MAX_LISTED_LOST};
@@ -75,6 +81,15 @@ const TRUTH_TRAILING: u16 = 1 << 9;
 const READ: u16 = 1 << 10;
 /// Truth: the read's data reached the client's application.
 const ANSWERED: u16 = 1 << 11;
+/// Truth: a delivery of the sn was committed in a commit that a journal
+/// lost (a tail loss), and taken back.
+const TAIL_LOST: u16 = 1 << 12;
+/// Claim: the client named the sn lost with its server's state
+/// (`StateLost`).
+const STATE_LOST: u16 = 1 << 13;
+/// Truth: after the tail loss that took the sn's delivery back, the
+/// client was established again: the instance it reached could tell it.
+const TAIL_DUE: u16 = 1 << 14;
 
 /// What the sim's workload checker found, apart from the protocol.
 const CORRUPT_FOUND: &str = "bytes differ from what the client submitted";
@@ -144,6 +159,17 @@ struct ClientTruth {
     journaled: bool,
     /// The client's own counts of the same: what the events must match.
     counted: [u64; 3],
+    /// Sns it named lost with its server's state (`StateLost`).
+    state_lost: u64,
+    /// Its connection attempts refused in a row, for a reason retrying
+    /// cannot change (`BadHandshake`, `Rewound`), since it was last
+    /// established: the last refusal, and how many.
+    refused: Option<(RejectReason, u64, u32)>,
+    /// It closed (`Closed`).
+    closed: bool,
+    /// Sns whose delivery a tail loss took back since it was last
+    /// established.
+    cut_unseen: Vec<u64>,
 }
 
 impl ClientTruth {
@@ -235,6 +261,10 @@ pub struct Truth {
     rollback: bool,
     /// What each uncommitted delivery changed, to undo it.
     uncommitted: Vec<crash::Undo>,
+    /// Per server, what its last `tail_depth` commits changed, oldest
+    /// first ([`Truth::journal_cut`]).
+    kept: HashMap<u16, VecDeque<Vec<crash::Undo>>>,
+    tail_depth: usize,
 }
 
 impl Truth {
@@ -269,6 +299,10 @@ impl Truth {
                     seen: [0; 3],
                     counted: [0; 3],
                     journaled: false,
+                    state_lost: 0,
+                    refused: None,
+                    closed: false,
+                    cut_unseen: Vec::new(),
                 })
                 .collect(),
             by_session,
@@ -282,6 +316,8 @@ impl Truth {
             undetectable_corruption: false,
             rollback: false,
             uncommitted: Vec::new(),
+            kept: HashMap::new(),
+            tail_depth: 0,
         }
     }
 
@@ -657,100 +693,5 @@ impl Truth {
                 .stray_deliveries
                 .iter()
                 .any(|&(_, s, n)| s == session && n == sn)
-    }
-
-    /// Client `client` released every sn below `upto` as acknowledged.
-    fn release(&mut self, i: usize, upto: u64) {
-        let from = self.clients[i].acked_upto;
-        if upto <= from {
-            return;
-        }
-        let session = self.clients[i].spec.session;
-        for sn in from..upto {
-            let c = &self.clients[i];
-            if c.flags(sn) & GIVEN_UP != 0 || c.delivered(sn) > 0 {
-                continue;
-            }
-            if self.delivered_to_others(i, session, sn) {
-                self.findings.add(
-                    Invariant::AckedFromOthersFrames,
-                    Some(i),
-                    session,
-                    Some(sn),
-                    || {
-                        "acknowledged, but only another peer's frame with this sn was delivered"
-                            .into()
-                    },
-                );
-            } else {
-                self.findings.add(
-                    Invariant::AckedUndelivered,
-                    Some(i),
-                    session,
-                    Some(sn),
-                    || "acknowledged, but no server instance delivered it".into(),
-                );
-            }
-        }
-        self.clients[i].acked_upto = upto;
-    }
-
-    /// What client `client`'s application saw.
-    pub fn client_event(&mut self, client: usize, e: &ClientEvent) {
-        let session = self.clients[client].spec.session;
-        match e {
-            ClientEvent::Connecting { epoch, .. } => {
-                let c = &mut self.clients[client];
-                c.seen[0] += 1;
-                c.epoch = *epoch;
-                c.established = None;
-            }
-            ClientEvent::Established {
-                epoch,
-                known,
-                resume_from,
-                ..
-            } => {
-                let c = &mut self.clients[client];
-                c.seen[1] += 1;
-                c.handshakes += 1;
-                if *epoch == c.epoch {
-                    c.established = Some(*epoch);
-                }
-                // Every sn below resume_from was delivered, known or not.
-                let _ = known;
-                self.release(client, *resume_from);
-            }
-            ClientEvent::Acked { upto } => self.release(client, *upto),
-            ClientEvent::ServerRestarted { unconfirmed, .. } => {
-                self.clients[client].flag(unconfirmed.clone(), ANNOUNCED);
-            }
-            ClientEvent::NotReplayed { range } => {
-                let Truth {
-                    clients, findings, ..
-                } = self;
-                let c = &mut clients[client];
-                c.given_up += range.end - range.start;
-                if !range.is_empty() {
-                    c.grow(range.end - 1);
-                }
-                for sn in range.clone() {
-                    if c.flags(sn) & GIVEN_UP != 0 {
-                        findings.add(
-                            Invariant::ReportedTwice,
-                            Some(client),
-                            session,
-                            Some(sn),
-                            || "given up (NotReplayed) more than once".into(),
-                        );
-                    }
-                    c.flags[sn as usize] |= GIVEN_UP;
-                }
-            }
-            ClientEvent::Failed(_) => self.clients[client].failed = true,
-            ClientEvent::Disconnected { .. } => self.clients[client].seen[2] += 1,
-            // Closed, and what later core versions add.
-            _ => {}
-        }
     }
 }

@@ -16,7 +16,8 @@
 //!   that provoke known defects on purpose ([`SHAPE_PER_MILLE`]).
 //!   [`Profile::Clean`] stays inside what today's core handles;
 //!   [`Profile::Durable`] crashes servers with a journal and clients with
-//!   an outbox.
+//!   an outbox, with small server tables and journals that lose their
+//!   last commits.
 //! * [`check`] runs one scenario and names the invariants it violates.
 //! * [`repro::encode`] / [`repro::decode`] turn a scenario into the
 //!   one-line reproduction a failing run prints, and back.
@@ -37,9 +38,13 @@ use iomsg_core::rng::{mix64, SplitMix64};
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
 use crate::sim::{
     self, CrashPlan, Durability, Invariant, KillEvent, KillOn, Report, Scenario, StrayPeer,
-    Workload, MAX_SIZE, SERVER_SESSIONS, SERVER_WINDOWS,
+    TailLoss, Workload, MAX_SIZE, SERVER_WINDOWS,
 };
 pub use shapes::{Shape, SHAPE_PER_MILLE};
+
+/// Session tables the full and clean profiles draw (the durable profile
+/// draws smaller ones).
+const FULL_SESSIONS: [usize; 3] = [4, 16, 64];
 
 /// Step cap of a generated scenario: generous for the largest ones (40
 /// clients, a few thousand requests each), small enough that no run takes
@@ -67,10 +72,16 @@ pub enum Profile {
     Clean,
     /// Exactly once across crashes: servers with a journal and clients
     /// with an outbox, both crashed and restarted, under faults that leave
-    /// holes in the servers' windows (see `sweep::durable`); within the
-    /// clean profile's limits otherwise. Checks the invariants of the
-    /// applications' records (`delivered-twice-across-crashes`,
-    /// `lost-across-crashes`) with all the others.
+    /// holes in the servers' windows, with small session and tombstone
+    /// tables (evictions, forgotten tombstones, recalls) and journals that
+    /// lose their last commits at a power cut (see `sweep::durable`);
+    /// within the clean profile's limits otherwise (session-table
+    /// eviction included: the journal's recall makes up for it). Checks
+    /// the invariants of the applications' records
+    /// (`delivered-twice-across-crashes`, `lost-across-crashes`), the
+    /// restore property (`restore-differs`), lost state named
+    /// (`state-lost-unnamed`) and no lock-out (`locked-out`) with all the
+    /// others.
     Durable,
 }
 
@@ -120,7 +131,7 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         return durable::draw(&mut d, mix64(seed)).fixed();
     }
     let servers = 1 + d.below(3) as usize;
-    let server_sessions = d.pick(&SERVER_SESSIONS);
+    let server_sessions = d.pick(&FULL_SESSIONS);
     let mut clients = if d.chance(300) {
         1 + d.below(40) as usize
     } else {
@@ -527,6 +538,36 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
         }
         if x.outbox_lag > 1 {
             with(&|c| c.durable = Some(Durability { outbox_lag: 1, ..x }));
+        }
+        if let Some(t) = x.tail_loss {
+            // No tail loss, fewer commits lost, a cut at every crash.
+            with(&|c| {
+                c.durable = Some(Durability {
+                    tail_loss: None,
+                    ..x
+                })
+            });
+            if t.batches > 1 {
+                let fewer = TailLoss {
+                    batches: t.batches / 2,
+                    ..t
+                };
+                with(&|c| {
+                    c.durable = Some(Durability {
+                        tail_loss: Some(fewer),
+                        ..x
+                    })
+                });
+            }
+            if t.every > 1 {
+                let each = TailLoss { every: 1, ..t };
+                with(&|c| {
+                    c.durable = Some(Durability {
+                        tail_loss: Some(each),
+                        ..x
+                    })
+                });
+            }
         }
     }
     for i in 0..s.kill_on.len() {

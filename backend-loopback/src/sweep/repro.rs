@@ -15,7 +15,9 @@ use core::fmt::{self, Write as _};
 use core::time::Duration;
 
 use crate::fault::{Direction, FaultConfig, FrameFault, ScheduledFault};
-use crate::sim::{CrashPlan, Durability, KillEvent, KillOn, RestoreDefect, Scenario, StrayPeer};
+use crate::sim::{
+    CrashPlan, Durability, KillEvent, KillOn, RestoreDefect, Scenario, StrayPeer, TailLoss,
+};
 
 /// Why a repro line does not decode.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,6 +267,19 @@ pub fn encode(s: &Scenario) -> String {
         if x.outbox_lag != Durability::default().outbox_lag {
             put("lag", x.outbox_lag.to_string());
         }
+        if let Some(t) = x.tail_loss {
+            let mut how = String::new();
+            if t.at_end {
+                how.push('e');
+            }
+            if t.synced_openings {
+                how.push('s');
+            }
+            if how.is_empty() {
+                how.push('-');
+            }
+            put("tail", format!("{}/{}/{how}", t.every, t.batches));
+        }
         if let Some(defect) = x.restore_defect {
             put("defect", defect.name().to_string());
         }
@@ -368,10 +383,24 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         "defect" => {
             s.durable
                 .get_or_insert_with(Durability::default)
-                .restore_defect = Some(
-                RestoreDefect::from_name(v)
-                    .ok_or_else(|| format!("{v:?} is not a planted defect: dropholes or torn"))?,
-            );
+                .restore_defect = Some(RestoreDefect::from_name(v).ok_or_else(|| {
+                format!("{v:?} is not a planted defect: {}", RestoreDefect::names())
+            })?);
+        }
+        "tail" => {
+            let [every, batches, how] = parts::<3>(v, '/')?;
+            if how.chars().any(|c| !"es-".contains(c)) {
+                return Err(format!(
+                    "{how:?}: e (a power cut near the end of the faulty phase), s (sessions' \
+                     first commits synced) or - (neither)"
+                ));
+            }
+            s.durable.get_or_insert_with(Durability::default).tail_loss = Some(TailLoss {
+                every: num(every)?,
+                batches: num(batches)?,
+                at_end: how.contains('e'),
+                synced_openings: how.contains('s'),
+            });
         }
         "kill" => {
             s.kill_on = v

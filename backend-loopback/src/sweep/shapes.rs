@@ -21,7 +21,7 @@ use core::time::Duration;
 
 use super::Dice;
 use crate::fault::{Direction, FrameFault, ScheduledFault};
-use crate::sim::{KillEvent, KillOn, Scenario, MAX_SIZE, SERVER_TOMBS};
+use crate::sim::{KillEvent, KillOn, Scenario, MAX_SIZE};
 
 /// A shape the full profile draws on purpose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +41,9 @@ pub const SHAPE_PER_MILLE: [(Shape, u64); 3] = [
     (Shape::TightStorage, 120),
     (Shape::TombOverflow, 120),
 ];
+
+/// The tombstone shape's table of tombstones.
+const TOMBS: usize = 4;
 
 /// Most clients the tombstone shape asks for, as the sweep's other draws.
 const MAX_SWEEP_CLIENTS: usize = 40;
@@ -135,7 +138,7 @@ fn tight_storage(d: &mut Dice, s: &mut Scenario) {
 }
 
 fn tomb_overflow(d: &mut Dice, s: &mut Scenario) {
-    s.server_tombs = SERVER_TOMBS[0];
+    s.server_tombs = TOMBS;
     s.server_sessions = d.pick(&[4, 16]);
     let per_server = 2 * s.server_tombs + d.below(12) as usize;
     s.clients = s

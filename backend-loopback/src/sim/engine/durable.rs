@@ -1,116 +1,63 @@
 //! Crash-proof state in the event loop (see
-//! [`Durability`](crate::sim::Durability)): each server slot's journal,
-//! committed at every flush and given back to the next instance; each
-//! client's outbox, written as the scenario documents, and a client
-//! process crashed and restarted from it.
+//! [`Durability`](crate::sim::Durability)): each server slot's journal
+//! ([`Journal`]) given back to the next instance, and cut back when the
+//! scenario's tail loss is due; each client's outbox, written as the
+//! scenario documents, and a client process crashed and restarted from
+//! it.
 
 use std::collections::VecDeque;
 
 use iomsg_core::session::{ClientSession, JournalError, RequestOp, ResumePoint};
 use iomsg_core::transport::Client;
-use iomsg_core::wire::Crc32c;
 use iomsg_core::{workload, Instant};
 
-use super::{ClientSlot, EpOwner, Recorder};
+use super::{ClientSlot, EpOwner, Recorder, ServerSlot};
 use crate::faulty::{Faults, Faulty};
 use crate::network::Network;
 use crate::sim::check::Invariant;
+use crate::sim::journal::Journal;
 use crate::sim::report::Report;
-use crate::sim::scenario::{configs, RestoreDefect, Scenario, EPOCH_RESERVE, READ_REQUEST_LEN};
+use crate::sim::scenario::{configs, Scenario, TailLoss, EPOCH_RESERVE, READ_REQUEST_LEN};
 use crate::sim::server::SimServer;
 
-/// Bytes of a journal record before its bitmap.
-const RECORD_HEADER: usize = 72;
-
-/// A server slot's journal: the records handed over since the last
-/// flush, and the committed ones. Only the last committed record of each
-/// session is kept (a later record of a session replaces the earlier
-/// ones), in the order they were written.
-#[derive(Default)]
-pub(super) struct Journal {
-    pending: Vec<Vec<u8>>,
-    committed: Vec<(u64, Vec<u8>)>,
-}
-
-impl Journal {
-    /// A record handed over (`ServerHandler::journal`).
-    pub(super) fn keep(&mut self, record: &[u8]) {
-        self.pending.push(record.to_vec());
+/// Restores a new instance `d` (generation `generation`) from the records
+/// `journal` gives back, in the order they were written; then checks the
+/// restore property ([`Journal::compare_restored`]). A record refused for
+/// another reason than want of room is a violation; a session refused for
+/// want of room stays in the journal, and its `Hello` recalls it. An empty
+/// journal (the first start) restores nothing.
+pub(super) fn restore(
+    journal: &Journal,
+    d: &mut dyn SimServer,
+    generation: u32,
+    now: Instant,
+    (rec, report): (&mut Recorder, &mut Report),
+) {
+    let sessions = journal.sessions();
+    if sessions.is_empty() {
+        return;
     }
-
-    /// The flush: what was handed over since the last one is committed.
-    pub(super) fn commit(&mut self) {
-        for r in self.pending.drain(..) {
-            let session = r
-                .get(8..16)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u64::from_le_bytes);
-            self.committed.retain(|(s, _)| *s != session);
-            self.committed.push((session, r));
-        }
-    }
-
-    /// The server crashed: what was not committed is lost.
-    pub(super) fn crashed(&mut self) {
-        self.pending.clear();
-    }
-
-    /// Restores a new instance `d` of generation `generation` from the
-    /// committed records, each rewritten by `defect` when one is planted.
-    /// A record refused for another reason than want of room is a
-    /// violation; a session refused for want of room is new to the
-    /// instance (its client announces what may come again).
-    pub(super) fn restore(
-        &self,
-        d: &mut dyn SimServer,
-        generation: u32,
-        now: Instant,
-        defect: Option<RestoreDefect>,
-        (rec, report): (&mut Recorder, &mut Report),
-    ) {
-        for (session, r) in &self.committed {
-            let planted = defect.map(|x| x.apply(r));
-            match d.restore(now, planted.as_deref().unwrap_or(r)) {
-                Ok(_) => report.durable.restored += 1,
-                Err(JournalError::TableFull { session }) => {
-                    report.durable.refused_for_room += 1;
-                    rec.ledger.new_to(generation, session);
-                }
-                Err(e) => rec.truth.findings_mut().add(
-                    Invariant::JournalRefused,
-                    None,
-                    *session,
-                    None,
-                    || format!("a new instance refused a committed record: {e}"),
-                ),
+    for session in sessions {
+        let Some(record) = journal.given_back(session) else {
+            continue;
+        };
+        match d.restore(now, &record) {
+            Ok(_) => report.durable.restored += 1,
+            Err(JournalError::TableFull { .. }) => report.durable.refused_for_room += 1,
+            Err(e) => {
+                rec.truth
+                    .findings_mut()
+                    .add(Invariant::JournalRefused, None, session, None, || {
+                        format!("a new instance refused a committed record: {e}")
+                    })
             }
         }
     }
-}
-
-impl RestoreDefect {
-    /// `record` with the defect planted, its checksum recomputed (from the
-    /// documented layout; a record too short to be one is left alone).
-    pub fn apply(self, record: &[u8]) -> Vec<u8> {
-        match self {
-            RestoreDefect::DropHoles => drop_holes(record),
-            RestoreDefect::Torn => record[..record.len().saturating_sub(1)].to_vec(),
-        }
-    }
-}
-
-/// The record with every sn in `[cumulative, top)` received: its
-/// cumulative point moved to its top, no bitmap.
-fn drop_holes(record: &[u8]) -> Vec<u8> {
-    if record.len() < RECORD_HEADER + 4 {
-        return record.to_vec();
-    }
-    let mut out = record[..RECORD_HEADER].to_vec();
-    out[6..8].copy_from_slice(&0u16.to_le_bytes());
-    out.copy_within(48..56, 40);
-    let sum = Crc32c::BUILTIN.checksum(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    out
+    report.durable.forgotten_at_restore += d.stats().tombs_forgotten;
+    let held = d.journal_all();
+    let findings = rec.truth.findings_mut();
+    report.durable.restore_compared += journal.compare_restored(generation, &held, findings);
+    report.durable.restores += 1;
 }
 
 /// A message the outbox holds: enough to submit the same bytes again.
@@ -281,13 +228,103 @@ impl Crasher<'_> {
     }
 }
 
-/// Server slot `k`'s instance `generation` crashed: its application's
-/// uncommitted deliveries and journal records are lost, in the truth too.
-pub(super) fn server_crashed(k: usize, generation: u32, journal: &mut Journal, rec: &mut Recorder) {
-    journal.crashed();
-    rec.ledger.crashed(k);
-    rec.truth.crashed(generation);
+/// Server slot `k`'s running instance crashed, the run's `crashes`-th
+/// server crash (see [`kill`]); when the scenario's tail loss is due, its
+/// journal loses its last commits too.
+pub(super) fn server_crashed(
+    s: &Scenario,
+    (k, sl): (usize, &mut ServerSlot),
+    crashes: u64,
+    rec: &mut Recorder,
+    report: &mut Report,
+) {
+    kill((k, &mut *sl), rec, report);
+    if let Some(t) = tail_loss(s).filter(|t| t.every > 0 && crashes % t.every == 0) {
+        cut_tail((k, sl), t, rec, report);
+    }
 }
+
+/// Server slot `k`'s running instance dies (returns whether one ran): its
+/// counters go to the report, and its application's uncommitted
+/// deliveries and journal records are lost, in the truth too.
+fn kill((k, sl): (usize, &mut ServerSlot), rec: &mut Recorder, report: &mut Report) -> bool {
+    let Some(dead) = sl.driver.take() else {
+        return false;
+    };
+    report.absorb_server(dead.stats());
+    rec.rx[k].clear();
+    sl.journal.crashed();
+    rec.ledger.crashed(k);
+    rec.truth.crashed(sl.generation);
+    true
+}
+
+/// The scenario's tail loss, with a journal.
+fn tail_loss(s: &Scenario) -> Option<TailLoss> {
+    s.durable.and_then(|d| d.tail_loss.filter(|_| d.journal))
+}
+
+/// Server slot `k`'s journal loses its last commits, and the
+/// applications' records and the truth the deliveries committed with
+/// them.
+fn cut_tail(
+    (k, sl): (usize, &mut ServerSlot),
+    t: TailLoss,
+    rec: &mut Recorder,
+    report: &mut Report,
+) {
+    let lost = sl.journal.cut(t.batches as usize, t.synced_openings);
+    if lost == 0 {
+        return;
+    }
+    let d = &mut report.durable;
+    d.tail_cuts += 1;
+    d.commits_lost += lost as u64;
+    d.deliveries_lost += rec.ledger.cut(k, lost);
+    rec.truth.journal_cut(sl.addr, lost);
+}
+
+/// When the faults end: with a power cut near the end of the faulty phase
+/// ([`TailLoss::at_end`]), a quarter of the phase before its end (the
+/// workload goes on to the end, so that clients come back to the servers
+/// that lost power); at its end otherwise.
+pub(super) fn calm_after(s: &Scenario) -> core::time::Duration {
+    if tail_loss(s).is_some_and(|t| t.at_end) {
+        s.duration - s.duration / 4
+    } else {
+        s.duration
+    }
+}
+
+/// The faults ended at `now`: with a tail loss `at_end`, every server
+/// loses power. A running one crashes (and starts again after the crash
+/// plan's downtime), and every journal loses its last commits. Returns
+/// the servers crashed.
+pub(super) fn power_cut(
+    s: &Scenario,
+    servers: &mut [ServerSlot],
+    now: Instant,
+    rec: &mut Recorder,
+    report: &mut Report,
+) -> u64 {
+    let Some(t) = tail_loss(s).filter(|t| t.at_end) else {
+        return 0;
+    };
+    let down_for = s.crash.map_or(POWER_CUT_DOWN, |c| c.down_for);
+    let mut crashed = 0;
+    for (k, sl) in servers.iter_mut().enumerate() {
+        if kill((k, &mut *sl), rec, report) {
+            sl.restart_at = Some(now + down_for);
+            sl.next_kill = None;
+            crashed += 1;
+        }
+        cut_tail((k, sl), t, rec, report);
+    }
+    crashed
+}
+
+/// A power cut's downtime when the scenario plans no crashes.
+const POWER_CUT_DOWN: core::time::Duration = core::time::Duration::from_micros(100);
 
 /// The scenario's client crash-restarts: one client at a time, in turn.
 pub(super) struct ClientCrashes {
@@ -366,21 +403,16 @@ impl ClientCrashes {
 
 /// The end of the run: every live server flushes once more (as a clean
 /// stop does), so that what it took is committed with its journal.
-pub(super) fn last_flush(servers: &mut [super::ServerSlot], rec: &mut Recorder) {
+pub(super) fn last_flush(servers: &mut [ServerSlot], rec: &mut Recorder) {
     for (k, sl) in servers.iter_mut().enumerate() {
-        let (journal, generation) = (&mut sl.journal, sl.generation);
+        let (addr, generation) = (sl.addr, sl.generation);
         let Some(d) = sl.driver.as_mut() else {
             continue;
         };
-        d.flush(&mut |n| {
-            match n {
-                crate::sim::server::Notice::Journal(r) => journal.keep(r),
-                crate::sim::server::Notice::Flush => {
-                    journal.commit();
-                    rec.ledger.commit(k);
-                    rec.truth.committed(generation);
-                }
-                _ => {}
+        d.flush(&mut sl.journal, &mut |n| {
+            if let crate::sim::server::Notice::Flush = n {
+                rec.ledger.commit(k);
+                rec.truth.committed(addr, generation);
             }
             false
         });

@@ -35,7 +35,7 @@ impl Workload<'_> {
         i: usize,
         c: &mut ClientSlot,
         now: Instant,
-        faults_on: bool,
+        submitting: bool,
     ) -> bool {
         let s = self.scenario;
         let w = &s.workload;
@@ -45,7 +45,7 @@ impl Workload<'_> {
             && !c.closing
             && now >= c.next_submit
             && !c.driver.session().is_terminal()
-            && (faults_on || !unbounded)
+            && (submitting || !unbounded)
         {
             if c.driver.session().outstanding() >= s.client_window {
                 *self.backpressure += 1;

@@ -1,5 +1,6 @@
 //! The truth across crashes with crash-proof state: what a crashed server
-//! application had not committed is taken back.
+//! application had not committed is taken back, and so is what a journal
+//! that lost its last commits (a tail loss) had committed with them.
 
 use super::*;
 
@@ -23,10 +24,80 @@ impl Truth {
         self.rollback = on;
     }
 
-    /// Server instance `generation`'s application committed what it was
-    /// handed so far (its flush).
-    pub fn committed(&mut self, generation: u32) {
-        self.uncommitted.retain(|u| u.generation() != generation);
+    /// Keeps what each server's last `depth` commits changed, for
+    /// [`journal_cut`](Self::journal_cut) (0, the default: nothing).
+    pub fn set_tail_depth(&mut self, depth: usize) {
+        self.tail_depth = depth;
+    }
+
+    /// Server instance `generation` (at address `server`)'s application
+    /// committed what it was handed so far (its flush), as one commit.
+    pub fn committed(&mut self, server: u16, generation: u32) {
+        let (batch, rest): (Vec<Undo>, Vec<Undo>) = core::mem::take(&mut self.uncommitted)
+            .into_iter()
+            .partition(|u| u.generation() == generation);
+        self.uncommitted = rest;
+        if self.tail_depth == 0 {
+            return;
+        }
+        let kept = self.kept.entry(server).or_default();
+        if kept.len() == self.tail_depth {
+            kept.pop_front();
+        }
+        kept.push_back(batch);
+    }
+
+    /// The journal of the server at `server` lost its last `commits`
+    /// commits (a tail loss), and its application's record of the
+    /// deliveries committed with them: those deliveries count as never
+    /// made, as before them (delivery counts, the instance that delivered
+    /// last, the announcement a delivery consumed), and each sn is marked
+    /// as delivered only in commits a journal lost: its acknowledgement
+    /// may have reached the client, which must name it
+    /// (`ClientEvent::StateLost`) unless it comes again, once it is
+    /// established again (a client that left before can be told nothing).
+    /// What the deliveries found stays found. Returns the deliveries taken
+    /// back.
+    pub fn journal_cut(&mut self, server: u16, commits: usize) -> u64 {
+        let mut undone = 0;
+        for _ in 0..commits {
+            let Some(batch) = self.kept.get_mut(&server).and_then(VecDeque::pop_back) else {
+                break;
+            };
+            for u in batch.into_iter().rev() {
+                undone += 1;
+                match u {
+                    Undo::Client {
+                        client,
+                        idx,
+                        deliveries,
+                        last_gen,
+                        flags,
+                        ..
+                    } => {
+                        let c = &mut self.clients[client];
+                        c.deliveries[idx] = deliveries;
+                        c.last_gen[idx] = last_gen;
+                        let own = ANNOUNCED | RECOVERED;
+                        c.flags[idx] = (c.flags[idx] & !own) | (flags & own) | TAIL_LOST;
+                        c.cut_unseen.push(idx as u64);
+                    }
+                    Undo::Stray {
+                        generation,
+                        session,
+                        sn,
+                        fresh,
+                        ..
+                    } => {
+                        self.deliveries_by_stray -= 1;
+                        if fresh {
+                            self.stray_deliveries.remove(&(generation, session, sn));
+                        }
+                    }
+                }
+            }
+        }
+        undone
     }
 
     /// Server instance `generation` crashed: what its application was

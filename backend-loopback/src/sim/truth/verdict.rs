@@ -51,6 +51,17 @@ impl Truth {
                     )
                 });
         }
+        v.state_lost += c.state_lost;
+        if let Some((reason, detail, n)) = c.refused.filter(|_| self.rollback && !c.closed) {
+            v.findings
+                .add(Invariant::LockedOut, Some(i), session, None, || {
+                    format!(
+                        "its last {n} connection attempts were refused ({}, detail {detail}) \
+                         and it never got back in",
+                        reason.name()
+                    )
+                });
+        }
         if let Some(base) = c.final_base {
             // Everything below the final base_sn was released: by an ack
             // or given up, as some event said.
@@ -113,6 +124,25 @@ impl Truth {
             // Never delivered from this client's frames.
             let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
             let given_up = flags & GIVEN_UP != 0;
+            if acked && flags & (STATE_LOST | TAIL_LOST) != 0 {
+                // Acknowledged, and delivered only in commits a journal
+                // lost: the client must have named it, if it came back.
+                if flags & STATE_LOST == 0 && flags & TAIL_DUE == 0 {
+                    v.state_lost_unreachable += 1;
+                } else if flags & STATE_LOST == 0 {
+                    v.findings.add(
+                        Invariant::StateLostUnnamed,
+                        Some(i),
+                        session,
+                        Some(sn),
+                        || "acknowledged, delivered only in commits its server's journal lost, never delivered again; the client was established again after the loss and never named it (StateLost)".into(),
+                    );
+                }
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            }
             if !acked && !given_up && !c.failed {
                 v.pending += 1;
                 v.findings
@@ -264,6 +294,12 @@ pub struct Verdict {
     pub events_dropped: u64,
     /// Clients that failed.
     pub failed_clients: u64,
+    /// Sns the clients named lost with their server's state
+    /// (`StateLost`).
+    pub state_lost: u64,
+    /// Acknowledged sns a journal lost after their client left (it was
+    /// never established again): no instance could name them to it.
+    pub state_lost_unreachable: u64,
     /// The lost sns, named (the first [`MAX_LISTED_LOST`] ranges).
     pub lost: Vec<LostRange>,
     /// All lost ranges, listed or not.
