@@ -7,7 +7,7 @@
 
 use core::time::Duration;
 
-use iomsg_core::session::{ClientEvent, JournalRecord, JOURNAL_FIXED};
+use iomsg_core::session::{ClientEvent, JournalRecord, JOURNAL_FIXED, JOURNAL_VERSION};
 use iomsg_core::wire::Crc32c;
 use iomsg_loopback::sim::journal::{raise_cumulative, Journal};
 use iomsg_loopback::sim::ledger::{Ledger, Took};
@@ -259,7 +259,7 @@ fn record(session: u64, epoch: u32, cum: u64, top: u64, received: &[u64]) -> Vec
     let words = (top - cum).div_ceil(64) as usize;
     let mut rec = vec![0u8; JOURNAL_FIXED + 8 * words];
     rec[0..4].copy_from_slice(b"IOJR");
-    rec[4] = 1;
+    rec[4] = JOURNAL_VERSION;
     rec[6..8].copy_from_slice(&(words as u16).to_le_bytes());
     rec[8..16].copy_from_slice(&session.to_le_bytes());
     rec[16..24].copy_from_slice(&1u64.to_le_bytes());
@@ -270,7 +270,8 @@ fn record(session: u64, epoch: u32, cum: u64, top: u64, received: &[u64]) -> Vec
     rec[56..64].copy_from_slice(&top.to_le_bytes());
     for &sn in received {
         let i = (sn - cum) as usize;
-        rec[72 + i / 8] |= 1 << (i % 8);
+        // The bitmap follows the header (the fixed part less its CRC).
+        rec[JOURNAL_FIXED - 4 + i / 8] |= 1 << (i % 8);
     }
     let n = rec.len();
     let sum = Crc32c::BUILTIN.checksum(&rec[..n - 4]);
@@ -655,17 +656,14 @@ fn holds(line: &str) {
     assert!(r.passed(), "{r}\nrepro: {line}");
 }
 
-// Two defects of the core the durable sweep finds when its journals lose
-// commits in the middle of the faulty phase (`tail=EVERY/...`) or lose
-// every record of a session (`.../-`); the durable profile cuts journals
-// only at a power cut near the end of the faulty phase, with sessions'
-// first commits synced, until the core names these losses. Run with
-// `cargo test -p iomsg-loopback --test durable -- --ignored`.
+// Two runs the durable sweep once failed: a journal that lost every
+// record of a session (a cut past its first commit), and a Welcome that
+// named lost state and died with its connection or its instance. The
+// core names both now: a journaled server that does not know a session
+// whose client released sns names [0, base); a record keeps where its
+// knowledge begins, and every Welcome of it says so.
 
 #[test]
-#[ignore = "core: a journal cut back past a session's first record has no record of it; the \
-            Hello opens the session anew, and its client hears ServerRestarted, never StateLost, \
-            for the sns it saw acknowledged"]
 fn a_journal_that_lost_every_record_of_a_session_names_what_was_acknowledged() {
     holds(
         "seed=7247713632874657023 clients=4 msgs=1 size=0 kill=accept:5:100us dur=195us \
@@ -674,9 +672,6 @@ fn a_journal_that_lost_every_record_of_a_session_names_what_was_acknowledged() {
 }
 
 #[test]
-#[ignore = "core: the Welcome that names lost state (its ack below the Hello's base) dies with \
-            its server or connection; the record already moved to the base under a new \
-            incarnation, so the next Welcome names nothing"]
 fn a_welcome_naming_lost_state_that_never_arrives_is_named_again() {
     holds(
         "seed=15229034700902931121 clients=8 msgs=10 size=0 interval=200us crash=500us/20us/7 \

@@ -34,8 +34,15 @@ use iomsg_core::wire::Crc32c;
 use super::check::{Findings, Invariant};
 use super::scenario::RestoreDefect;
 
-/// Bytes of a journal record before its bitmap.
-const RECORD_HEADER: usize = 72;
+/// Bytes of a journal record before its bitmap: 72 in a version 1
+/// record, 80 in a version 2 one (it adds `lost_from`).
+fn record_header(record: &[u8]) -> usize {
+    if record.get(4) == Some(&1) {
+        72
+    } else {
+        80
+    }
+}
 
 /// A session's latest committed record, and when it was written.
 #[derive(Clone, Debug)]
@@ -409,7 +416,7 @@ pub fn raise_cumulative(record: &[u8], point: u64) -> Vec<u8> {
     let top = r.top.max(cum);
     let span = top - cum;
     let words = span.div_ceil(64) as usize;
-    let mut out = record[..RECORD_HEADER].to_vec();
+    let mut out = record[..record_header(record)].to_vec();
     out[6..8].copy_from_slice(&(words as u16).to_le_bytes());
     out[40..48].copy_from_slice(&cum.to_le_bytes());
     out[48..56].copy_from_slice(&top.to_le_bytes());

@@ -79,7 +79,10 @@ impl Truth {
                         c.deliveries[idx] = deliveries;
                         c.last_gen[idx] = last_gen;
                         let own = ANNOUNCED | RECOVERED;
-                        c.flags[idx] = (c.flags[idx] & !own) | (flags & own) | TAIL_LOST;
+                        // A new loss: due again at the client's next
+                        // handshake, whatever an earlier cut made due.
+                        c.flags[idx] =
+                            (c.flags[idx] & !(own | TAIL_DUE)) | (flags & own) | TAIL_LOST;
                         c.cut_unseen.push(idx as u64);
                     }
                     Undo::Stray {

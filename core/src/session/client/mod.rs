@@ -48,8 +48,9 @@ struct Entry {
 /// The fields of a `Welcome` body, and its header's ack.
 #[derive(Clone, Copy, Debug)]
 struct Welcome {
-    /// The server record's cumulative point before the `Hello`: below its
-    /// `base_sn` only when the record is older than what was acknowledged.
+    /// Where the server record's knowledge begins: below the `Hello`'s
+    /// `base_sn` only when the record is younger than what was
+    /// acknowledged.
     ack: u64,
     instance: u64,
     resume_from: u64,
@@ -688,10 +689,12 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         // or a record whose own first Welcome was lost) may be missing
         // what another one processed: what is past `confirmed` may arrive
         // twice, and is announced.
-        // A record older than what it acknowledged (its journal lost
-        // commits) says where it stood: what lies between was released as
-        // acknowledged, and its fate is now unknown.
-        let regressed = known && ack < base_sn;
+        // A record younger than what was acknowledged (its journal lost
+        // commits, or the session) says where its knowledge begins: what
+        // lies between was released as acknowledged, and its fate is now
+        // unknown. Named the first time this incarnation is met (every
+        // Welcome of it says so, in case the first was lost).
+        let regressed = ack < base_sn && self.trusted != Some(incarnation);
         if regressed {
             self.stats.state_lost += base_sn - ack;
             self.push_event(ClientEvent::StateLost {

@@ -108,6 +108,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     conn_seq,
                     hello_next: next_sn,
                     given_up_from: tomb.given_up_from,
+                    lost_from: tomb.lost_from,
                     dirty: false,
                 };
                 // Out of the tomb table first, so that making room (which
@@ -122,9 +123,6 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 self.stats.revived += 1;
             }
         }
-        // The record's cumulative point when it is older than what the
-        // client saw acknowledged (below its base_sn).
-        let mut regressed_from = None;
         let (known, resume_from) = if let Some(s) = self.sessions.get_mut(&id) {
             let cum = s.tracker.cumulative();
             if cum > next_sn || (cum < base_sn && !from_journal) {
@@ -147,7 +145,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 }
                 self.created += 1;
                 s.incarnation = mix64(self.config.instance ^ mix64(self.created));
-                regressed_from = Some(cum);
+                s.lost_from = Some(s.lost_from.map_or(cum, |l| l.min(cum)));
             }
             if s.given_up_from.is_some_and(|g| g < base_sn) {
                 // The client moved past it, so it learnt of it.
@@ -211,6 +209,17 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 return self.reject(conn, id, epoch, RejectReason::BadHandshake, start, sink);
             };
             self.created += 1;
+            // With a journal, a session it does not hold whose client
+            // released sns (acknowledged by some record) was lost with the
+            // journal's state: nothing here can vouch for [0, base_sn).
+            let lost_from = (self.config.journal && base_sn > 0).then_some(0);
+            if lost_from.is_some() {
+                self.stats.state_lost += base_sn;
+                sink.event(ServerEvent::StateLost {
+                    session: id,
+                    range: 0..base_sn,
+                });
+            }
             let session = Session {
                 epoch,
                 token,
@@ -226,6 +235,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 hello_next: next_sn,
                 // Without replay, [base_sn, next_sn) is skipped unseen.
                 given_up_from: (!replay && base_sn < next_sn).then_some(base_sn),
+                lost_from,
                 dirty: false,
             };
             if !self.make_room(sink) || self.sessions.insert(id, session).is_err() {
@@ -244,12 +254,14 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         // token, the epoch and the incarnation this client now trusts.
         self.mark_dirty(id);
         self.recompute_handshake_due();
-        let (cum, incarnation) = self.sessions.get(&id).map_or((resume_from, 0), |s| {
-            (s.tracker.cumulative(), s.incarnation)
-        });
-        // An older record's Welcome acks its own point, below the base:
-        // the client names what lies between as lost state.
-        let cum = regressed_from.unwrap_or(cum);
+        let (cum, incarnation, lost_from) =
+            self.sessions.get(&id).map_or((resume_from, 0, None), |s| {
+                (s.tracker.cumulative(), s.incarnation, s.lost_from)
+            });
+        // A record younger than what its client saw acknowledged acks
+        // where its knowledge begins, below the base: the client names
+        // what lies between as lost state (once per incarnation).
+        let cum = lost_from.filter(|&l| l < base_sn).unwrap_or(cum);
         let welcome = Body::Welcome {
             instance: self.config.instance,
             resume_from,
@@ -333,6 +345,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             given_up_from: s.given_up_from,
             conn_seq: s.conn_seq,
             hello_next: s.hello_next,
+            lost_from: s.lost_from,
             at: now,
         };
         self.entomb(id, tomb, sink);

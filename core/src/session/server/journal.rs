@@ -18,8 +18,8 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..4 | magic `IOJR` |
-//! | 4 | version (1) |
-//! | 5 | flags: bit 0 `given_up_from` present |
+//! | 4 | version (2; version 1 records, without bytes 72..80, are read too) |
+//! | 5 | flags: bit 0 `given_up_from` present, bit 1 `lost_from` present |
 //! | 6..8 | `n`: words of the received bitmap |
 //! | 8..16 | session id |
 //! | 16..24 | the owner's token |
@@ -30,8 +30,9 @@
 //! | 48..56 | top: one past the highest sn received |
 //! | 56..64 | one past the highest sn the client ever announced |
 //! | 64..72 | the lowest given-up sn the client may not know of |
-//! | 72..72+8n | bit `i`: sn `cumulative + i` received (`i < top - cumulative`) |
-//! | 72+8n.. | CRC32C of everything before |
+//! | 72..80 | where the record's knowledge begins, when it is younger than what its client saw acknowledged (see [`JournalRecord::lost_from`]) |
+//! | 80..80+8n | bit `i`: sn `cumulative + i` received (`i < top - cumulative`) |
+//! | 80+8n.. | CRC32C of everything before |
 //!
 //! The open holes are the clear bits below `top`.
 //!
@@ -52,7 +53,7 @@ use crate::wire::{Crc32c, RejectReason, SN_MAX};
 /// The first bytes of every record.
 pub const JOURNAL_MAGIC: [u8; 4] = *b"IOJR";
 /// The record layout's version.
-pub const JOURNAL_VERSION: u8 = 1;
+pub const JOURNAL_VERSION: u8 = 2;
 /// Bytes of a record without its bitmap (header and CRC).
 pub const JOURNAL_FIXED: usize = HEADER + 4;
 /// The widest bitmap a record carries: a receive window of 65,536 sns
@@ -61,8 +62,11 @@ pub const JOURNAL_MAX_WORDS: usize = 1024;
 /// The longest record.
 pub const JOURNAL_MAX_RECORD: usize = JOURNAL_FIXED + 8 * JOURNAL_MAX_WORDS;
 
-const HEADER: usize = 72;
+const HEADER: usize = 80;
+/// The header of a version 1 record (no `lost_from`).
+const HEADER_V1: usize = 72;
 const GIVEN_UP: u8 = 1;
+const LOST: u8 = 2;
 
 /// Why a journal record could not be read or restored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +121,7 @@ impl fmt::Display for JournalError {
             }
             JournalError::BadMagic => f.write_str("not a journal record (bad magic)"),
             JournalError::UnsupportedVersion(v) => {
-                write!(f, "journal record version {v}; this build reads {JOURNAL_VERSION}")
+                write!(f, "journal record version {v}; this build reads 1 to {JOURNAL_VERSION}")
             }
             JournalError::Checksum => f.write_str("journal record checksum mismatch"),
             JournalError::Inconsistent(what) => write!(f, "journal record inconsistent: {what}"),
@@ -159,6 +163,11 @@ pub struct JournalRecord<'a> {
     pub announced: u64,
     /// The lowest sn given up that the client may not know about.
     pub given_up_from: Option<u64>,
+    /// Where the record's knowledge begins, when it is younger than what
+    /// its client saw acknowledged (its journal lost commits, or lost the
+    /// session): the client names `[lost_from, its base)` as state lost
+    /// the first time it meets this incarnation.
+    pub lost_from: Option<u64>,
     /// `words` little-endian `u64`s: bit `i` set when sn
     /// `cumulative + i` was delivered.
     bitmap: &'a [u8],
@@ -171,7 +180,7 @@ impl<'a> JournalRecord<'a> {
     ///
     /// [`JournalError`]: torn, changed or not a record.
     pub fn decode(bytes: &'a [u8], crc: &Crc32c) -> Result<JournalRecord<'a>, JournalError> {
-        if bytes.len() < JOURNAL_FIXED {
+        if bytes.len() < HEADER_V1 + 4 {
             return Err(JournalError::Truncated {
                 len: bytes.len(),
                 need: JOURNAL_FIXED,
@@ -180,11 +189,13 @@ impl<'a> JournalRecord<'a> {
         if bytes[0..4] != JOURNAL_MAGIC {
             return Err(JournalError::BadMagic);
         }
-        if bytes[4] != JOURNAL_VERSION {
-            return Err(JournalError::UnsupportedVersion(bytes[4]));
-        }
+        let header = match bytes[4] {
+            1 => HEADER_V1,
+            JOURNAL_VERSION => HEADER,
+            v => return Err(JournalError::UnsupportedVersion(v)),
+        };
         let words = usize::from(u16::from_le_bytes([bytes[6], bytes[7]]));
-        let need = JOURNAL_FIXED + 8 * words;
+        let need = header + 4 + 8 * words;
         if bytes.len() < need {
             let len = bytes.len();
             return Err(JournalError::Truncated { len, need });
@@ -198,7 +209,12 @@ impl<'a> JournalRecord<'a> {
             return Err(JournalError::Checksum);
         }
         let flags = bytes[5];
-        if flags & !GIVEN_UP != 0 {
+        let known = if header == HEADER {
+            GIVEN_UP | LOST
+        } else {
+            GIVEN_UP
+        };
+        if flags & !known != 0 {
             return Err(JournalError::Inconsistent("unknown flags"));
         }
         let u64_at = |at: usize| {
@@ -217,7 +233,8 @@ impl<'a> JournalRecord<'a> {
             top: u64_at(48),
             announced: u64_at(56),
             given_up_from: (flags & GIVEN_UP != 0).then(|| u64_at(64)),
-            bitmap: &bytes[HEADER..need - 4],
+            lost_from: (flags & LOST != 0).then(|| u64_at(72)),
+            bitmap: &bytes[header..need - 4],
         };
         record.check()?;
         Ok(record)
@@ -230,6 +247,11 @@ impl<'a> JournalRecord<'a> {
         };
         if self.top > SN_MAX + 1 || self.announced > SN_MAX + 1 {
             return Err(JournalError::Inconsistent("sn past the wire's range"));
+        }
+        if self.lost_from.is_some_and(|l| l > self.cumulative) {
+            return Err(JournalError::Inconsistent(
+                "lost state past the cumulative point",
+            ));
         }
         if span.div_ceil(64) != self.words() as u64 {
             return Err(JournalError::Inconsistent("bitmap length and span differ"));
@@ -299,7 +321,7 @@ pub(super) fn encode(
         GIVEN_UP
     } else {
         0
-    };
+    } | if r.lost_from.is_some() { LOST } else { 0 };
     out[6..8].copy_from_slice(&(words as u16).to_le_bytes());
     out[8..16].copy_from_slice(&r.session.to_le_bytes());
     out[16..24].copy_from_slice(&r.token.to_le_bytes());
@@ -310,6 +332,7 @@ pub(super) fn encode(
     out[48..56].copy_from_slice(&r.top.to_le_bytes());
     out[56..64].copy_from_slice(&r.announced.to_le_bytes());
     out[64..72].copy_from_slice(&r.given_up_from.unwrap_or(0).to_le_bytes());
+    out[72..80].copy_from_slice(&r.lost_from.unwrap_or(0).to_le_bytes());
     let bitmap = &mut out[HEADER..len - 4];
     // Everything below top received, then each hole cleared.
     for (w, chunk) in bitmap.chunks_exact_mut(8).enumerate() {
@@ -369,7 +392,7 @@ pub(super) fn header(
     epoch: u32,
     span: (u64, u64),
     announced: u64,
-    given_up_from: Option<u64>,
+    (given_up_from, lost_from): (Option<u64>, Option<u64>),
 ) -> JournalRecord<'static> {
     JournalRecord {
         session,
@@ -380,6 +403,7 @@ pub(super) fn header(
         top: span.1,
         announced,
         given_up_from,
+        lost_from,
         bitmap: &[],
     }
 }
@@ -475,7 +499,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 s.epoch,
                 (cum, top),
                 s.hello_next.max(top),
-                s.given_up_from,
+                (s.given_up_from, s.lost_from),
             );
             return Some(encode(&r, s.tracker.holes(), buf, crc));
         }
@@ -487,7 +511,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             t.epoch,
             (t.cum, t.cum),
             t.hello_next.max(t.cum),
-            t.given_up_from,
+            (t.given_up_from, t.lost_from),
         );
         Some(encode(&r, core::iter::empty(), buf, crc))
     }
@@ -566,6 +590,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                 given_up_from: r.given_up_from,
                 conn_seq: 0,
                 hello_next: r.announced,
+                lost_from: r.lost_from,
                 at: now,
             };
             self.entomb(id, tomb, sink);
@@ -588,6 +613,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             conn_seq: 0,
             hello_next: r.announced,
             given_up_from: r.given_up_from,
+            lost_from: r.lost_from,
             dirty: false,
         };
         // Room was made above, so this cannot fail.

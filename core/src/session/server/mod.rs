@@ -71,6 +71,13 @@ struct Session<const WORDS: usize> {
     /// `base_sn` passes it, `resume_from` never exceeds it, so a later
     /// Welcome cannot pass a given-up sn off as delivered.
     given_up_from: Option<u64>,
+    /// Where this record's knowledge begins when it is known to be
+    /// younger than what its client saw acknowledged (its journal lost
+    /// commits, or lost the session): every `Welcome` of this incarnation
+    /// carries it as its ack, so that the client names `[lost_from,
+    /// base_sn)` the first time it meets the incarnation, even when the
+    /// first such `Welcome` was lost.
+    lost_from: Option<u64>,
     /// Changed since its last journal record (only with the journal on).
     dirty: bool,
 }
@@ -91,6 +98,8 @@ struct Tomb {
     conn_seq: u64,
     /// The session's `hello_next`.
     hello_next: u64,
+    /// The session's `lost_from`.
+    lost_from: Option<u64>,
     at: Instant,
 }
 

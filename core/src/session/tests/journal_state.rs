@@ -441,3 +441,123 @@ fn a_read_answered_before_a_client_crash_is_not_handed_over_again() {
     assert_eq!(c2.outstanding(), 0);
     assert_eq!(c2.base_sn(), 3);
 }
+
+/// B restored from `out_a`'s journal up to its record at cumulative
+/// point 6 (its last commits lost).
+fn cut_back_at_6(out_a: &Out) -> Server {
+    let cut_at = out_a
+        .journal
+        .iter()
+        .position(|r| {
+            JournalRecord::decode(r, &crate::wire::Crc32c::BUILTIN).is_ok_and(|r| r.cumulative == 6)
+        })
+        .expect("a record at 6");
+    let mut b = journaled(INSTANCE_B);
+    for r in &out_a.journal[..=cut_at] {
+        b.restore(t(0), r).unwrap();
+    }
+    b
+}
+
+fn state_lost(ev: &[ClientEvent]) -> Vec<Range<u64>> {
+    ev.iter()
+        .filter_map(|e| match e {
+            ClientEvent::StateLost { unknown, .. } => Some(unknown.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_lost_state_whose_welcome_is_lost_is_named_by_the_next_welcome() {
+    let (mut c, out_a) = acknowledged_then_killed();
+    let mut b = cut_back_at_6(&out_a);
+    let mut out_b = Out::default();
+    // The Welcome that would name 6..10 dies with its connection.
+    c.start(t(50));
+    while !matches!(c.state(), ClientState::Connecting { .. }) {
+        let due = c.poll_timeout().unwrap();
+        c.handle_timeout(due.max(t(50)));
+    }
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(50));
+    to_server(&mut b, &mut out_b, 1, &client_frames(&mut c, t(50)), t(50));
+    out_b.take();
+    assert_eq!(b.stats().state_lost, 4, "B took the loss up");
+    b.handle_disconnected(cid(1));
+    c.handle_disconnected(
+        t(51),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
+    assert!(state_lost(&events(&mut c)).is_empty(), "not told yet");
+    connect(&mut c, &mut b, &mut out_b, 2, t(60));
+    let ev = events(&mut c);
+    assert_eq!(
+        state_lost(&ev),
+        vec![6..10],
+        "named by the next Welcome: {ev:?}"
+    );
+    // Once named, a later Welcome of the same record says nothing more.
+    b.handle_disconnected(cid(2));
+    c.handle_disconnected(
+        t(61),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
+    connect(&mut c, &mut b, &mut out_b, 3, t(70));
+    assert!(state_lost(&events(&mut c)).is_empty());
+}
+
+#[test]
+fn a_lost_state_survives_a_crash_of_the_instance_that_took_it_up() {
+    let (mut c, out_a) = acknowledged_then_killed();
+    let mut b = cut_back_at_6(&out_a);
+    let mut out_b = Out::default();
+    c.start(t(50));
+    while !matches!(c.state(), ClientState::Connecting { .. }) {
+        let due = c.poll_timeout().unwrap();
+        c.handle_timeout(due.max(t(50)));
+    }
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(50));
+    to_server(&mut b, &mut out_b, 1, &client_frames(&mut c, t(50)), t(50));
+    // B kept its record of the Hello, and died before its Welcome left.
+    out_b.take();
+    c.handle_disconnected(
+        t(51),
+        DisconnectReason::PeerFailed(crate::conn::Cause::UNKNOWN),
+    );
+    let mut journal = out_a.journal.clone();
+    journal.extend(out_b.journal.iter().cloned());
+    let mut c3 = journaled(0xC);
+    for r in &journal {
+        c3.restore(t(0), r).unwrap();
+    }
+    let mut out_c = Out::default();
+    connect(&mut c, &mut c3, &mut out_c, 1, t(60));
+    let ev = events(&mut c);
+    assert_eq!(state_lost(&ev), vec![6..10], "{ev:?}");
+}
+
+#[test]
+fn a_session_the_journal_lost_whole_is_named_from_its_start() {
+    let (mut c, _out_a) = acknowledged_then_killed();
+    // The journal lost every record of the session (a power cut soon
+    // after it opened, a journal moved away): B does not know it.
+    let (mut b, mut out_b) = (journaled(INSTANCE_B), Out::default());
+    connect(&mut c, &mut b, &mut out_b, 1, t(50));
+    let ev = events(&mut c);
+    assert_eq!(state_lost(&ev), vec![0..10], "{ev:?}");
+    assert_eq!(unconfirmed(&ev), vec![10..12]);
+    assert!(out_b.events.contains(&ServerEvent::StateLost {
+        session: SESSION,
+        range: 0..10
+    }));
+    // Without a journal a server that does not know the session is an
+    // ordinary restart: what it may repeat is announced, nothing named.
+    let (mut c, _) = acknowledged_then_killed();
+    let (mut plain, mut out_p) = (server(INSTANCE_B), Out::default());
+    connect(&mut c, &mut plain, &mut out_p, 1, t(50));
+    let ev = events(&mut c);
+    assert!(state_lost(&ev).is_empty(), "{ev:?}");
+    assert_eq!(unconfirmed(&ev), vec![10..12]);
+}
