@@ -170,8 +170,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         }
     }
 
-    /// Settles read `sn` without data (its answer reached the application
-    /// before): see `settle_read`.
+    /// Settles read `sn`: its answer reaches the application now
+    /// (`take_read`) or did before a crash (`settle_read`). Whether it was
+    /// a read waiting for its answer.
     pub(super) fn settle_answered(&mut self, sn: u64) -> bool {
         let Some(entry) = self.window.get_mut(sn) else {
             return false;
@@ -185,6 +186,8 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             entry.reasked = false;
             self.reasks_awaited -= 1;
         } else if entry.asked == 0 && sn < self.acked {
+            // Its answer came (or came before a crash) before it was asked
+            // again.
             self.reask_due -= 1;
         }
         if sn == self.window.base() {
@@ -197,27 +200,15 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     /// window without its data yet and the data is as long as asked: each
     /// read's data reaches the application once.
     pub(super) fn take_read<'f>(&mut self, sn: u64, data: &'f [u8]) -> Option<ReadData<'f>> {
-        let Some(entry) = self.window.get_mut(sn) else {
+        let fits = self
+            .window
+            .get(sn)
+            .is_some_and(|e| e.op == RequestOp::Read && data.len() == e.len as usize);
+        if !fits || !self.settle_answered(sn) {
             self.stats.stray_read_data += 1;
             return None;
-        };
-        if entry.op != RequestOp::Read || entry.settled || data.len() != entry.len as usize {
-            self.stats.stray_read_data += 1;
-            return None;
-        }
-        entry.settled = true;
-        self.unsettled_reads -= 1;
-        if entry.reasked {
-            entry.reasked = false;
-            self.reasks_awaited -= 1;
-        } else if entry.asked == 0 && sn < self.acked {
-            // Its first answer came after all, before it was asked again.
-            self.reask_due -= 1;
         }
         self.stats.reads_answered += 1;
-        if sn == self.window.base() {
-            self.release_settled();
-        }
         Some(ReadData { sn, data })
     }
 }

@@ -52,33 +52,6 @@ fn exchange_with<const A: usize, const B: usize, const C: usize, const D: usize>
     to_client(c, out, conn, now);
 }
 
-/// `c` connects to `s` as `conn` (starting or reconnecting).
-fn open<const A: usize, const B: usize, const C: usize, const D: usize>(
-    c: &mut Client,
-    s: &mut ServerCore<A, B, C, D>,
-    out: &mut Out,
-    conn: u32,
-    now: Instant,
-) {
-    if c.state() == ClientState::Idle {
-        c.start(now);
-    } else {
-        while !matches!(c.state(), ClientState::Connecting { .. }) {
-            let due = c.poll_timeout().expect("a timer while reconnecting");
-            c.handle_timeout(due.max(now));
-        }
-    }
-    assert_eq!(c.poll_action(), Some(Action::Connect));
-    c.handle_connected(now);
-    exchange_with(c, s, out, conn, now, &[]);
-    assert!(
-        matches!(c.state(), ClientState::Established { .. }),
-        "not established: {:?} (server said {:?})",
-        c.state(),
-        out.last_reject()
-    );
-}
-
 /// Both ends see connection `conn` break.
 fn cut<const A: usize, const B: usize, const C: usize, const D: usize>(
     c: &mut Client,
@@ -132,7 +105,7 @@ const X: u64 = 0x0100;
 fn a_restore_of_the_whole_journal_equals_the_dead_instance_under_eviction_and_tombstone_pressure() {
     let (mut a, mut out_a) = (small(INSTANCE_A), Out::default());
     let mut x = client_of(X);
-    open(&mut x, &mut a, &mut out_a, 1, t(0));
+    connect(&mut x, &mut a, &mut out_a, 1, t(0));
     for sn in 0..3 {
         x.submit(Message::Write(&payload(sn, 16))).unwrap();
     }
@@ -144,7 +117,7 @@ fn a_restore_of_the_whole_journal_equals_the_dead_instance_under_eviction_and_to
         let conn = 2 + i as u32;
         let now = t(10 + 10 * i as u64);
         let mut y = client_of(id);
-        open(&mut y, &mut a, &mut out_a, conn, now);
+        connect(&mut y, &mut a, &mut out_a, conn, now);
         y.submit(Message::Write(&payload(0, 16))).unwrap();
         exchange_with(&mut y, &mut a, &mut out_a, conn, now, &[]);
         cut(&mut y, &mut a, conn, now);
@@ -154,7 +127,7 @@ fn a_restore_of_the_whole_journal_equals_the_dead_instance_under_eviction_and_to
         .contains(&ServerEvent::Forgotten { session: X }));
     // X comes back: the journal gives its session back (recall), and it
     // goes on with a hole (sns 3 and 4 lost on the way).
-    open(&mut x, &mut a, &mut out_a, 7, t(100));
+    connect(&mut x, &mut a, &mut out_a, 7, t(100));
     assert!(events(&mut x).iter().all(|e| !matches!(
         e,
         ClientEvent::ServerRestarted { .. } | ClientEvent::StateLost { .. }
@@ -191,7 +164,7 @@ fn a_restore_of_the_whole_journal_equals_the_dead_instance_under_eviction_and_to
         journal: out_a.journal.clone(),
         ..Out::default()
     };
-    open(&mut x, &mut b, &mut out_b, 1, t(210));
+    connect(&mut x, &mut b, &mut out_b, 1, t(210));
     let ev = events(&mut x);
     assert!(unconfirmed(&ev).is_empty(), "{ev:?}");
     for _ in 0..3 {
@@ -206,7 +179,7 @@ fn a_restore_of_the_whole_journal_equals_the_dead_instance_under_eviction_and_to
 fn a_session_forgotten_past_the_tombstones_is_recalled_and_nothing_is_delivered_twice() {
     let (mut a, mut out_a) = (small(INSTANCE_A), Out::default());
     let mut x = client_of(X);
-    open(&mut x, &mut a, &mut out_a, 1, t(0));
+    connect(&mut x, &mut a, &mut out_a, 1, t(0));
     for sn in 0..4 {
         x.submit(Message::Write(&payload(sn, 16))).unwrap();
     }
@@ -219,13 +192,13 @@ fn a_session_forgotten_past_the_tombstones_is_recalled_and_nothing_is_delivered_
     for (i, id) in (0x300..0x304u64).enumerate() {
         let conn = 2 + i as u32;
         let mut y = client_of(id);
-        open(&mut y, &mut a, &mut out_a, conn, t(10 + i as u64));
+        connect(&mut y, &mut a, &mut out_a, conn, t(10 + i as u64));
         cut(&mut y, &mut a, conn, t(10 + i as u64));
     }
     assert!(out_a
         .events
         .contains(&ServerEvent::Forgotten { session: X }));
-    open(&mut x, &mut a, &mut out_a, 9, t(50));
+    connect(&mut x, &mut a, &mut out_a, 9, t(50));
     let ev = events(&mut x);
     assert!(unconfirmed(&ev).is_empty(), "{ev:?}");
     assert!(ev.contains(&ClientEvent::Acked { upto: 4 }), "{ev:?}");
@@ -260,17 +233,7 @@ fn a_journal_cut_back_to_an_earlier_commit_names_what_it_lost_and_the_client_goe
     let (mut c, out_a) = acknowledged_then_killed();
     // The journal loses everything after the first batch that acked 0..6
     // (a power cut under a lazy sync, an older backup restored).
-    let cut_at = out_a
-        .journal
-        .iter()
-        .position(|r| {
-            JournalRecord::decode(r, &crate::wire::Crc32c::BUILTIN).is_ok_and(|r| r.cumulative == 6)
-        })
-        .expect("a record at 6");
-    let mut b = journaled(INSTANCE_B);
-    for r in &out_a.journal[..=cut_at] {
-        b.restore(t(0), r).unwrap();
-    }
+    let mut b = cut_back_at_6(&out_a);
     let mut out_b = Out::default();
     connect(&mut c, &mut b, &mut out_b, 1, t(50));
     let ev = events(&mut c);
@@ -474,14 +437,7 @@ fn a_lost_state_whose_welcome_is_lost_is_named_by_the_next_welcome() {
     let mut b = cut_back_at_6(&out_a);
     let mut out_b = Out::default();
     // The Welcome that would name 6..10 dies with its connection.
-    c.start(t(50));
-    while !matches!(c.state(), ClientState::Connecting { .. }) {
-        let due = c.poll_timeout().unwrap();
-        c.handle_timeout(due.max(t(50)));
-    }
-    assert_eq!(c.poll_action(), Some(Action::Connect));
-    c.handle_connected(t(50));
-    to_server(&mut b, &mut out_b, 1, &client_frames(&mut c, t(50)), t(50));
+    send_hello(&mut c, &mut b, &mut out_b, 1, t(50));
     out_b.take();
     assert_eq!(b.stats().state_lost, 4, "B took the loss up");
     b.handle_disconnected(cid(1));
@@ -512,14 +468,7 @@ fn a_lost_state_survives_a_crash_of_the_instance_that_took_it_up() {
     let (mut c, out_a) = acknowledged_then_killed();
     let mut b = cut_back_at_6(&out_a);
     let mut out_b = Out::default();
-    c.start(t(50));
-    while !matches!(c.state(), ClientState::Connecting { .. }) {
-        let due = c.poll_timeout().unwrap();
-        c.handle_timeout(due.max(t(50)));
-    }
-    assert_eq!(c.poll_action(), Some(Action::Connect));
-    c.handle_connected(t(50));
-    to_server(&mut b, &mut out_b, 1, &client_frames(&mut c, t(50)), t(50));
+    send_hello(&mut c, &mut b, &mut out_b, 1, t(50));
     // B kept its record of the Hello, and died before its Welcome left.
     out_b.take();
     c.handle_disconnected(

@@ -311,8 +311,15 @@ pub(super) fn exchange(c: &mut Client, s: &mut Server, out: &mut Out, conn: u32,
     to_client(c, out, conn, now);
 }
 
-/// Client connects as `conn` and completes the handshake with `s`.
-pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: u32, now: Instant) {
+/// Client connects as `conn` and sends its `Hello` to `s` (its replies
+/// queued in `out`, not handed to the client).
+pub(super) fn send_hello<const A: usize, const B: usize, const C: usize, const D: usize>(
+    c: &mut Client,
+    s: &mut ServerCore<A, B, C, D>,
+    out: &mut Out,
+    conn: u32,
+    now: Instant,
+) {
     if c.state() == ClientState::Idle {
         c.start(now);
     } else {
@@ -325,12 +332,24 @@ pub(super) fn connect(c: &mut Client, s: &mut Server, out: &mut Out, conn: u32, 
     c.handle_connected(now);
     let hello = client_frames(c, now);
     assert_eq!(hello.len(), 1, "exactly one Hello");
-    to_server(s, out, conn, &hello, now);
+    serve(s, out, cid(conn), &hello[0], now);
+}
+
+/// Client connects as `conn` and completes the handshake with `s`.
+pub(super) fn connect<const A: usize, const B: usize, const C: usize, const D: usize>(
+    c: &mut Client,
+    s: &mut ServerCore<A, B, C, D>,
+    out: &mut Out,
+    conn: u32,
+    now: Instant,
+) {
+    send_hello(c, s, out, conn, now);
     to_client(c, out, conn, now);
     assert!(
         matches!(c.state(), ClientState::Established { .. }),
-        "not established: {:?}",
-        c.state()
+        "not established: {:?} (the server said {:?})",
+        c.state(),
+        out.last_reject()
     );
 }
 
