@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant as Wall};
@@ -21,6 +22,12 @@ use super::SYNC_EVERY;
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// A sync failed (its error is in `state`): read without the lock on
+    /// every turn of the serving loop.
+    failed: AtomicBool,
+    /// Written since the last sync began (`state.written`, read without
+    /// the lock: most writes find it set already).
+    written: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -68,6 +75,8 @@ impl Background {
                 stop: false,
             }),
             wake: Condvar::new(),
+            failed: AtomicBool::new(false),
+            written: AtomicBool::new(false),
         });
         let thread = std::thread::Builder::new()
             .name("iomsg-sync".into())
@@ -85,9 +94,13 @@ impl Background {
     /// Something was written: it is synced within [`SYNC_EVERY`] (and the
     /// time a sync takes).
     pub fn written(&self) {
+        if self.shared.written.load(Ordering::Acquire) {
+            return;
+        }
         let mut st = self.shared.lock();
         if !st.written {
             st.written = true;
+            self.shared.written.store(true, Ordering::Release);
             self.shared.wake.notify_all();
         }
     }
@@ -108,6 +121,9 @@ impl Background {
     ///
     /// Its error, naming the file.
     pub fn check(&self) -> Result<(), String> {
+        if !self.shared.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &self.shared.lock().error {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -124,6 +140,7 @@ impl Background {
         // A sync under way may have begun before the last write.
         let target = st.done + 1 + u64::from(st.syncing);
         st.written = true;
+        self.shared.written.store(true, Ordering::Release);
         self.shared.wake.notify_all();
         while st.done < target && st.error.is_none() {
             st = self.shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -162,6 +179,7 @@ fn run(shared: &Shared) {
             continue;
         }
         st.written = false;
+        shared.written.store(false, Ordering::Release);
         st.syncing = true;
         let files = st.files.clone();
         drop(st);
@@ -176,8 +194,9 @@ fn run(shared: &Shared) {
         let mut st = shared.lock();
         st.syncing = false;
         st.done += 1;
-        if st.error.is_none() {
+        if st.error.is_none() && failed.is_some() {
             st.error = failed;
+            shared.failed.store(true, Ordering::Release);
         }
         shared.wake.notify_all();
     }
