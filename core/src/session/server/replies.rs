@@ -19,10 +19,12 @@ use crate::conn::ConnId;
 use crate::wire::{Body, IoMsg, HEADER_LEN};
 
 /// Replies one connection holds at most. A received frame queues at most
-/// one reply on its own connection; acks and write completions that find
-/// the queue full fold into its last entry (acks are cumulative), so only
-/// read completions and the handshake's replies take a slot each. A
-/// driver transmits whenever a queue is down to its last free slot
+/// one reply on its own connection; an ack or a write completion folds
+/// into an ack or write completion right before it (acks are cumulative,
+/// and the later completion says all the earlier one did), so only read
+/// completions and the handshake's replies take a slot each, and a busy
+/// connection's write completions go out once a round. A driver transmits
+/// whenever a queue is down to its last free slot
 /// ([`ServerCore::needs_transmit`]), so a connection whose transport keeps
 /// up never comes near it.
 pub const CONN_REPLIES: usize = 16;
@@ -333,7 +335,12 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         let Some(c) = self.conns.get_mut(&conn) else {
             return Queued::NoConn;
         };
-        if c.out.replies.is_full() && fold(&mut c.out.replies, &reply) {
+        // An ack or a write completion folds into one right before it:
+        // acks are cumulative, and the later completion says all the
+        // earlier one did. So a queue fills only with what cannot fold (a
+        // read's answer, the handshake's replies), and a busy connection's
+        // replies, and the flush before them, come once a round.
+        if fold(&mut c.out.replies, &reply) {
             return Queued::Yes;
         }
         if c.out.replies.push_back(reply).is_err() {
