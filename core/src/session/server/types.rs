@@ -142,9 +142,13 @@ pub trait ServerHandler {
     /// so that exactly once does not depend on the size of the server's
     /// tables.
     ///
-    /// `None` (the default) says the journal never held the session: the
-    /// `Hello` opens a new record, and its client announces what may come
-    /// twice.
+    /// `None` (the default) says the journal does not hold the session:
+    /// the `Hello` opens a new record, its client announces what may come
+    /// twice, and — since nothing here can vouch for what it released —
+    /// names `[0, base_sn)` as state lost
+    /// ([`ServerEvent::StateLost`], `ClientEvent::StateLost`) when it
+    /// released any. A journaled server whose application does not answer
+    /// `recall` therefore names every session it forgot to make room.
     fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
         let _ = (session, out);
         None
