@@ -45,7 +45,7 @@ use std::time::Duration;
 use crate::durable::background::Background;
 use crate::durable::{
     cut_keeping, frame, lock_dir, next_frame, open_append, read_frames, replace, sync_file, u32_at,
-    u64_at, Damage, DirLock, ReadError, SyncPolicy, Syncer, Torn, FRAME_HEADER,
+    u64_at, Damage, DirLock, ReadError, SyncPolicy, Syncer, Torn,
 };
 
 pub mod index;
@@ -85,14 +85,7 @@ impl<'a> Batch<'a> {
 
     /// The session records, in the order they were handed over.
     pub fn records(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
-        let mut at = 0;
-        let all = self.records;
-        core::iter::from_fn(move || {
-            let n = u32_at(all, at)? as usize;
-            let r = all.get(at + 4..(at + 4).checked_add(n)?)?;
-            at += 4 + n;
-            Some(r)
-        })
+        index::records(self.records)
     }
 
     fn records_well_formed(&self) -> bool {
@@ -352,8 +345,8 @@ impl Journal {
         self.file
             .write_all(&self.scratch)
             .map_err(|e| format!("cannot write the journal {}: {e}", self.path.display()))?;
-        let at = self.len;
-        self.index.add_batch(at, &self.scratch[FRAME_HEADER..]);
+        let at = index::records_at(self.len, self.own.len());
+        self.index.add_records(at, index::records(&self.pending));
         self.len += self.scratch.len() as u64;
         self.pending.clear();
         self.last_committed = Some(committed);

@@ -52,10 +52,14 @@ impl Index {
         let Some(b) = Batch::parse(payload) else {
             return;
         };
-        let path_len = b.records_path.len() as u64;
-        // Frame header, path length and path, commit point.
-        let mut offset = at + FRAME_HEADER as u64 + 4 + path_len + 8;
-        for r in b.records() {
+        self.add_records(records_at(at, b.records_path.len()), b.records());
+    }
+
+    /// Notes `records` (in the order written), the first of whose length
+    /// prefixes is at offset `at` of the file.
+    pub fn add_records<'a>(&mut self, at: u64, records: impl Iterator<Item = &'a [u8]>) {
+        let mut offset = at;
+        for r in records {
             offset += 4;
             if let (Some(session), Ok(len)) = (session_of(r), u32::try_from(r.len())) {
                 self.latest.insert(session, Place { at: offset, len });
@@ -104,19 +108,31 @@ impl Index {
     }
 }
 
+/// Where the records of a batch framed at offset `at`, naming a records
+/// path of `path_len` bytes, begin: after the frame header, the path's
+/// length and the path, and the commit point.
+pub fn records_at(at: u64, path_len: usize) -> u64 {
+    at + FRAME_HEADER as u64 + 4 + path_len as u64 + 8
+}
+
+/// The records of `pending` (length-prefixed, as a batch holds them),
+/// in order.
+pub fn records(pending: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    let mut at = 0;
+    core::iter::from_fn(move || {
+        let n = u32_at(pending, at)? as usize;
+        let r = pending.get(at + 4..(at + 4).checked_add(n)?)?;
+        at += 4 + n;
+        Some(r)
+    })
+}
+
 /// The records of `pending` (length-prefixed, as a batch holds them),
 /// the latest for `session` if there is one.
 pub fn pending_record(pending: &[u8], session: u64) -> Option<&[u8]> {
-    let mut at = 0;
-    let mut found = None;
-    while let Some(n) = u32_at(pending, at) {
-        let r = pending.get(at + 4..at + 4 + n as usize)?;
-        if session_of(r) == Some(session) {
-            found = Some(r);
-        }
-        at += 4 + n as usize;
-    }
-    found
+    records(pending)
+        .filter(|r| session_of(r) == Some(session))
+        .last()
 }
 
 #[cfg(test)]

@@ -66,38 +66,7 @@ impl Truth {
             };
             for u in batch.into_iter().rev() {
                 undone += 1;
-                match u {
-                    Undo::Client {
-                        client,
-                        idx,
-                        deliveries,
-                        last_gen,
-                        flags,
-                        ..
-                    } => {
-                        let c = &mut self.clients[client];
-                        c.deliveries[idx] = deliveries;
-                        c.last_gen[idx] = last_gen;
-                        let own = ANNOUNCED | RECOVERED;
-                        // A new loss: due again at the client's next
-                        // handshake, whatever an earlier cut made due.
-                        c.flags[idx] =
-                            (c.flags[idx] & !(own | TAIL_DUE)) | (flags & own) | TAIL_LOST;
-                        c.cut_unseen.push(idx as u64);
-                    }
-                    Undo::Stray {
-                        generation,
-                        session,
-                        sn,
-                        fresh,
-                        ..
-                    } => {
-                        self.deliveries_by_stray -= 1;
-                        if fresh {
-                            self.stray_deliveries.remove(&(generation, session, sn));
-                        }
-                    }
-                }
+                self.undo(u, true);
             }
         }
         undone
@@ -115,32 +84,49 @@ impl Truth {
                 keep.push(u);
                 continue;
             }
-            match u {
-                Undo::Client {
-                    client,
-                    idx,
-                    deliveries,
-                    last_gen,
-                    flags,
-                    ..
-                } => {
-                    let c = &mut self.clients[client];
-                    c.deliveries[idx] = deliveries;
-                    c.last_gen[idx] = last_gen;
-                    c.flags[idx] = flags;
-                }
-                Undo::Stray {
-                    session, sn, fresh, ..
-                } => {
-                    self.deliveries_by_stray -= 1;
-                    if fresh {
-                        self.stray_deliveries.remove(&(generation, session, sn));
-                    }
-                }
-            }
+            self.undo(u, false);
         }
         keep.reverse();
         self.uncommitted = keep;
+    }
+
+    /// Takes one delivery back, as before it: at a crash (what it had not
+    /// committed) or at a journal cut (`cut`: what the lost commits held,
+    /// flagged as a tail loss its client must be told of at its next
+    /// handshake, whatever an earlier cut made due).
+    fn undo(&mut self, u: Undo, cut: bool) {
+        match u {
+            Undo::Client {
+                client,
+                idx,
+                deliveries,
+                last_gen,
+                flags,
+                ..
+            } => {
+                let c = &mut self.clients[client];
+                c.deliveries[idx] = deliveries;
+                c.last_gen[idx] = last_gen;
+                if cut {
+                    let own = ANNOUNCED | RECOVERED;
+                    c.flags[idx] = (c.flags[idx] & !(own | TAIL_DUE)) | (flags & own) | TAIL_LOST;
+                    c.cut_unseen.push(idx as u64);
+                } else {
+                    c.flags[idx] = flags;
+                }
+            }
+            Undo::Stray {
+                generation,
+                session,
+                sn,
+                fresh,
+            } => {
+                self.deliveries_by_stray -= 1;
+                if fresh {
+                    self.stray_deliveries.remove(&(generation, session, sn));
+                }
+            }
+        }
     }
 
     /// The findings, for checks kept outside the truth (the applications'
