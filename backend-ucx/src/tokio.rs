@@ -42,7 +42,12 @@ use iomsg_core::session::{
 };
 
 use crate::endpoint::events::EventQueue;
+
+mod keeper;
+
 use crate::{ClientOptions, Error, ServerOptions};
+use keeper::Kept;
+pub use keeper::{Batch, Keeper};
 
 /// What the driving task asks of the endpoint it runs.
 trait Endpoint: Send + 'static {
@@ -414,47 +419,6 @@ pub struct Delivered {
 /// A read answerer.
 type Respond = Box<dyn FnMut(ReadRequest<'_>, &mut [u8]) + Send>;
 
-/// Where an async server with a journal keeps what it takes, so that a
-/// message is handed to the application exactly once across crashes (see
-/// the crate's guarantees): [`Server::bind_keeping`].
-///
-/// Called on the server's task: it must not block longer than the
-/// storage it writes to.
-pub trait Keeper: Send + 'static {
-    /// One batch: the messages taken since the last batch, in the order
-    /// taken, and the journal records of the sessions they changed. Keep
-    /// both durably, in one commit, before returning: the
-    /// acknowledgements of the batch leave after it, and only then do
-    /// its messages reach the stream ([`Server::next`]). Give the records
-    /// back (the latest of each session) to the next instance's
-    /// [`Server::bind_keeping`].
-    ///
-    /// # Errors
-    ///
-    /// The batch could not be kept. The server halts: nothing of the
-    /// batch is acknowledged or reaches the stream, every client is
-    /// refused, the stream ends, and [`Server::halted`] returns the
-    /// error.
-    fn commit(&mut self, batch: Batch<'_>) -> std::io::Result<()>;
-
-    /// The latest journal record kept for `session`, which the server
-    /// does not hold (see
-    /// [`ServerHandler::recall`]);
-    /// `None` if none was ever kept.
-    fn recall(&mut self, session: u64) -> Option<Vec<u8>>;
-}
-
-/// What a [`Keeper`] keeps in one commit.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct Batch<'a> {
-    /// The messages taken, in order.
-    pub delivered: &'a [Delivered],
-    /// The journal records (one per session that changed; the last of a
-    /// session replaces the ones before).
-    pub records: &'a [Vec<u8>],
-}
-
 /// The server's application inside the task: queues deliveries for the
 /// stream.
 struct Queue {
@@ -467,15 +431,6 @@ struct Queue {
     /// With a journal: where batches are kept, and what waits for the
     /// next commit.
     keeper: Option<Kept>,
-}
-
-/// A [`Keeper`] and the batch it has not kept yet.
-struct Kept {
-    keeper: Box<dyn Keeper>,
-    delivered: Vec<Delivered>,
-    records: Vec<Vec<u8>>,
-    /// Why the last commit failed: the server halted.
-    failed: Option<std::io::Error>,
 }
 
 /// Deliveries queued at most before the server stops taking more (the
@@ -492,38 +447,23 @@ impl ServerHandler for Queue {
             data: d.data.to_vec(),
         };
         match &mut self.keeper {
-            Some(k) => k.delivered.push(d),
+            Some(k) => k.take(d),
             None => self.items.push_back(d),
         }
     }
     fn journal(&mut self, record: &[u8]) {
         if let Some(k) = &mut self.keeper {
-            k.records.push(record.to_vec());
+            k.journal(record);
         }
     }
     fn flush(&mut self) -> Result<(), Unkept> {
-        let Some(k) = &mut self.keeper else {
-            return Ok(());
-        };
-        if k.delivered.is_empty() && k.records.is_empty() {
-            return Ok(());
+        match &mut self.keeper {
+            Some(k) => k.commit(&mut self.items),
+            None => Ok(()),
         }
-        let batch = Batch {
-            delivered: &k.delivered,
-            records: &k.records,
-        };
-        if let Err(e) = k.keeper.commit(batch) {
-            k.failed = Some(e);
-            return Err(Unkept);
-        }
-        k.records.clear();
-        self.items.extend(k.delivered.drain(..));
-        Ok(())
     }
     fn recall(&mut self, session: u64, out: &mut [u8]) -> Option<usize> {
-        let record = self.keeper.as_mut()?.keeper.recall(session)?;
-        out.get_mut(..record.len())?.copy_from_slice(&record);
-        Some(record.len())
+        self.keeper.as_mut()?.recall(session, out)
     }
     fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         match &mut self.respond {
@@ -641,12 +581,7 @@ impl Server {
         keeper: impl Keeper,
         restore: impl IntoIterator<Item = R>,
     ) -> Result<Server, Error> {
-        let kept = Kept {
-            keeper: Box::new(keeper),
-            delivered: Vec::new(),
-            records: Vec::new(),
-            failed: None,
-        };
+        let kept = Kept::new(Box::new(keeper));
         let records: Vec<R> = restore.into_iter().collect();
         let restore: Vec<&[u8]> = records.iter().map(AsRef::as_ref).collect();
         Self::start(
