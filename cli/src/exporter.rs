@@ -7,33 +7,55 @@
 //! Counters and gauges are shown as such; a histogram is shown as a
 //! summary of its count and sum.
 //!
-//! The endpoint is one thread with a [`std::net::TcpListener`]: it answers
-//! one request at a time, `GET /metrics` with the exposition and anything
-//! else with 404. A request may take [`READ_TIMEOUT`] to arrive and be
-//! [`MAX_REQUEST`] bytes at most (past either, the connection is closed
-//! with 400 or nothing); the reply must be taken within
-//! [`WRITE_TIMEOUT`]. At most [`MAX_SERIES`] series are kept; past them,
-//! new ones are dropped and counted in
-//! `iomsg_metrics_dropped_series_total`.
+//! The endpoint ([`serve`]) accepts on a [`std::net::TcpListener`] and
+//! answers each connection from a short-lived thread of its own, so
+//! scrapes are served concurrently and a slow or silent peer delays no
+//! one else. It answers `GET /metrics` with the exposition and anything
+//! else with 404.
+//!
+//! - Deadline: each connection has [`DEADLINE`] from its accept for its
+//!   request head to arrive and its answer to be taken; every read and
+//!   write waits only for what is left of it, and past it the connection
+//!   is closed without an answer. Trickling bytes does not extend it.
+//! - Cap: at most [`MAX_CONNECTIONS`] connections are served at once; one
+//!   more is answered 503 at once, without its request being read, and
+//!   closed.
+//! - Size: a request head is [`MAX_REQUEST`] bytes at most (past it, 431;
+//!   cut short, 400).
+//! - Memory: a connection holds one [`MAX_REQUEST`] buffer and a
+//!   [`STACK`]-byte thread stack, so connections take at most
+//!   [`MAX_CONNECTIONS`] × (8 KiB + 128 KiB) = 8.5 MiB (the stacks
+//!   reserved, touched only as used), plus the exposition's text for each
+//!   scrape being answered.
+//!
+//! At most [`MAX_SERIES`] series are kept; past them, new ones are
+//! dropped and counted in `iomsg_metrics_dropped_series_total`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 
-/// How long a request may take to arrive.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the peer may take to read the reply.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
-/// The largest request read (request line and headers).
+/// How long a connection may take, from its accept, for its request head
+/// to arrive and its answer to be taken; past it, it is closed. Ample for
+/// a scrape on a reachable network, and the most a peer holds a slot.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+/// The most connections served at once: far more than the scrapers of a
+/// process, and few enough threads and buffers to hold at any time.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The largest request head read (request line and headers).
 pub const MAX_REQUEST: usize = 8 * 1024;
+/// The stack of a connection's thread (it reads, renders and writes).
+pub const STACK: usize = 128 * 1024;
+/// The most bytes read and dropped after an answer, before closing.
+const MAX_DRAIN: usize = 64 * 1024;
 /// The most series (a name and its labels) kept.
 pub const MAX_SERIES: usize = 4096;
 
@@ -264,8 +286,8 @@ impl Recorder for Exposition {
 }
 
 /// Installs a recorder for the whole process and serves it on `addr`
-/// (`GET /metrics`) from a thread of its own; returns the address bound
-/// (the port chosen when `addr`'s is 0).
+/// (`GET /metrics`, see [`serve`]) from a thread of its own; returns the
+/// address bound (the port chosen when `addr`'s is 0).
 ///
 /// # Errors
 ///
@@ -287,54 +309,198 @@ pub fn install(addr: SocketAddr) -> Result<SocketAddr, String> {
     Ok(local)
 }
 
-/// Answers the connections on `listener` one after the other, forever.
+/// Accepts the connections on `listener` forever and answers each from a
+/// short-lived thread of its own, so that scrapes are served concurrently
+/// and a slow peer delays no one else. At most [`MAX_CONNECTIONS`] are
+/// served at once; one more is answered 503 at once, its request unread,
+/// and closed. Each has [`DEADLINE`] from its accept (see [`answer`]).
 pub fn serve(listener: &TcpListener, exposition: &Exposition) {
+    let live = Arc::new(AtomicUsize::new(0));
+    // Renders take turns: recording waits on one copy of the registry at
+    // most, however many scrapes are in progress.
+    let turn = Arc::new(Mutex::new(()));
     for stream in listener.incoming() {
-        match stream {
-            Ok(s) => answer(s, exposition),
+        let s = match stream {
+            Ok(s) => s,
             // Out of descriptors or the like: wait a little, go on.
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let deadline = Instant::now() + DEADLINE;
+        let Some(slot) = Slot::take(&live) else {
+            refuse(s);
+            continue;
+        };
+        let (exposition, turn) = (exposition.clone(), Arc::clone(&turn));
+        // When the thread cannot start, the closure is dropped: the
+        // connection is closed and its slot given back.
+        let _ = std::thread::Builder::new()
+            .name("metrics-conn".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                let _slot = slot;
+                answer(s, deadline, &exposition, &turn);
+            });
+    }
+}
+
+/// One of the [`MAX_CONNECTIONS`] connections served at once, given back
+/// when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// A slot, or `None` when all are taken.
+    fn take(live: &Arc<AtomicUsize>) -> Option<Slot> {
+        live.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_CONNECTIONS).then_some(n + 1)
+        })
+        .ok()?;
+        Some(Slot(Arc::clone(live)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Answers a connection past [`MAX_CONNECTIONS`] with 503, without waiting
+/// and without reading its request; dropping it closes it.
+fn refuse(mut s: TcpStream) {
+    if s.set_nonblocking(true).is_ok() {
+        let body = format!("{MAX_CONNECTIONS} connections in progress, try again\n");
+        let _ = s.write_all(&reply("503 Service Unavailable", &body));
+    }
+}
+
+/// The time left before `deadline`, or `None` once it has passed.
+fn left(deadline: Instant) -> Option<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+}
+
+/// Reads one request head and answers it, all before `deadline`: every
+/// read and write waits only for the time left, and past it the
+/// connection is closed without an answer.
+fn answer(mut s: TcpStream, deadline: Instant, exposition: &Exposition, turn: &Mutex<()>) {
+    let mut buf = vec![0u8; MAX_REQUEST];
+    let bytes = match read_head(&mut s, &mut buf, deadline) {
+        Head::Complete(len) => {
+            let line = buf[..len].split(|&b| b == b'\n').next().unwrap_or(&[]);
+            let mut words = line
+                .split(|b| b.is_ascii_whitespace())
+                .filter(|w| !w.is_empty());
+            let (method, target) = (words.next(), words.next());
+            let path = target.map(|t| t.split(|&b| b == b'?').next().unwrap_or(t));
+            if method == Some(b"GET") && path == Some(b"/metrics") {
+                let text = {
+                    let _turn = turn.lock().unwrap_or_else(PoisonError::into_inner);
+                    exposition.render()
+                };
+                reply("200 OK", &text)
+            } else {
+                reply("404 Not Found", "only GET /metrics is served here\n")
+            }
+        }
+        Head::TooLarge => reply(
+            "431 Request Header Fields Too Large",
+            "a request head of at most 8 KiB\n",
+        ),
+        Head::CutShort => reply("400 Bad Request", "a request head ending in a blank line\n"),
+        Head::Closed => return,
+    };
+    if write_by(&mut s, &bytes, deadline) {
+        linger(&mut s, &mut buf, deadline);
+    }
+}
+
+/// How reading a request head ended.
+enum Head {
+    /// The head (up to its blank line) is the first this many bytes.
+    Complete(usize),
+    /// [`MAX_REQUEST`] bytes came without a blank line.
+    TooLarge,
+    /// The peer stopped sending before the blank line.
+    CutShort,
+    /// The deadline passed or the connection failed.
+    Closed,
+}
+
+/// Reads into `buf` (at most its length, [`MAX_REQUEST`]) until the blank
+/// line that ends a request head, before `deadline`.
+fn read_head(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Head {
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            return Head::TooLarge;
+        }
+        let Some(t) = left(deadline) else {
+            return Head::Closed;
+        };
+        if s.set_read_timeout(Some(t)).is_err() {
+            return Head::Closed;
+        }
+        let n = match s.read(&mut buf[len..]) {
+            Ok(0) => return Head::CutShort,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Head::Closed,
+        };
+        // The blank line may straddle the previous read.
+        let from = len.saturating_sub(3);
+        len += n;
+        let new = &buf[from..len];
+        if new.windows(4).any(|w| w == b"\r\n\r\n") || new.windows(2).any(|w| w == b"\n\n") {
+            return Head::Complete(len);
         }
     }
 }
 
-/// Reads one request (bounded in size and time) and answers it.
-fn answer(mut s: TcpStream, exposition: &Exposition) {
-    if s.set_read_timeout(Some(READ_TIMEOUT)).is_err()
-        || s.set_write_timeout(Some(WRITE_TIMEOUT)).is_err()
-    {
-        return;
-    }
-    let Some(head) = read_head(&mut s) else {
-        let _ = s.write_all(&reply("400 Bad Request", "a request, at most 8 KiB\n"));
-        return;
-    };
-    let line = head.lines().next().unwrap_or("");
-    let mut words = line.split_whitespace();
-    let (method, target) = (words.next(), words.next());
-    let path = target.map(|t| t.split('?').next().unwrap_or(t));
-    let bytes = if method == Some("GET") && path == Some("/metrics") {
-        reply("200 OK", &exposition.render())
-    } else {
-        reply("404 Not Found", "only GET /metrics is served here\n")
-    };
-    let _ = s.write_all(&bytes);
-    let _ = s.flush();
-}
-
-/// The request's head (up to the blank line), or `None` when it is larger
-/// than [`MAX_REQUEST`], cut short, or too slow.
-fn read_head(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
-        let n = s.read(&mut chunk).ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-        if buf.len() > MAX_REQUEST {
-            return None;
+/// Writes all of `bytes` before `deadline`; `false` when it could not.
+fn write_by(s: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> bool {
+    while !bytes.is_empty() {
+        let Some(t) = left(deadline) else {
+            return false;
+        };
+        if s.set_write_timeout(Some(t)).is_err() {
+            return false;
+        }
+        match s.write(bytes) {
+            Ok(0) => return false,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
     }
-    Some(String::from_utf8_lossy(&buf).into_owned())
+    true
+}
+
+/// Ends the answer and reads what the peer still sends (at most
+/// [`MAX_DRAIN`] bytes, before `deadline`): closing with unread bytes
+/// would reset the connection, and the peer could lose the answer.
+fn linger(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) {
+    if s.shutdown(Shutdown::Write).is_err() {
+        return;
+    }
+    let mut drained = 0;
+    while drained < MAX_DRAIN {
+        let Some(t) = left(deadline) else {
+            return;
+        };
+        if s.set_read_timeout(Some(t)).is_err() {
+            return;
+        }
+        match s.read(buf) {
+            Ok(0) => return,
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }
 
 fn reply(status: &str, body: &str) -> Vec<u8> {
@@ -430,13 +596,139 @@ mod tests {
         let mut huge = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
         huge.resize(MAX_REQUEST + 1, b'a');
         let big = get(addr, &huge);
-        assert!(big.starts_with("HTTP/1.1 400 "), "{big}");
-        // A silent peer holds the endpoint for READ_TIMEOUT at most.
+        assert!(big.starts_with("HTTP/1.1 431 "), "{big}");
+        // A silent peer holds the endpoint for DEADLINE at most.
         let silent = TcpStream::connect(addr).unwrap();
         let t = std::time::Instant::now();
         let after = get(addr, b"GET /metrics HTTP/1.0\r\n\r\n");
         assert!(after.starts_with("HTTP/1.1 200 OK"), "{after}");
-        assert!(t.elapsed() < READ_TIMEOUT + Duration::from_secs(2));
+        assert!(t.elapsed() < DEADLINE + Duration::from_secs(2));
         drop(silent);
+    }
+
+    /// An endpoint on 127.0.0.1 served by [`serve`] from a thread.
+    fn endpoint() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let e = Exposition::new();
+        metrics::with_local_recorder(&e, || metrics::gauge!("iomsg_up").set(1.0));
+        std::thread::spawn(move || serve(&listener, &e));
+        addr
+    }
+
+    /// `GET /metrics`, waiting `limit` at most for each read: the answer
+    /// (empty when none came) and how long it took.
+    fn scrape(addr: SocketAddr, limit: Duration) -> (String, Duration) {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(limit)).unwrap();
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        (String::from_utf8_lossy(&out).into_owned(), t.elapsed())
+    }
+
+    fn is_full_exposition(answer: &str) -> bool {
+        answer.starts_with("HTTP/1.1 200 OK\r\n")
+            && answer.ends_with("iomsg_metrics_dropped_series_total 0\n")
+    }
+
+    #[test]
+    fn a_slow_loris_delays_no_scrape_and_is_closed_at_the_deadline() {
+        let addr = endpoint();
+        // One byte every 300 ms, a head that never ends; how long until
+        // the endpoint closes the connection.
+        let slow = std::thread::spawn(move || -> Result<Duration, String> {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let opened = Instant::now();
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut bytes = b"GET /metrics HTTP/1.1\r\nX-Slow: "
+                .iter()
+                .chain(std::iter::repeat(&b'a'));
+            let mut sink = [0u8; 256];
+            while opened.elapsed() < DEADLINE + Duration::from_secs(2) {
+                if s.write_all(&[*bytes.next().unwrap()]).is_err() {
+                    return Ok(opened.elapsed());
+                }
+                match s.read(&mut sink) {
+                    Ok(0) => return Ok(opened.elapsed()),
+                    Ok(n) => return Err(String::from_utf8_lossy(&sink[..n]).into_owned()),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(_) => return Ok(opened.elapsed()),
+                }
+            }
+            Err(format!("still open after {:?}", opened.elapsed()))
+        });
+        // The slow peer is accepted and trickling before the scrape.
+        std::thread::sleep(Duration::from_millis(700));
+        let (answer, took) = scrape(addr, Duration::from_secs(1));
+        assert!(is_full_exposition(&answer), "{answer:?}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        let closed = slow.join().unwrap().unwrap();
+        assert!(
+            closed >= DEADLINE - Duration::from_millis(250)
+                && closed < DEADLINE + Duration::from_secs(1),
+            "closed after {closed:?}"
+        );
+    }
+
+    #[test]
+    fn silent_connections_below_the_cap_delay_no_scrape() {
+        let addr = endpoint();
+        let silent: Vec<TcpStream> = (0..MAX_CONNECTIONS - 1)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let (answer, took) = scrape(addr, Duration::from_secs(1));
+        assert!(is_full_exposition(&answer), "{answer:?}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        drop(silent);
+    }
+
+    #[test]
+    fn connections_past_the_cap_are_refused_and_serving_goes_on_after() {
+        let addr = endpoint();
+        let held: Vec<TcpStream> = (0..MAX_CONNECTIONS)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        // Every slot is taken: one more is answered 503 and closed at once.
+        let t = Instant::now();
+        let mut extra = TcpStream::connect(addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let mut refused = String::new();
+        let end = extra.read_to_string(&mut refused);
+        assert!(end.is_ok(), "{end:?} {refused:?}");
+        assert!(refused.starts_with("HTTP/1.1 503 "), "{refused:?}");
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        // Once the held ones go (well before their deadline), scrapes are
+        // answered again.
+        drop(held);
+        let gone = Instant::now();
+        let answer = loop {
+            let (answer, _) = scrape(addr, Duration::from_secs(1));
+            if is_full_exposition(&answer) || gone.elapsed() > Duration::from_secs(1) {
+                break answer;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(is_full_exposition(&answer), "{answer:?}");
+        assert!(gone.elapsed() < DEADLINE / 2, "{:?}", gone.elapsed());
+    }
+
+    #[test]
+    fn a_head_in_pieces_within_the_deadline_is_answered() {
+        let addr = endpoint();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        // The blank line split across reads.
+        for piece in [&b"GET /metrics HTTP/1.1\r\nHost: x\r"[..], b"\n\r", b"\n"] {
+            s.write_all(piece).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        assert!(is_full_exposition(&answer), "{answer:?}");
     }
 }
