@@ -69,6 +69,9 @@ pub(crate) struct Conn {
     broken: Option<DisconnectReason>,
     /// The writing side is shut down (closing: after the last frame).
     shut: bool,
+    /// A connection refused (table full), lingering until its `Reject` is
+    /// out: not counted as a connection.
+    pub(crate) refusal: bool,
 }
 
 impl Conn {
@@ -88,6 +91,7 @@ impl Conn {
             gone: None,
             broken: None,
             shut: false,
+            refusal: false,
         }
     }
 

@@ -11,6 +11,12 @@
 //! application flush what it took before it builds the acknowledgements,
 //! so no ack is even written before what it acknowledges is kept.
 //!
+//! A server whose table is full ([`StreamConfig::max_connections`])
+//! accepts the connection, writes a `Reject` (`SessionTableFull`, the
+//! table's size) addressed to no session, and closes it lingering, so that
+//! the client learns why; past 256 such connections at once it closes the
+//! newest without a word.
+//!
 //! EOF and socket errors (a failed write too) become `Disconnected` once
 //! the frames received before them are handed out. A connection the
 //! driver closes lingers, at most [`LINGER`]: its last frames are written,
@@ -31,7 +37,7 @@ use iomsg_core::transport::{
     Capabilities, ConnId, Connector, DisconnectReason, Event, Listener, Readiness, RxToken,
     SendError, Transport, TxToken,
 };
-use iomsg_core::wire::{Crc32c, MAX_FRAME_LEN};
+use iomsg_core::wire::{Body, Crc32c, IoMsg, RejectReason, MAX_FRAME_LEN};
 use iomsg_core::Instant;
 use mio::{Events, Interest, Poll, Token};
 
@@ -48,6 +54,10 @@ const ACCEPT_BATCH: usize = 64;
 /// then its peer's end awaited (a peer that does not read, or does not
 /// close, holds its slot no longer than this).
 pub const LINGER: Duration = Duration::from_secs(1);
+/// Refused connections lingering at most (each until its `Reject` is out
+/// and its peer closed, at most [`LINGER`]): past it one is closed
+/// without a word, and its client retries as after any close.
+const MAX_REFUSING: usize = 256;
 
 /// A line on standard error, the crate's only log.
 pub(crate) fn log(line: &str) {
@@ -58,8 +68,8 @@ pub(crate) fn log(line: &str) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamConfig {
-    /// Connections at once (server): one past it is accepted and closed
-    /// at once, and its client tries again later. Default 1024.
+    /// Connections at once (server): one past it is accepted, told
+    /// `Reject(SessionTableFull)` and closed. Default 1024.
     pub max_connections: usize,
     /// Bytes a connection's send buffer holds before `transmit` answers
     /// `WouldBlock` (a frame that starts below it is always taken whole).
@@ -129,8 +139,11 @@ pub struct StreamTransport<R> {
     slots: Vec<Option<Conn>>,
     /// Each slot's generation: a reused slot gets a new `ConnId`.
     generations: Vec<u32>,
-    /// Slots in use (closing ones too).
+    /// Connections in slots, closing ones too (refused ones are counted
+    /// in `refusing`).
     live: usize,
+    /// Slots of refused connections, lingering.
+    refusing: usize,
     /// Connected / accepted / disconnected, waiting to be reported.
     notices: VecDeque<Notice>,
     /// Slots with a whole frame or a disconnect to report, in turn.
@@ -266,13 +279,14 @@ impl<R: Role> StreamTransport<R> {
             slots: Vec::new(),
             generations: Vec::new(),
             live: 0,
+            refusing: 0,
             notices: VecDeque::new(),
             ready: VecDeque::new(),
             config,
         }
     }
 
-    /// Connections open (or closing) now.
+    /// Connections open (or closing) now; refused ones are not counted.
     #[must_use]
     pub fn connections(&self) -> usize {
         self.live
@@ -297,7 +311,27 @@ impl<R: Role> StreamTransport<R> {
     }
 
     /// Gives `stream` a slot, a fresh `ConnId` and the poller's eye.
-    fn insert(&mut self, mut stream: Stream, phase: Phase) -> io::Result<ConnId> {
+    fn insert(&mut self, stream: Stream, phase: Phase) -> io::Result<ConnId> {
+        let id = self.place(stream, phase)?;
+        self.live += 1;
+        Ok(id)
+    }
+
+    /// Keeps refused `stream` until `reject` is written to it and its
+    /// peer closed ([`Conn::linger`]), without counting it as a
+    /// connection.
+    fn refuse(&mut self, stream: Stream, reject: Vec<u8>) -> io::Result<()> {
+        let id = self.place(stream, Phase::Closing(Wall::now()))?;
+        if let Some(conn) = self.slots[id.slot() as usize].as_mut() {
+            conn.tx = reject;
+            conn.refusal = true;
+        }
+        self.refusing += 1;
+        Ok(())
+    }
+
+    /// Puts `stream` in a free slot under a new generation.
+    fn place(&mut self, mut stream: Stream, phase: Phase) -> io::Result<ConnId> {
         let slot = match self.slots.iter().position(Option::is_none) {
             Some(slot) => slot,
             None => {
@@ -314,7 +348,6 @@ impl<R: Role> StreamTransport<R> {
         self.generations[slot] = self.generations[slot].wrapping_add(1);
         let id = ConnId::new(slot as u32, self.generations[slot]);
         self.slots[slot] = Some(Conn::new(id, stream, phase));
-        self.live += 1;
         Ok(id)
     }
 
@@ -322,7 +355,11 @@ impl<R: Role> StreamTransport<R> {
     fn remove(&mut self, slot: usize) {
         if let Some(mut conn) = self.slots[slot].take() {
             let _ = self.poll.registry().deregister(&mut conn.stream);
-            self.live -= 1;
+            if conn.refusal {
+                self.refusing -= 1;
+            } else {
+                self.live -= 1;
+            }
         }
     }
 
@@ -388,6 +425,12 @@ impl<R: Role> StreamTransport<R> {
                      (raise max_connections to take more)",
                     self.live
                 ));
+                if self.refusing < MAX_REFUSING {
+                    let reject = refusal(self.config.max_connections);
+                    if let Err(e) = self.refuse(stream, reject) {
+                        log(&format!("cannot watch a refused connection: {e}"));
+                    }
+                }
                 continue;
             }
             let _ = stream.set_nodelay();
@@ -627,6 +670,31 @@ impl Connector for StreamTransport<Dial> {
 }
 
 impl Listener for StreamTransport<Accept> {}
+
+/// What a server whose table of `size` connections is full writes to one
+/// more: the `Reject` (`SessionTableFull`) that the core's server sends
+/// when its own connection table is full, addressed to no session (no
+/// `Hello` was read), which a client takes as its connection's. A client
+/// the server never let in fails on it at once, unless told to wait for
+/// room (`ClientConfig::retry_full_table`); one let in before retries.
+fn refusal(size: usize) -> Vec<u8> {
+    let msg = IoMsg {
+        session: 0,
+        epoch: 0,
+        sn: 0,
+        ack: 0,
+        validate: true,
+        stream: false,
+        body: Body::Reject {
+            reason: RejectReason::SessionTableFull,
+            detail: size as u64,
+        },
+    };
+    let mut frame = vec![0; msg.buffer_len()];
+    // A control frame always fits a buffer of its own `buffer_len`.
+    let _ = msg.emit(&mut frame);
+    frame
+}
 
 #[cfg(test)]
 mod tests;

@@ -1,13 +1,13 @@
 //! The transport on its own: `arm` says `Armed` only with nothing pending,
 //! `sleep` blocks on the sockets until one has something, the send buffer
-//! is bounded, and connections past the bound are refused.
+//! is bounded, and connections past the bound are refused, saying why.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::transport::{Event, Readiness, RxToken, SendError, Transport, TxToken};
-use iomsg_core::wire::{Body, IoMsg};
+use iomsg_core::wire::{Body, IoMsg, RejectReason};
 use iomsg_core::Instant;
 use iomsg_stream::{Accept, Addr, StreamConfig, StreamTransport};
 
@@ -201,11 +201,28 @@ fn connections_past_the_bound_are_refused() {
         let _ = t.poll(Instant::ZERO);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut buf = [0u8; 8];
+    // Told why, then closed: a Reject addressed to no session, which the
+    // client takes as its connection's.
+    let mut told = Vec::new();
+    let ended = Wall::now();
+    loop {
+        let _ = t.poll(Instant::ZERO);
+        let mut buf = [0u8; 256];
+        match third.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => told.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("{e} after {} bytes", told.len()),
+        }
+        assert!(ended.elapsed() < LIMIT, "never closed");
+    }
+    let reject = iomsg_core::wire::parse(&told).expect("one whole frame");
+    assert_eq!((reject.session, reject.epoch), (0, 0));
     assert_eq!(
-        third.read(&mut buf).expect("EOF"),
-        0,
-        "closed by the server"
+        reject.body,
+        Body::Reject {
+            reason: RejectReason::SessionTableFull,
+            detail: 2
+        }
     );
     assert_eq!(t.connections(), 2);
     drop((first, second));

@@ -19,11 +19,15 @@
 //!
 //! A server whose table is full ([`UcxConfig::max_connections`]) accepts
 //! the endpoint, sends [`FULL_MARK`]` | max_connections` instead of a key
-//! (its top byte is `0xff`, which no key has) and closes it: the client's
-//! connect fails with `ConnectFailed` whose cause says
-//! `connection table full (N)`. Any other value with a non-zero top byte,
-//! a zero, or fewer than 8 bytes is a bad key exchange: logged with the
-//! peer's address and closed.
+//! (its top byte is `0xff`, which no key has) and closes it once that is
+//! out: the client's connect fails with `TableFull { size: N }`. A key
+//! also says its end's API ([`AM_MARK`] in the top byte: active
+//! messages; none: tag matching). Ends on different APIs refuse each
+//! other: each reports `Refused` naming the API mismatch, and lingers
+//! until its own key is out, so that the other end learns why too
+//! (rather than a reset, which a client would retry). Any other value
+//! with a non-zero top byte, a zero, or fewer than 8 bytes is a bad key
+//! exchange: logged with the peer's address and closed.
 //!
 //! Frames are tagged messages whose tag is the *receiver's* key in the
 //! upper 56 bits and the message kind in the lower 8 bits:

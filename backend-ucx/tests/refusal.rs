@@ -1,7 +1,8 @@
 //! A server's refusal reaches the client before the close that follows
 //! it: the server writes a `Reject` and closes the connection at once,
 //! and the client must learn the refusal (a permanent failure, named),
-//! never a bare "connection reset" (which it would retry).
+//! never a bare "connection reset" (which it would retry). The same for
+//! a client on the other UCX API, refused in the key exchange.
 //!
 //! Over real UCX on the loopback device, repeated: the frame and the
 //! close travel on different sockets (the data lane and UCX's connection
@@ -20,7 +21,7 @@ use iomsg_core::transport::{self, ClientHandler};
 use iomsg_core::wire::RejectReason;
 use iomsg_core::Instant;
 use iomsg_ucx::{
-    Api, Client, ClientEvent, ClientOptions, Delivery, ReadRequest, ResumePoint, Server,
+    Api, Client, ClientEvent, ClientOptions, Delivery, Error, ReadRequest, ResumePoint, Server,
     ServerOptions, UcxConfig, UcxTransport, WaitMode,
 };
 
@@ -180,4 +181,72 @@ fn a_refused_hello_is_named_every_time_never_a_reset_over_tag_matching() {
 #[test]
 fn a_refused_hello_is_named_every_time_never_a_reset_over_active_messages() {
     every_refusal_is_named(Api::Am);
+}
+
+/// Clients on the other API the test starts, one after the other.
+const OTHER_API_CLIENTS: usize = 10;
+
+/// The longest a refused `connect` may take. The refusal takes tens of
+/// milliseconds; the slack is for a host whose two cores are busy (a
+/// connection request the kernel dropped is sent again after a second).
+/// A client that retried would fail only after its connect timeout, and
+/// with `ConnectTimeout`.
+const AT_ONCE: Duration = Duration::from_secs(2);
+
+/// A server on `server_api` served on a thread of its own, and clients on
+/// the other API: each `connect` fails at once (not after the connect
+/// timeout, nor after retries), naming the API mismatch. Both ends
+/// busy-poll, as `iomsg server` and `iomsg client` do by default: the
+/// server then reads the client's key before its own is out, and must
+/// not close before it is.
+fn the_other_api_fails_at_once_saying_so(server_api: Api) {
+    let _one = loopback_only();
+    let client_api = match server_api {
+        Api::Tag => Api::Am,
+        Api::Am => Api::Tag,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let options = ServerOptions::default().api(server_api).busy_poll(true);
+    let mut server = Server::bind("127.0.0.1:0", options, Take).unwrap();
+    let addr = server.local_addr();
+    let serving = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || server.run_until(|_| stop.load(Ordering::Relaxed)).unwrap())
+    };
+    let mut slowest = Duration::ZERO;
+    for i in 0..OTHER_API_CLIENTS {
+        let options = ClientOptions::default()
+            .api(client_api)
+            .busy_poll(true)
+            .connect_timeout(Duration::from_secs(3));
+        let started = Wall::now();
+        let failed = Client::connect(addr, options);
+        let took = started.elapsed();
+        slowest = slowest.max(took);
+        let Err(e) = failed else {
+            panic!("client {i} on {client_api:?} connected to a server on {server_api:?}");
+        };
+        assert!(
+            matches!(&e, Error::Failed(FailReason::Refused { cause }) if cause.name == "API mismatch"),
+            "client {i} on {client_api:?} to a server on {server_api:?}, after {took:?}: {e}"
+        );
+        assert!(e.to_string().contains("API mismatch"), "{e}");
+        assert!(took < AT_ONCE, "client {i} failed only after {took:?}: {e}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    serving.join().unwrap();
+    eprintln!(
+        "{client_api:?} clients to a {server_api:?} server: {OTHER_API_CLIENTS} refused, \
+         the slowest in {slowest:?}"
+    );
+}
+
+#[test]
+fn an_active_message_client_of_a_tag_server_fails_at_once_naming_the_api_mismatch() {
+    the_other_api_fails_at_once_saying_so(Api::Tag);
+}
+
+#[test]
+fn a_tag_client_of_an_active_message_server_fails_at_once_naming_the_api_mismatch() {
+    the_other_api_fails_at_once_saying_so(Api::Am);
 }

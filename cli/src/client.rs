@@ -59,6 +59,8 @@ pub struct ClientJob {
     pub retry_for: Duration,
     /// Delay between connection attempts.
     pub retry_interval: Duration,
+    /// Retry a full table even before the server ever let the session in.
+    pub retry_full_table: bool,
     /// Stop submitting after this long, then wait for what is in flight.
     pub run_time: Option<Duration>,
     /// Seeds the workload (operations and sizes) and the retry jitter;
@@ -451,6 +453,7 @@ fn connect(
     config.connect_timeout = job.connect_timeout;
     config.max_retries = job.retries.max();
     config.retry_for = job.retry_for;
+    config.retry_full_table = job.retry_full_table;
     config.backoff = Backoff {
         initial: job.retry_interval,
         max: job.retry_interval,
@@ -839,6 +842,12 @@ fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> 
         a.flush()?;
     }
     for s in &report.sessions {
+        if let Some(reason) = &s.failed {
+            eprintln!(
+                "iomsg client: session {} to {} failed: {reason}",
+                s.session, s.server
+            );
+        }
         println!(
             "done {} session {}: submitted={} acked={} replayed={} not_replayed={} restarts={} announced={} state_lost={} reads_corrupt={}{}",
             s.server,

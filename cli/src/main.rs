@@ -353,6 +353,14 @@ struct ClientArgs {
     /// Delay between connection attempts (±20 % jitter).
     #[arg(long, value_name = "TIME", default_value = "100ms", value_parser = duration)]
     retry_interval: Duration,
+    /// Keep retrying while the server's table is full, even before the
+    /// server ever let this client in. Without it such a client fails at
+    /// once, naming the full table (nothing of its session is on the
+    /// server); a client let in before retries in any case. Refusals that
+    /// no retry changes (the other --api, another protocol version,
+    /// another client's session) fail at once whatever is set.
+    #[arg(long)]
+    retry_full_table: bool,
     /// Stop after this long (`17.5s`, `10m`, `1.5h`), then wait for what
     /// is in flight.
     #[arg(short = 'l', long, value_name = "TIME", value_parser = duration)]
@@ -703,6 +711,7 @@ fn run_client(a: ClientArgs) -> ExitCode {
         retries: a.retries,
         retry_for: a.retry_for,
         retry_interval: a.retry_interval,
+        retry_full_table: a.retry_full_table,
         run_time: a.run_time,
         seed: w.seed,
         verbose: a.common.verbose,

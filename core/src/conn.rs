@@ -80,8 +80,18 @@ pub enum DisconnectReason {
     /// callback, with the backend's status.
     PeerFailed(Cause),
     /// The connection could not be established, with the backend's status
-    /// (refused, unreachable, timed out, the server's table full).
+    /// (refused, unreachable, timed out).
     ConnectFailed(Cause),
+    /// The peer refused this connection for a reason another attempt does
+    /// not change (the other API, a wire version it does not speak): the
+    /// cause says which. Final for a client.
+    Refused(Cause),
+    /// The peer's connection table is full: it refused this connection
+    /// before any frame. Another attempt may get in once peers leave.
+    TableFull {
+        /// The table's size.
+        size: u64,
+    },
     /// This side closed it.
     LocalClose,
     /// The backend refused a frame it had said it carries (see
@@ -110,6 +120,11 @@ impl fmt::Display for DisconnectReason {
             DisconnectReason::ConnectFailed(c) => {
                 write!(f, "the connection could not be established: {c}")
             }
+            DisconnectReason::Refused(c) => write!(f, "the peer refused the connection: {c}"),
+            DisconnectReason::TableFull { size } => write!(
+                f,
+                "the peer refused the connection: connection table full ({size})"
+            ),
             DisconnectReason::LocalClose => write!(f, "closed by this side"),
             DisconnectReason::SendFailed => {
                 write!(

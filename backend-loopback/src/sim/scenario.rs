@@ -749,6 +749,9 @@ pub fn sim_client_config(
     c.backoff.initial = Duration::from_micros(50);
     c.backoff.max = Duration::from_millis(1);
     c.max_retries = 100_000;
+    // Scenarios run more clients than the server's table holds on
+    // purpose: a client started into a full table waits for room.
+    c.retry_full_table = true;
     c.replay = replay;
     c.validate = validate;
     c.max_payload = size.max(64);

@@ -113,7 +113,9 @@ impl Client {
     /// [`Error::Address`] for an address that does not parse,
     /// [`Error::Poll`] if no poller can be made, [`Error::ConnectTimeout`]
     /// (with how the last attempt ended) if no handshake completed in
-    /// time, [`Error::Failed`] if the server refused the session.
+    /// time, [`Error::Failed`] at once if the server refused the client
+    /// for good (its reason named: another client's session id, a full
+    /// table the client was never let in to, another wire version).
     pub fn connect(addr: impl ToAddr, options: ClientOptions) -> Result<Client, Error> {
         let addr = addr.to_addr()?;
         let mut config = ClientConfig::new(
@@ -123,6 +125,7 @@ impl Client {
         config.window = options.window;
         config.replay = options.replay;
         config.retry_for = options.retry_for;
+        config.retry_full_table = options.retry_full_table;
         config.validate = options.validate;
         let transport =
             StreamTransport::client(addr.clone(), options.stream).map_err(Error::Poll)?;

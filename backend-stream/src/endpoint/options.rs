@@ -24,6 +24,7 @@ pub struct ClientOptions {
     pub(crate) replay: bool,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_for: Duration,
+    pub(crate) retry_full_table: bool,
     pub(crate) validate: bool,
 }
 
@@ -39,6 +40,7 @@ impl Default for ClientOptions {
             replay: true,
             connect_timeout: Duration::from_secs(10),
             retry_for: Duration::from_secs(30),
+            retry_full_table: false,
             validate: false,
         }
     }
@@ -81,6 +83,16 @@ impl ClientOptions {
     #[must_use]
     pub fn retry_for(mut self, outage: Duration) -> Self {
         self.retry_for = outage;
+        self
+    }
+    /// Keep retrying when the server's table is full although this client
+    /// was never let in (default off: [`Error::Failed`](super::Error::Failed)
+    /// with [`FailReason::TableFull`](iomsg_core::session::FailReason::TableFull)
+    /// at once, since nothing of its session is on the server). A client
+    /// let in before retries in any case, within `retry_for`.
+    #[must_use]
+    pub fn retry_full_table(mut self, on: bool) -> Self {
+        self.retry_full_table = on;
         self
     }
     /// Ask for a CRC of every payload, checked by the server (default off:
@@ -130,7 +142,9 @@ impl Default for ServerOptions {
 
 impl ServerOptions {
     /// Connections at once (1 to 1024; default 1024): one past it is
-    /// accepted and closed at once, and its client tries again later.
+    /// told the table is full and closed; its client fails saying so if
+    /// the server never let it in, and tries again later if it did (see
+    /// [`ClientOptions::retry_full_table`]).
     #[must_use]
     pub fn max_connections(mut self, n: usize) -> Self {
         self.stream.max_connections = n.clamp(1, crate::endpoint::server::CONNS);

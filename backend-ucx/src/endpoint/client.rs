@@ -132,7 +132,10 @@ impl Client {
     ///
     /// [`Error::Ucx`] if UCX cannot be set up, [`Error::ConnectTimeout`]
     /// (with how the last attempt ended) if no handshake completed in
-    /// time, [`Error::Failed`] if the server refused the session.
+    /// time, [`Error::Failed`] at once if the server refused the client
+    /// for good (its reason named: another client's session id, a full
+    /// table the client was never let in to, the other API or wire
+    /// version).
     pub fn connect(
         addr: impl std::net::ToSocketAddrs,
         options: ClientOptions,
@@ -179,6 +182,7 @@ impl Client {
         config.window = options.window;
         config.replay = options.replay;
         config.retry_for = options.retry_for;
+        config.retry_full_table = options.retry_full_table;
         config.validate = options.validate;
         config.crc = crate::crc32c_provider();
         let blocking = options.ucx.mode == WaitMode::Blocking;

@@ -24,6 +24,7 @@ pub struct ClientOptions {
     pub(crate) replay: bool,
     pub(crate) connect_timeout: Duration,
     pub(crate) retry_for: Duration,
+    pub(crate) retry_full_table: bool,
     pub(crate) validate: bool,
 }
 
@@ -42,6 +43,7 @@ impl Default for ClientOptions {
             replay: true,
             connect_timeout: Duration::from_secs(10),
             retry_for: Duration::from_secs(30),
+            retry_full_table: false,
             validate: false,
         }
     }
@@ -108,6 +110,16 @@ impl ClientOptions {
     #[must_use]
     pub fn retry_for(mut self, outage: Duration) -> Self {
         self.retry_for = outage;
+        self
+    }
+    /// Keep retrying when the server's table is full although this client
+    /// was never let in (default off: [`Error::Failed`](super::Error::Failed)
+    /// with [`FailReason::TableFull`](iomsg_core::session::FailReason::TableFull)
+    /// at once, since nothing of its session is on the server). A client
+    /// let in before retries in any case, within `retry_for`.
+    #[must_use]
+    pub fn retry_full_table(mut self, on: bool) -> Self {
+        self.retry_full_table = on;
         self
     }
     /// Ask for a CRC of every payload, checked by the server (default off:

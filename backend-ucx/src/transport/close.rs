@@ -91,6 +91,18 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
+    /// `id`, still opening, is refused for good (its peer is on the other
+    /// API): the driver hears `reason` now, and the endpoint lingers until
+    /// our key, which names this end's API, is out. Closed at once, it
+    /// would cancel the key or overtake it, and the peer would see only a
+    /// reset, which it retries.
+    pub(super) fn refuse(&mut self, id: ConnId, reason: DisconnectReason) {
+        if let Some(ends) = self.forget(id) {
+            self.linger(ends, false);
+            self.notices.push_back(Notice::Disconnected(id, reason));
+        }
+    }
+
     /// The driver closes `id`: an open connection's endpoints linger until
     /// what was sent on them is out; any other's close at once.
     pub(super) fn retire(&mut self, id: ConnId) {

@@ -99,7 +99,7 @@ pub struct UcxConfig {
     pub coalesce: bool,
     /// The connection table's size (a server's): a connection request
     /// past it is refused at once, and the client's connect fails with
-    /// `ConnectFailed` saying `connection table full (N)`. UCX's own
+    /// `TableFull` (`connection table full (N)`). UCX's own
     /// limits must allow it: see [`UcxConfig::environment`].
     pub max_connections: usize,
     /// Sends in flight on one connection at most: past it `transmit` on

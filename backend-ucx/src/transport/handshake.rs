@@ -223,10 +223,10 @@ impl<R: Role> UcxTransport<R> {
                         theirs.name(),
                         api.name()
                     ));
-                    return self.fail(id, DisconnectReason::ConnectFailed(API_MISMATCH));
+                    return self.refuse(id, DisconnectReason::Refused(API_MISMATCH));
                 }
-                KeyMessage::Full(n) => {
-                    return self.fail(id, DisconnectReason::ConnectFailed(table_full(n)));
+                KeyMessage::Full(size) => {
+                    return self.fail(id, DisconnectReason::TableFull { size });
                 }
                 KeyMessage::Bad => {
                     log(&format!("bad key exchange from {}: closed", show(peer)));

@@ -262,8 +262,8 @@ fn keys_are_random_56_bit_and_the_exchange_reads_full_and_bad_messages() {
     assert_eq!(key_message(&[1, 2, 3]), KeyMessage::Bad);
     assert_eq!(key_message(&(1u64 << 60).to_le_bytes()), KeyMessage::Bad);
     assert_eq!(
-        table_full(1024).to_string(),
-        "table full: connection table full (1024) (-21)"
+        DisconnectReason::TableFull { size: 1024 }.to_string(),
+        "the peer refused the connection: connection table full (1024)"
     );
 }
 
@@ -413,7 +413,7 @@ fn ends_on_different_apis_fail_to_connect_saying_so() {
         );
         assert!(
             cs.iter().any(|e| matches!(e,
-                Seen::Gone(id, DisconnectReason::ConnectFailed(cause)) if *id == cid && *cause == API_MISMATCH)),
+                Seen::Gone(id, DisconnectReason::Refused(cause)) if *id == cid && *cause == API_MISMATCH)),
             "client {client_api} to server {server_api}: {cs:?}"
         );
         assert!(!cs.iter().any(|e| matches!(e, Seen::Up(_))), "{cs:?}");
@@ -834,9 +834,9 @@ fn past_the_table_size_connects_fail_at_once_saying_the_table_is_full() {
         for _ in 0..256 {
             match poll(&mut client) {
                 Some(Seen::Up(c)) => up.push(c),
-                Some(Seen::Gone(_, DisconnectReason::ConnectFailed(c))) => {
-                    assert_eq!(c.to_string(), table_full(max as u64).to_string());
-                    assert!(c
+                Some(Seen::Gone(_, reason @ DisconnectReason::TableFull { size })) => {
+                    assert_eq!(size, max as u64);
+                    assert!(reason
                         .to_string()
                         .contains(&format!("connection table full ({max})")));
                     full += 1;

@@ -159,25 +159,3 @@ pub(crate) const BAD_KEY: Cause = Cause {
     name: "bad key exchange",
     text: "the peer's key was zero, malformed or short",
 };
-
-/// The cause a client reports when the server's table is full:
-/// `connection table full (N)`.
-pub(crate) fn table_full(n: u64) -> Cause {
-    use std::sync::{Mutex, OnceLock};
-    static TEXTS: OnceLock<Mutex<HashMap<u64, &'static str>>> = OnceLock::new();
-    let texts = TEXTS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut texts = texts.lock().unwrap_or_else(|e| e.into_inner());
-    // One text per table size a process meets (interned, leaked once).
-    let text = if texts.len() < 64 || texts.contains_key(&n) {
-        *texts
-            .entry(n)
-            .or_insert_with(|| Box::leak(format!("connection table full ({n})").into_boxed_str()))
-    } else {
-        "connection table full"
-    };
-    Cause {
-        code: sys::UCS_ERR_EXCEEDS_LIMIT as i32,
-        name: "table full",
-        text,
-    }
-}

@@ -690,6 +690,9 @@ impl Runner<'_> {
                 "inf",
                 "--retry-interval",
                 "10ms",
+                // The hostile fault fills the server's table while
+                // clients are started again as new sessions.
+                "--retry-full-table",
             ])
             .args([
                 "--connect-timeout",

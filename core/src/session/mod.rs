@@ -43,11 +43,11 @@ pub use client::{
     SubmitError, Transmit,
 };
 pub use server::{
-    window_words, wire_error_code, Delivery, JournalError, JournalRecord, ReadRequest,
-    ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats, ServerTransmit, SessionInfo,
-    Unkept, CONN_REPLIES, HALTED_UNKEPT, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD,
-    JOURNAL_MAX_WORDS, JOURNAL_VERSION, MAX_READ_REQUEST, MIN_WINDOW, STRAY_REPLIES,
-    UNCHECKED_BODY,
+    malformed_detail, window_words, wire_error_code, Delivery, JournalError, JournalRecord,
+    ReadRequest, ServerConfig, ServerCore, ServerEvent, ServerHandler, ServerStats, ServerTransmit,
+    SessionInfo, Unkept, CONN_REPLIES, HALTED_UNKEPT, JOURNAL_FIXED, JOURNAL_MAGIC,
+    JOURNAL_MAX_RECORD, JOURNAL_MAX_WORDS, JOURNAL_VERSION, MAX_READ_REQUEST, MIN_WINDOW,
+    STRAY_REPLIES, UNCHECKED_BODY,
 };
 
 #[cfg(test)]

@@ -110,3 +110,13 @@ fn without_exactly_once_no_journal_and_no_outbox() {
     }
     assert_eq!(value(&client, "--audit-name"), Some("client-0.1"));
 }
+
+#[test]
+fn clients_wait_for_room_in_a_table_the_hostile_fault_fills() {
+    for exactly_once in [false, true] {
+        let j = job(exactly_once);
+        let r = runner(&j);
+        let a = args(&r.client_command(0, 3, "client-0.3"));
+        assert!(a.iter().any(|x| x == "--retry-full-table"), "{a:?}");
+    }
+}

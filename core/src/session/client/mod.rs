@@ -17,12 +17,12 @@ use types::Frame;
 
 use heapless::Deque;
 
-use super::server::MAX_READ_REQUEST;
+use super::server::{wire_error_code, MAX_READ_REQUEST};
 use crate::conn::DisconnectReason;
 use crate::rng::SplitMix64;
 use crate::seq::{PayloadRing, SendWindow, WindowError};
 use crate::time::Instant;
-use crate::wire::{Body, RejectReason, MAX_DATA_LEN};
+use crate::wire::{Body, RejectReason, WireError, MAX_DATA_LEN, VERSION};
 
 /// One unacknowledged message: what is needed to send it again. Its bytes
 /// (a write's payload, a read's request) are in the payload ring.
@@ -565,7 +565,21 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                 return None;
             }
         };
-        if msg.session != self.config.session {
+        // A Reject addressed to no session is the server's answer before
+        // it read a Hello (a frame it could not read, a full connection
+        // table, a halted server): it is this connection's.
+        let unaddressed = msg.session == 0
+            && msg.epoch == 0
+            && matches!(
+                msg.body,
+                Body::Reject {
+                    reason: RejectReason::Malformed
+                        | RejectReason::SessionTableFull
+                        | RejectReason::ShuttingDown,
+                    ..
+                }
+            );
+        if msg.session != self.config.session && !unaddressed {
             let e = ProtocolError::SessionMismatch {
                 expected: self.config.session,
                 got: msg.session,
@@ -573,7 +587,7 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             self.protocol_error(now, e);
             return None;
         }
-        if msg.epoch != self.epoch {
+        if msg.epoch != self.epoch && !unaddressed {
             self.stats.stale_frames += 1;
             return None;
         }
@@ -619,32 +633,6 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
                     self.check_close(now);
                 }
                 return read;
-            }
-            Body::Reject {
-                reason: reason @ (RejectReason::SessionOwned | RejectReason::Rewound),
-                detail,
-            } => {
-                // Another client owns this session id, or this client
-                // restarted it: retrying would only be refused again (or,
-                // worse, take it from its owner).
-                self.stats.rejects += 1;
-                let cause = DisconnectCause::Rejected { reason, detail };
-                self.action = Some(Action::Close);
-                self.stats.disconnects += 1;
-                self.hello_pending = false;
-                self.probe_pending = false;
-                self.push_event(ClientEvent::Disconnected {
-                    epoch: self.epoch,
-                    cause,
-                });
-                let session = self.config.session;
-                self.fail(match reason {
-                    RejectReason::Rewound => FailReason::Rewound {
-                        session,
-                        seen: detail,
-                    },
-                    _ => FailReason::SessionOwned { session },
-                });
             }
             Body::Reject { reason, detail } => {
                 self.stats.rejects += 1;
@@ -835,7 +823,9 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     }
 
     fn lose_connection(&mut self, now: Instant, cause: DisconnectCause, close: bool) {
-        self.refused = matches!(self.state, ClientState::Connecting { .. })
+        let last = self.final_failure(cause);
+        self.refused = last.is_none()
+            && matches!(self.state, ClientState::Connecting { .. })
             && matches!(
                 cause,
                 DisconnectCause::Transport(DisconnectReason::ConnectFailed(_))
@@ -851,8 +841,63 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             epoch: self.epoch,
             cause,
         });
+        if let Some(reason) = last {
+            return self.fail(reason);
+        }
         self.state = ClientState::Disconnected { cause };
         self.schedule_retry(now, cause);
+    }
+
+    /// The failure that makes `cause` final, if it does: a refusal that
+    /// every later attempt would meet again. Called before the state
+    /// leaves the attempt that `cause` ended.
+    fn final_failure(&self, cause: DisconnectCause) -> Option<FailReason> {
+        let session = self.config.session;
+        // A client let in before has a session on the server, and a full
+        // table frees as peers leave.
+        let wait_for_room = self.config.retry_full_table || self.instance.is_some();
+        let reason = match cause {
+            DisconnectCause::Transport(DisconnectReason::Refused(cause)) => {
+                FailReason::Refused { cause }
+            }
+            DisconnectCause::Transport(DisconnectReason::TableFull { size }) if !wait_for_room => {
+                FailReason::TableFull { size, last: cause }
+            }
+            DisconnectCause::Rejected { reason, detail } => match reason {
+                // Another client owns this session id, or this client
+                // restarted it: retrying would only be refused again (or,
+                // worse, take it from its owner).
+                RejectReason::SessionOwned => FailReason::SessionOwned { session },
+                RejectReason::Rewound => FailReason::Rewound {
+                    session,
+                    seen: detail,
+                },
+                RejectReason::StaleEpoch => FailReason::StaleEpoch {
+                    session,
+                    epoch: self.epoch,
+                    seen: detail,
+                },
+                RejectReason::SessionTableFull if !wait_for_room => FailReason::TableFull {
+                    size: detail,
+                    last: cause,
+                },
+                RejectReason::Malformed => version_refused(detail)?,
+                _ => return None,
+            },
+            // The server's first frame is of another version: how a
+            // server that does not speak this one answers the Hello. (On
+            // an established connection the server spoke this version.)
+            DisconnectCause::Protocol(ProtocolError::Malformed(WireError::UnsupportedVersion(
+                theirs,
+            ))) if matches!(self.state, ClientState::Handshaking { .. }) => {
+                FailReason::WireVersion {
+                    ours: VERSION,
+                    theirs: Some(theirs),
+                }
+            }
+            _ => return None,
+        };
+        Some(reason)
     }
 
     fn schedule_retry(&mut self, now: Instant, cause: DisconnectCause) {
@@ -892,6 +937,10 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         self.state = ClientState::Backoff { until: now + delay };
     }
 
+    /// Gives up for good. The messages not acknowledged stay in the
+    /// window ([`outstanding`](Self::outstanding), from
+    /// [`base_sn`](Self::base_sn)): the `Failed` event stands for all of
+    /// them.
     fn fail(&mut self, reason: FailReason) {
         self.state = ClientState::Failed(reason);
         self.push_event(ClientEvent::Failed(reason));
@@ -912,4 +961,24 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         let full = self.events.push_back(event);
         debug_assert!(full.is_ok(), "client event queue overflow");
     }
+}
+
+/// The wire version refusal a `Malformed` rejection's `detail` states (see
+/// [`malformed_detail`](super::server::malformed_detail)), if it states
+/// one: the server received this client's version byte and does not speak
+/// it. A rejection naming another byte than the one sent is damage on the
+/// way, not a refusal.
+fn version_refused(detail: u64) -> Option<FailReason> {
+    if detail & 0xff != wire_error_code(&WireError::UnsupportedVersion(0)) {
+        return None;
+    }
+    let received = (detail >> 8) as u8;
+    if received != 0 && received != VERSION {
+        return None;
+    }
+    let theirs = (detail >> 16) as u8;
+    Some(FailReason::WireVersion {
+        ours: VERSION,
+        theirs: (theirs != 0).then_some(theirs),
+    })
 }

@@ -5,7 +5,7 @@ use core::ops::Range;
 use core::time::Duration;
 
 use super::super::backoff::Backoff;
-use crate::conn::DisconnectReason;
+use crate::conn::{Cause, DisconnectReason};
 use crate::time::Instant;
 use crate::wire::{Crc32c, RejectReason, WireError};
 
@@ -153,6 +153,18 @@ pub struct ClientConfig {
     /// this carries a session over an outage of up to `retry_for`. Zero:
     /// the count alone decides.
     pub retry_for: Duration,
+    /// Keep retrying when the server's table is full (its transport's
+    /// connection table, or its session table) although this client was
+    /// never let in. Off: such a client fails at once with
+    /// [`FailReason::TableFull`], since nothing of its session is on the
+    /// server and a table that is full when a client starts usually means
+    /// a server too small for its clients. A client let in before (in
+    /// this run, or resumed at a point that names a server) retries in any
+    /// case, within `max_retries` and `retry_for`: the server holds its
+    /// session, and the table frees as peers leave. On: for clients
+    /// started while the table is filled on purpose (a soak's hostile
+    /// peer).
+    pub retry_full_table: bool,
     /// Total run time, after which the client fails with `Timeout`.
     pub run_limit: Option<Duration>,
     /// Replay unacknowledged frames after a reconnect (at-least-once). When
@@ -181,7 +193,8 @@ impl ClientConfig {
     /// after a quarter of it without ack progress), backoff 10 ms doubling
     /// to 500 ms with ±20 % jitter (the first 16 refusals of a run
     /// retried after 2 ms instead), 20 retries and at least 30 s of
-    /// retrying (an outage of up to 30 s is survived), no run limit, replay on,
+    /// retrying (an outage of up to 30 s is survived), a full table final
+    /// for a client never let in, no run limit, replay on,
     /// eager sends, no payload CRC, messages up to the wire's 1 MiB (and
     /// what the transport and the storage hold), the whole send window.
     ///
@@ -202,6 +215,7 @@ impl ClientConfig {
             refused_retries: 16,
             max_retries: 20,
             retry_for: Duration::from_secs(30),
+            retry_full_table: false,
             run_limit: None,
             replay: true,
             eager: true,
@@ -322,6 +336,44 @@ pub enum FailReason {
         /// The largest frame the transport said it carries.
         max_frame: usize,
     },
+    /// The server refused the connection for a reason another attempt
+    /// does not change ([`DisconnectReason::Refused`]): the transport's
+    /// cause says which (for UCX: the other API).
+    Refused {
+        /// What the transport learnt from the server.
+        cause: Cause,
+    },
+    /// The server's table was full and this client was never let in, so
+    /// nothing of its session is on the server (see
+    /// [`ClientConfig::retry_full_table`]).
+    TableFull {
+        /// The table's size.
+        size: u64,
+        /// How the attempt ended: the transport's
+        /// [`DisconnectReason::TableFull`], or a `Reject`
+        /// (`SessionTableFull`).
+        last: DisconnectCause,
+    },
+    /// The server refused the `Hello`: it has seen connection epoch
+    /// `seen` of this session, not below this attempt's. A client was
+    /// restarted with the same session id and token but without its
+    /// epochs (two processes share one identity, or an outbox went back
+    /// in time); its sns would be taken for the old ones.
+    StaleEpoch {
+        /// The session id.
+        session: u64,
+        /// This attempt's epoch.
+        epoch: u32,
+        /// The highest epoch of the session the server has seen.
+        seen: u64,
+    },
+    /// Client and server speak different wire versions.
+    WireVersion {
+        /// The version this client speaks.
+        ours: u8,
+        /// The version the server speaks, when it said.
+        theirs: Option<u8>,
+    },
 }
 
 impl core::fmt::Display for FailReason {
@@ -370,6 +422,55 @@ impl core::fmt::Display for FailReason {
                 f,
                 "the transport refused a frame of {len} bytes although it says it carries \
                  {max_frame}; fix the backend's capabilities"
+            ),
+            FailReason::Refused { cause } => write!(
+                f,
+                "the server refused the connection: {cause}; another attempt would be \
+                 refused the same way"
+            ),
+            FailReason::TableFull { size, last } => {
+                match last {
+                    DisconnectCause::Transport(_) => write!(
+                        f,
+                        "the server refused the connection: connection table full ({size})"
+                    )?,
+                    _ => write!(
+                        f,
+                        "the server refused the session: its table of {size} sessions (or \
+                         connections) is full"
+                    )?,
+                }
+                write!(
+                    f,
+                    ", and this client was never let in (nothing of its session is on the \
+                     server); the table frees as other clients leave: start the client again \
+                     later, give the server a larger table, or let the client wait for room \
+                     (retry_full_table, --retry-full-table)"
+                )
+            }
+            FailReason::StaleEpoch {
+                session,
+                epoch,
+                seen,
+            } => write!(
+                f,
+                "session {session:#x} was restarted: the server has seen its connection \
+                 epoch {seen}, this attempt's is {epoch}; two processes share its session id \
+                 and token, or its outbox went back in time: start every client run with a \
+                 new session id (or keep the outbox synced)"
+            ),
+            FailReason::WireVersion {
+                ours,
+                theirs: Some(theirs),
+            } => write!(
+                f,
+                "wire version mismatch: this client speaks version {ours}, the server \
+                 {theirs}; run a client and a server of the same protocol version"
+            ),
+            FailReason::WireVersion { ours, theirs: None } => write!(
+                f,
+                "wire version mismatch: the server does not speak version {ours}, which \
+                 this client speaks; run a client and a server of the same protocol version"
             ),
         }
     }

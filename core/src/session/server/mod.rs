@@ -602,8 +602,8 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             Ok(msg) => msg,
             Err(e) => {
                 self.stats.last_wire_error = Some(e);
-                let code = wire_error_code(&e);
-                return self.reject(conn, 0, 0, RejectReason::Malformed, code, sink);
+                let detail = malformed_detail(&e);
+                return self.reject(conn, 0, 0, RejectReason::Malformed, detail, sink);
             }
         };
         if msg.body.carries_state() && !msg.validate {
@@ -994,6 +994,21 @@ pub const UNCHECKED_BODY: u64 = 16;
 /// [halted](ServerCore::halt): its application could not keep what it
 /// took, so it stopped before acknowledging it.
 pub const HALTED_UNKEPT: u64 = 1;
+
+/// A `Malformed` rejection's detail for a frame that did not parse: its
+/// [`wire_error_code`] (bits 0 to 7); for a frame of another wire version
+/// also the version byte received (bits 8 to 15) and the version this
+/// server speaks (bits 16 to 23), so that its client can tell a version
+/// the server does not speak, which is final, from a byte damaged on the
+/// way.
+pub fn malformed_detail(e: &WireError) -> u64 {
+    match *e {
+        WireError::UnsupportedVersion(received) => {
+            wire_error_code(e) | u64::from(received) << 8 | u64::from(wire::VERSION) << 16
+        }
+        _ => wire_error_code(e),
+    }
+}
 
 /// A stable number for each parse error, sent as a `Reject`'s detail
 /// (1 to 15; [`UNCHECKED_BODY`] is 16).

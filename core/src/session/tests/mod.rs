@@ -397,5 +397,6 @@ mod loss_guarantees;
 mod lost_welcome;
 mod payloads;
 mod reads;
+mod refusals;
 mod session_table;
 mod timers;
