@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     pub(crate) done: Cell<Vec<(usize, Status, usize)>>,
     /// Active messages that arrived, in order.
     pub(crate) arrivals: Cell<Vec<Arrival>>,
+    /// Active messages that arrived on an id nobody here serves (see
+    /// [`Worker::guard_am_ids`]): dropped in the callback, counted.
+    pub(crate) stray_ams: Cell<u64>,
     /// Events recorded by the callbacks, in all (a debug figure: every one
     /// of them is taken by the transport).
     pub(crate) recorded: Cell<u64>,
@@ -197,6 +200,37 @@ pub(crate) unsafe extern "C" fn on_am(
     status
 }
 
+/// An active-message callback (`ucp_am_recv_callback_t`).
+pub(crate) type AmCallback = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_void,
+    usize,
+    *mut c_void,
+    usize,
+    *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t;
+
+/// `ucp_am_recv_callback_t` of every id nobody serves: counts the message
+/// and drops it (`UCS_OK`: UCX frees an eager message's bytes, and
+/// declines a rendezvous one, whose sender then completes).
+pub(crate) unsafe extern "C" fn on_stray_am(
+    arg: *mut c_void,
+    _header: *const c_void,
+    _header_length: usize,
+    _data: *mut c_void,
+    _length: usize,
+    _param: *const sys::ucp_am_recv_param_t,
+) -> sys::ucs_status_t {
+    // SAFETY: registered with this worker's SharedCell as `arg`, which
+    // outlives the worker's handlers.
+    unsafe {
+        with_shared(arg, |s| {
+            s.stray_ams.set(s.stray_ams.get().saturating_add(1))
+        })
+    };
+    sys::UCS_OK
+}
+
 /// `ucp_send_nbx_callback_t`.
 pub(crate) unsafe extern "C" fn on_send(
     _request: *mut c_void,
@@ -269,9 +303,10 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// A context with tag matching and streams (and wakeup in blocking
-    /// mode), configured from the `UCX_*` environment as usual, and a
-    /// single-threaded worker.
+    /// A context with tag matching, active messages and streams (and
+    /// wakeup in blocking mode), configured from the `UCX_*` environment
+    /// as usual, and a single-threaded worker whose frames come as active
+    /// messages (`am`) or tagged.
     ///
     /// `settings` are context variables (without the `UCX_` prefix),
     /// applied with `ucp_config_modify` unless the environment sets them.
@@ -281,35 +316,104 @@ impl Worker {
         async_events: usize,
         am: bool,
     ) -> Result<Worker, Status> {
-        // One frame API only: a peer's messages on the other would wait in
-        // UCX unread (tag's unexpected queue) or be dropped by UCX.
+        // Both APIs, whichever carries the frames: a peer may send on
+        // either, and a worker without the other API's feature leaves it
+        // to UCX, which logs every such message with a backtrace (tagged
+        // messages to an active-message worker) or crashes (a rendezvous
+        // active message to a tag worker, UCX 1.13.1). With both, a tag
+        // transport's active messages reach [`on_stray_am`], and an
+        // active-message transport takes tagged messages out as strays.
         let mut features = u64::from(sys::UCP_FEATURE_STREAM)
-            | u64::from(if am {
-                sys::UCP_FEATURE_AM
-            } else {
-                sys::UCP_FEATURE_TAG
-            });
+            | u64::from(sys::UCP_FEATURE_TAG)
+            | u64::from(sys::UCP_FEATURE_AM);
         if mode == WaitMode::Blocking {
             features |= u64::from(sys::UCP_FEATURE_WAKEUP);
         }
         let made = Worker::with_features(mode, settings, async_events, features)?;
         if am {
-            // SAFETY: all-zero is a valid "no fields" handler params value.
-            let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
-            hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
-                | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
-            hp.id = AM_ID;
-            hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG | sys::UCP_AM_FLAG_PERSISTENT_DATA;
-            hp.cb = Some(on_am);
-            hp.arg = made.shared_ptr() as *mut c_void;
-            // SAFETY: the worker is live; the handler's arg is its boxed
-            // shared state, which lives as long as the worker (dropped
-            // after `ucp_worker_destroy`).
-            Status(unsafe { sys::ucp_worker_set_am_recv_handler(made.worker, &hp) }).check()?;
+            made.take_ams()?;
+        } else {
+            made.guard_am_ids()?;
         }
         Ok(made)
+    }
+
+    /// Serves active messages: id [`AM_ID`] goes to the transport's
+    /// queue ([`Shared::arrivals`]), every other id to
+    /// [`guard_am_ids`](Self::guard_am_ids)'s counter.
+    pub(crate) fn take_ams(&self) -> Result<(), Status> {
+        self.guard_am_ids()?;
+        // SAFETY: the worker is live; the handler's arg is its boxed
+        // shared state, which lives as long as the worker (dropped after
+        // `ucp_worker_destroy`).
+        unsafe {
+            self.set_am_handler(
+                AM_ID,
+                sys::UCP_AM_FLAG_WHOLE_MSG | sys::UCP_AM_FLAG_PERSISTENT_DATA,
+                on_am,
+                self.shared_ptr() as *mut c_void,
+            )
+        }
+    }
+
+    /// Gives every active-message id a handler of ours that drops what
+    /// comes and counts it ([`Shared::stray_ams`]); the caller then
+    /// registers its own id over it.
+    ///
+    /// A peer picks the id of each active message it sends (16 bits), and
+    /// may send one before it has proved anything. UCX 1.13.1 reads the
+    /// handler table at that id before it checks the id is registered
+    /// (`ucp_am_handler_common`, `ucp_am_rndv_process_rts`): an id past
+    /// the table reads memory past it, and ids 16,384 and up crash the
+    /// process; when the table grows, the new entries between the old end
+    /// and the new id are left uninitialised, so a handler registered at a
+    /// high id alone would leave the ids below it pointing at garbage.
+    /// UCX 1.22 checks the id first, and warns once per message. With a
+    /// handler of ours at all 65,536 ids, every id a peer can send reaches
+    /// code of ours on every version: the table costs 24 B per id,
+    /// 1.5 MiB per worker.
+    pub(crate) fn guard_am_ids(&self) -> Result<(), Status> {
+        for id in 0..=u32::from(u16::MAX) {
+            // SAFETY: the worker is live; the handler's arg is its boxed
+            // shared state, alive as long as the worker.
+            unsafe {
+                self.set_am_handler(
+                    id,
+                    sys::UCP_AM_FLAG_WHOLE_MSG,
+                    on_stray_am,
+                    self.shared_ptr() as *mut c_void,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers `cb` for active-message id `id` with `flags`.
+    ///
+    /// # Safety
+    ///
+    /// `arg` must be what `cb` expects, alive for as long as the worker
+    /// may call `cb` (until the worker is destroyed or the id registered
+    /// again).
+    pub(crate) unsafe fn set_am_handler(
+        &self,
+        id: u32,
+        flags: u32,
+        cb: AmCallback,
+        arg: *mut c_void,
+    ) -> Result<(), Status> {
+        // SAFETY: all-zero is a valid "no fields" handler params value.
+        let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
+        hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
+            | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
+            | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
+            | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
+        hp.id = id;
+        hp.flags = flags;
+        hp.cb = Some(cb);
+        hp.arg = arg;
+        // SAFETY: the worker is live; `arg` lives as the caller promised.
+        Status(unsafe { sys::ucp_worker_set_am_recv_handler(self.worker, &hp) }).check()
     }
 
     /// A context with exactly `features` (`UCP_FEATURE_*`), configured as

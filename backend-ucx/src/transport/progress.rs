@@ -16,10 +16,14 @@ impl<R: Role> UcxTransport<R> {
         self.now = Clock::now();
         self.accept_requests();
         self.take_done();
-        match self.config.api {
-            Api::Tag => self.probe(),
-            Api::Am => self.arrived(),
+        // Both: a peer may send on the API this end does not use (its
+        // messages are strays).
+        self.probe();
+        if self.config.api == Api::Am {
+            self.arrived();
         }
+        let strays = self.worker.shared.stray_ams.take();
+        self.stray_frames += strays;
         if self.take_failed() {
             // Closing endpoints may have completed requests at once.
             self.take_done();

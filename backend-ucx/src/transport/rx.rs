@@ -101,7 +101,8 @@ impl<R: Role> UcxTransport<R> {
         }
     }
 
-    /// Starts receiving every tagged message UCX has matched-ready.
+    /// Starts receiving every tagged message UCX has matched-ready (with
+    /// active messages, each is a stray, received into nothing).
     pub(super) fn probe(&mut self) {
         // Bounded: each round takes one message out of UCX.
         for _ in 0..4096 {
@@ -115,7 +116,17 @@ impl<R: Role> UcxTransport<R> {
             }
             let (key, kind) = untag(info.sender_tag);
             let len = info.length;
-            let admitted = self.admit(key, kind, len, len);
+            let admitted = if self.config.api == Api::Tag {
+                self.admit(key, kind, len, len)
+            } else {
+                // Frames travel as active messages here: nobody's.
+                Admission {
+                    keep: None,
+                    batch: false,
+                    stray: true,
+                    close: None,
+                }
+            };
             let buf = if admitted.keep.is_some() {
                 self.buffer(len)
             } else {
