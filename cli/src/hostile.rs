@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! iomsg hostile --server ADDR:PORT [--modes LIST|all] [--seed N] [--duration 10s] [--conns N]
+//!               [--api am|tag] [--io-demo]
 //! ```
 //!
 //! Exit status 0 when the attack ran (whatever the server did), 1 when it
@@ -29,6 +30,8 @@ pub struct HostileJob {
     pub conns: usize,
     /// The UCX API the server uses.
     pub api: iomsg_ucx::Api,
+    /// The protocol the server speaks.
+    pub protocol: hostile::Protocol,
 }
 
 /// `--modes`: `all` or names separated by commas.
@@ -71,6 +74,7 @@ pub fn run(job: &HostileJob) -> Result<Report, String> {
         duration: job.duration,
         conns: job.conns,
         api: job.api,
+        protocol: job.protocol,
     })
 }
 

@@ -73,9 +73,14 @@ struct HostileArgs {
     /// sixteenth of it, at least 4).
     #[arg(long, default_value_t = 1100)]
     conns: usize,
-    /// The UCX API the server uses (`am` or `tag`): the attack speaks it.
+    /// The UCX API the server uses (`am` or `tag`): the attack speaks it
+    /// (the `am-*` modes send active messages whatever it is).
     #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
     api: iomsg_ucx::Api,
+    /// The server speaks UCX io_demo's protocol (`iomsg server --io-demo`):
+    /// connections open with io_demo's id exchange instead of iomsg's keys.
+    #[arg(long)]
+    io_demo: bool,
 }
 
 const CLIENT_HELP: &str = "Metrics (--metrics), summed over the sessions, as they change \
@@ -941,6 +946,11 @@ fn run_hostile(a: HostileArgs) -> ExitCode {
         duration: a.duration,
         conns: a.conns,
         api: a.api,
+        protocol: if a.io_demo {
+            iomsg_ucx::hostile::Protocol::IoDemo
+        } else {
+            iomsg_ucx::hostile::Protocol::Iomsg
+        },
     };
     match hostile::run(&job) {
         Ok(report) => {

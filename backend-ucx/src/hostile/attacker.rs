@@ -96,6 +96,11 @@ impl Attacker {
             Mode::ConnectClose => self.connect_close(until),
             Mode::SilentConnect => self.silent_connect(until),
             Mode::Flood => self.flood(until),
+            Mode::AmIds => self.am_ids(until),
+            Mode::AmHeaders => self.am_headers(until),
+            Mode::AmNoReply => self.am_no_reply(until),
+            Mode::AmEarly => self.am_early(until),
+            Mode::AmRendezvous => self.am_rendezvous(until),
         }
         // What is left of the burst: the server answers (polled gently:
         // the server and its good clients need the processor more).
@@ -376,7 +381,7 @@ impl Attacker {
             s.peer.teardown(Duration::from_millis(300), &mut self.tally);
         }
         let at = self.big();
-        let Ok(mut peer) = Peer::new(self.api) else {
+        let Ok(mut peer) = Peer::new(self.api, self.protocol) else {
             return;
         };
         // A few connections of this worker, each left halfway through a
@@ -591,7 +596,7 @@ impl Attacker {
         let workers = n.div_ceil(FLOOD_PER_WORKER);
         let mut peers = Vec::new();
         for _ in 0..workers {
-            match Peer::new(self.api) {
+            match Peer::new(self.api, self.protocol) {
                 Ok(p) => peers.push(p),
                 Err(_) => break,
             }

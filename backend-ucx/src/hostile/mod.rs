@@ -43,6 +43,7 @@ use crate::status::{Pending, Status};
 use crate::transport::Api;
 use crate::worker::{AmData, ErrArg, WaitMode, Worker, AM_ID};
 
+mod am;
 mod attacker;
 #[doc(hidden)]
 pub mod iodemo_peer;
@@ -124,6 +125,85 @@ fn key_answer(bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
         return KeyAnswer::Refused;
     }
     KeyAnswer::Key(v & KEY_MASK)
+}
+
+/// Which protocol the attacked server speaks, so that the attack's
+/// connections get through their opening exchange.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// iomsg's own (`iomsg server`): 8-byte keys over the stream.
+    #[default]
+    Iomsg,
+    /// UCX io_demo's (`iomsg server --io-demo`): a 4-byte connection id
+    /// each way over the stream (tag API), nothing with `-A`.
+    IoDemo,
+}
+
+impl Protocol {
+    /// What a connection sends on the stream to open (our key or id).
+    fn hello(self, key: u64, api: Api) -> Vec<u8> {
+        match (self, api) {
+            (Protocol::Iomsg, _) => key_message(key, api).to_vec(),
+            (Protocol::IoDemo, Api::Tag) => io_demo_id(key).to_le_bytes().to_vec(),
+            (Protocol::IoDemo, Api::Am) => Vec::new(),
+        }
+    }
+
+    /// The bytes of the server's answer on the stream (0: none comes).
+    fn answer_len(self, api: Api) -> usize {
+        match (self, api) {
+            (Protocol::Iomsg, _) => KEY_EXCHANGE_LEN,
+            (Protocol::IoDemo, Api::Tag) => 4,
+            (Protocol::IoDemo, Api::Am) => 0,
+        }
+    }
+
+    /// Reads the server's answer (`len` bytes of `bytes` arrived).
+    fn answer(self, bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
+        match self {
+            Protocol::Iomsg => key_answer(bytes, len),
+            Protocol::IoDemo => {
+                let id = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                if len == 4 && id != 0 {
+                    KeyAnswer::Key(u64::from(id))
+                } else {
+                    KeyAnswer::Refused
+                }
+            }
+        }
+    }
+
+    /// The flags of the attack's own active messages: io_demo's server
+    /// answers on the endpoint the reply flag names.
+    fn am_flags(self) -> u32 {
+        match self {
+            Protocol::Iomsg => 0,
+            Protocol::IoDemo => sys::UCP_AM_SEND_FLAG_REPLY,
+        }
+    }
+}
+
+/// An io_demo connection id from a key (never zero, bit 31 clear as
+/// io_demo's).
+fn io_demo_id(key: u64) -> u32 {
+    ((key as u32) & 0x7fff_ffff).max(1)
+}
+
+/// An active message to send: its user header, its data and its flags.
+struct AmOut {
+    header: Vec<u8>,
+    data: AmBytes,
+    flags: u32,
+}
+
+/// An active message's data.
+enum AmBytes {
+    Own(Vec<u8>),
+    /// `len` bytes of the run's shared buffer at `at`.
+    Shared {
+        at: *const u8,
+        len: usize,
+    },
 }
 
 /// A batch message: each frame after its length (`u32`, little-endian).
@@ -236,11 +316,26 @@ pub enum Mode {
     SilentConnect,
     /// Many connections at once, past the server's table (`conns`).
     Flood,
+    /// Active messages on ids the server never registered, 1 to 65,535,
+    /// with and without the reply flag.
+    AmIds,
+    /// Active messages on the server's id with user headers of 0 to 4,000
+    /// bytes.
+    AmHeaders,
+    /// Plausible active messages on the server's id without the reply
+    /// flag.
+    AmNoReply,
+    /// Active messages sent the moment a connection opens, before its key
+    /// (or id) exchange, which never comes.
+    AmEarly,
+    /// Rendezvous active messages of 256 KiB to 4 MiB, many at once over
+    /// several connections, on the server's id and others.
+    AmRendezvous,
 }
 
 impl Mode {
     /// Every mode, in the order reports list them.
-    pub const ALL: [Mode; 12] = [
+    pub const ALL: [Mode; 17] = [
         Mode::RandomTags,
         Mode::WrongKeys,
         Mode::GuessKeys,
@@ -253,6 +348,11 @@ impl Mode {
         Mode::ConnectClose,
         Mode::SilentConnect,
         Mode::Flood,
+        Mode::AmIds,
+        Mode::AmHeaders,
+        Mode::AmNoReply,
+        Mode::AmEarly,
+        Mode::AmRendezvous,
     ];
 
     /// The mode's name on the command line (kebab-case).
@@ -270,6 +370,11 @@ impl Mode {
             Mode::ConnectClose => "connect-close",
             Mode::SilentConnect => "silent-connect",
             Mode::Flood => "flood",
+            Mode::AmIds => "am-ids",
+            Mode::AmHeaders => "am-headers",
+            Mode::AmNoReply => "am-no-reply",
+            Mode::AmEarly => "am-early",
+            Mode::AmRendezvous => "am-rendezvous",
         }
     }
 
@@ -295,6 +400,13 @@ impl Mode {
                 "connections that heartbeat but never say Hello, held until the end"
             }
             Mode::Flood => "--conns connections at once, past the server's table",
+            Mode::AmIds => {
+                "active messages on unregistered ids 1-65535 (UCX 1.13.1 reads past its table)"
+            }
+            Mode::AmHeaders => "active messages on the server's id with 0 to 4,000-byte headers",
+            Mode::AmNoReply => "plausible active messages without the reply flag",
+            Mode::AmEarly => "active messages before the key or id exchange, which never comes",
+            Mode::AmRendezvous => "rendezvous active messages of 256 KiB-4 MiB, many at once",
         }
     }
 
@@ -363,8 +475,11 @@ pub struct Attack {
     /// sixteenth of it (at least 4).
     pub conns: usize,
     /// The UCX API the server uses: the attack speaks it (its key
-    /// exchange says so, its messages are tagged or active messages).
+    /// exchange says so, its messages are tagged or active messages;
+    /// the `am-*` modes send active messages whatever it is).
     pub api: Api,
+    /// The protocol the server speaks.
+    pub protocol: Protocol,
 }
 
 impl Attack {
@@ -377,6 +492,7 @@ impl Attack {
             duration: Duration::from_secs(10),
             conns: 1100,
             api: Api::default(),
+            protocol: Protocol::default(),
         }
     }
 }
@@ -576,6 +692,7 @@ struct Req {
 struct Peer {
     worker: Worker,
     api: Api,
+    protocol: Protocol,
     eps: Vec<Option<Ep>>,
     reqs: Vec<Req>,
     /// Our keys: their endpoint slot.
@@ -633,6 +750,7 @@ struct Attacker {
     /// requests may point into.
     main: Option<Peer>,
     api: Api,
+    protocol: Protocol,
     stalled: Vec<Stalled>,
     big: Vec<u8>,
     server: SockAddr,
@@ -669,8 +787,9 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
         return Err(format!("--conns must be 1 to {MAX_CONNS}"));
     }
     let mut a = Attacker {
-        main: Some(Peer::new(attack.api)?),
+        main: Some(Peer::new(attack.api, attack.protocol)?),
         api: attack.api,
+        protocol: attack.protocol,
         stalled: Vec::new(),
         big: Vec::new(),
         server: SockAddr::from(attack.server),
@@ -689,6 +808,7 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
         Mode::StallMidMessage,
         Mode::DieMidMessage,
         Mode::StreamGarbage,
+        Mode::AmRendezvous,
     ];
     if attack.modes.iter().any(|m| large.contains(m)) {
         a.big();

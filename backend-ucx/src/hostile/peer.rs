@@ -5,17 +5,24 @@
 use super::*;
 
 impl Peer {
-    pub(super) fn new(api: Api) -> Result<Peer, String> {
+    pub(super) fn new(api: Api, protocol: Protocol) -> Result<Peer, String> {
         let settings = crate::UcxConfig::default().settings;
         let settings: Vec<(&str, &str)> = settings
             .iter()
             .map(|(n, v)| (n.as_str(), v.as_str()))
             .collect();
-        let worker = Worker::new(WaitMode::BusyPoll, &settings, 1024, api == Api::Am)
+        // Both APIs whatever the server's: the active-message modes send
+        // to tag servers too.
+        let features = u64::from(sys::UCP_FEATURE_STREAM)
+            | u64::from(sys::UCP_FEATURE_TAG)
+            | u64::from(sys::UCP_FEATURE_AM);
+        let worker = Worker::with_features(WaitMode::BusyPoll, &settings, 1024, features)
+            .and_then(|w| w.take_ams().map(|()| w))
             .map_err(|s| format!("creating a UCX context and worker: {s}"))?;
         Ok(Peer {
             worker,
             api,
+            protocol,
             eps: Vec::new(),
             reqs: Vec::new(),
             by_key: BTreeMap::new(),
@@ -79,9 +86,17 @@ impl Peer {
         });
         self.by_key.insert(our_key, slot);
         if exchange {
-            self.stream_send_own(slot, key_message(our_key, self.api).to_vec(), t);
+            let hello = self.protocol.hello(our_key, self.api);
+            if !hello.is_empty() {
+                self.stream_send_own(slot, hello, t);
+            }
         }
-        self.key_recv(slot, t);
+        if self.protocol.answer_len(self.api) == 0 {
+            // io_demo's `-A` clients exchange nothing: up at once.
+            self.key_answered(slot, KeyAnswer::Key(0), t);
+        } else {
+            self.key_recv(slot, t);
+        }
         Some(slot)
     }
 
@@ -90,20 +105,15 @@ impl Peer {
         let Some(ep) = self.ep(slot) else { return };
         let (h, mode) = (ep.h, ep.mode);
         let mut buf = Box::new([0u8; KEY_EXCHANGE_LEN]);
+        let want = self.protocol.answer_len(self.api).min(KEY_EXCHANGE_LEN);
         let p = params(sys::UCP_STREAM_RECV_FLAG_WAITALL);
         let mut length = 0usize;
-        // SAFETY: the endpoint is live; the 8-byte buffer is boxed in the
-        // request kept below until it completed or the worker is gone;
-        // `length` is written only on immediate completion.
-        let ptr = unsafe {
-            sys::ucp_stream_recv_nbx(
-                h,
-                buf.as_mut_ptr().cast(),
-                KEY_EXCHANGE_LEN,
-                &mut length,
-                &p,
-            )
-        };
+        // SAFETY: the endpoint is live; the 8-byte buffer (`want` <= 8
+        // bytes used) is boxed in the request kept below until it
+        // completed or the worker is gone; `length` is written only on
+        // immediate completion.
+        let ptr =
+            unsafe { sys::ucp_stream_recv_nbx(h, buf.as_mut_ptr().cast(), want, &mut length, &p) };
         match Pending::from_ptr(ptr) {
             Pending::Request(r) => self.reqs.push(Req {
                 h: r,
@@ -113,7 +123,10 @@ impl Peer {
                 buf: ReqBuf::Key(buf),
                 tag: 0,
             }),
-            Pending::Done => self.key_answered(slot, key_answer(&buf, length), t),
+            Pending::Done => {
+                let answer = self.protocol.answer(&buf, length);
+                self.key_answered(slot, answer, t);
+            }
             Pending::Failed(_) => self.key_answered(slot, KeyAnswer::Refused, t),
         }
     }
@@ -194,6 +207,7 @@ impl Peer {
                 let mut own = tag.to_le_bytes().to_vec();
                 own.extend_from_slice(&bytes);
                 let at = own.as_ptr();
+                let p = params(self.protocol.am_flags());
                 // SAFETY: as above; `own` holds the 8-byte header and then
                 // `len` bytes, and moves into the request kept below.
                 let ptr = unsafe {
@@ -245,6 +259,76 @@ impl Peer {
         t[mode.index()].messages += 1;
         t[mode.index()].bytes += len as u64;
         self.track(ptr, slot, mode, What::Send, buf, t)
+    }
+
+    /// Sends an active message on id `id` of the endpoint of `slot`:
+    /// `header` and then `data` (owned, or `len` bytes of the run's shared
+    /// buffer at `shared`), with `flags` (`UCP_AM_SEND_FLAG_*`). Returns
+    /// whether it is still in progress.
+    pub(super) fn send_am(&mut self, slot: usize, id: u32, am: AmOut, t: &mut Tally) -> bool {
+        let Some(ep) = self.ep(slot) else {
+            return false;
+        };
+        let (h, mode) = (ep.h, ep.mode);
+        let AmOut {
+            header,
+            data,
+            flags,
+        } = am;
+        // The header first, then owned bytes, in one buffer kept with the
+        // request (UCX may read the header until it completes).
+        let hn = header.len();
+        let mut own = header;
+        let (at, len) = match data {
+            AmBytes::Own(bytes) => {
+                own.extend_from_slice(&bytes);
+                (None, bytes.len())
+            }
+            AmBytes::Shared { at, len } => (Some(at), len),
+        };
+        let base = own.as_ptr();
+        // SAFETY: pointers into `own` (which moves into the request below,
+        // its heap buffer with it) or into the run's shared buffer, which
+        // outlives every worker.
+        let data_at = at.unwrap_or_else(|| unsafe { base.add(hn) });
+        let p = params(flags);
+        // SAFETY: the endpoint is live; the header is `hn` bytes at the
+        // start of `own`, the data `len` bytes at `data_at`, both alive
+        // until the request completed or the worker is gone.
+        let ptr = unsafe { sys::ucp_am_send_nbx(h, id, base.cast(), hn, data_at.cast(), len, &p) };
+        t[mode.index()].messages += 1;
+        t[mode.index()].bytes += (hn + len) as u64;
+        self.track(ptr, slot, mode, What::Send, ReqBuf::Own(own), t)
+    }
+
+    /// Sends a tagged message whatever the attack's API (the `am-*`
+    /// modes try the other API too). Returns whether it is in progress.
+    pub(super) fn send_tagged(
+        &mut self,
+        slot: usize,
+        tag: u64,
+        data: AmBytes,
+        t: &mut Tally,
+    ) -> bool {
+        let Some(ep) = self.ep(slot) else {
+            return false;
+        };
+        let (h, mode) = (ep.h, ep.mode);
+        let (own, at, len) = match data {
+            AmBytes::Own(bytes) => {
+                let (at, len) = (bytes.as_ptr(), bytes.len());
+                (ReqBuf::Own(bytes), at, len)
+            }
+            AmBytes::Shared { at, len } => (ReqBuf::Shared, at, len),
+        };
+        let p = params(0);
+        // SAFETY: the endpoint is live; `len` bytes at `at` are in `own`
+        // (moved into the request below, its heap buffer with it) or in
+        // the run's shared buffer, which outlives every worker.
+        let ptr = unsafe { sys::ucp_tag_send_nbx(h, at.cast(), len, tag, &p) };
+        t[mode.index()].messages += 1;
+        t[mode.index()].bytes += len as u64;
+        self.track(ptr, slot, mode, What::Send, own, t)
     }
 
     /// Keeps a request, or counts its immediate result. Returns whether
@@ -366,7 +450,7 @@ impl Peer {
                 }
                 What::KeyRecv => {
                     let answer = match (&r.buf, status.is_ok()) {
-                        (ReqBuf::Key(b), true) => key_answer(b, length),
+                        (ReqBuf::Key(b), true) => self.protocol.answer(b, length),
                         _ => KeyAnswer::Refused,
                     };
                     self.key_answered(r.ep, answer, t);
@@ -383,9 +467,7 @@ impl Peer {
 
     /// Receives what the server sent us (its answers, heartbeats).
     pub(super) fn probe(&mut self, t: &mut Tally) {
-        if self.api == Api::Am {
-            return self.arrived(t);
-        }
+        self.arrived(t);
         for _ in 0..256 {
             // SAFETY: all-zero is a valid info value to fill.
             let mut info: sys::ucp_tag_recv_info_t = unsafe { mem::zeroed() };
@@ -574,9 +656,7 @@ impl Peer {
             self.wait_for(until, t, |p| p.reqs.is_empty());
         }
         // Active messages that came meanwhile go back to UCX.
-        if self.api == Api::Am {
-            self.arrived(t);
-        }
+        self.arrived(t);
         // What is left is released by UCX when it completes (at the
         // latest while the worker is destroyed); its memory stays until
         // the worker is gone.
