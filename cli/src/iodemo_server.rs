@@ -65,6 +65,16 @@ struct Tally {
     refused: u64,
 }
 
+/// The io_demo server's worst-case memory whatever its peers send: the
+/// program, the UCX libraries and UCX's own per-connection state (as
+/// `iomsg server`'s, [`SERVER_BASE_RSS`](crate::soak::SERVER_BASE_RSS)),
+/// and the server's buffers ([`IoDemoOptions::memory_bound`]).
+///
+/// [`IoDemoOptions::memory_bound`]: iomsg_ucx::iodemo::IoDemoOptions::memory_bound
+pub fn memory_bound(opts: &iomsg_ucx::iodemo::IoDemoOptions) -> u64 {
+    crate::soak::SERVER_BASE_RSS + opts.memory_bound()
+}
+
 /// Runs the server until SIGINT or SIGTERM.
 ///
 /// # Errors
@@ -85,7 +95,7 @@ pub fn run(job: &IoDemoJob) -> Result<(), String> {
     }
     println!(
         "listening on {addr} for io_demo clients (tag and -A); memory bound {:.0} MiB",
-        job.opts.memory_bound() as f64 / f64::from(1 << 20)
+        memory_bound(&job.opts) as f64 / f64::from(1 << 20)
     );
     let mut t = Tally::default();
     let mut peers: HashMap<u64, String> = HashMap::new();

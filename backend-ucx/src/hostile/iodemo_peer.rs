@@ -150,6 +150,46 @@ impl IoDemoPeer {
         self.sent(ptr, buf, Vec::new(), "sending our id")
     }
 
+    /// Sends `bytes` on the endpoint's stream (where io_demo sends only
+    /// its 4-byte id).
+    ///
+    /// # Errors
+    ///
+    /// The endpoint is closed or failed, or the send failed at once.
+    pub fn send_stream(&mut self, bytes: Vec<u8>) -> Result<(), String> {
+        let ep = self.live()?;
+        let p = no_params();
+        // SAFETY: the endpoint is live; `bytes` moves into the request
+        // kept until it completes (its heap bytes do not move).
+        let ptr = unsafe { sys::ucp_stream_send_nbx(ep, bytes.as_ptr().cast(), bytes.len(), &p) };
+        self.sent(ptr, bytes, Vec::new(), "a stream send")
+    }
+
+    /// Sends an active message on id `id` with `flags`
+    /// (`UCP_AM_SEND_FLAG_*`), `header` and `payload`.
+    ///
+    /// # Errors
+    ///
+    /// The endpoint is closed or failed, or the send failed at once.
+    pub fn send_am_raw(
+        &mut self,
+        id: u32,
+        flags: u32,
+        header: Vec<u8>,
+        payload: Vec<u8>,
+    ) -> Result<(), String> {
+        let ep = self.live()?;
+        let mut p = no_params();
+        p.op_attr_mask = sys::UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = flags;
+        let (h, hn) = (header.as_ptr().cast::<c_void>(), header.len());
+        let (d, dn) = (payload.as_ptr().cast::<c_void>(), payload.len());
+        // SAFETY: the endpoint is live; header and payload move into the
+        // request kept until it completes.
+        let ptr = unsafe { sys::ucp_am_send_nbx(ep, id, h, hn, d, dn, &p) };
+        self.sent(ptr, payload, header, "an active message")
+    }
+
     /// Sends `bytes` as one tagged message on `tag`.
     ///
     /// # Errors

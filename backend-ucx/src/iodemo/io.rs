@@ -41,6 +41,16 @@ pub(super) enum AmPayload {
     Rndv { desc: usize, len: usize },
 }
 
+impl AmPayload {
+    /// Its bytes.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            AmPayload::Copied(v) => v.len(),
+            AmPayload::Rndv { len, .. } => *len,
+        }
+    }
+}
+
 /// A request's callback argument: the inbox and the request's slot.
 pub(super) struct Arg {
     pub(super) inbox: *const Inbox,
@@ -153,12 +163,17 @@ pub(super) unsafe extern "C" fn on_am(
 
 /// What a slot's request is for.
 pub(super) enum What {
-    /// The wildcard receive of io messages (tag API).
+    /// An io message taken out of UCX (tag API).
     IoMsg,
     /// The peer's 4-byte connection id over the stream (an AM client's
     /// first flush, which says the endpoint is up, is reported the same
     /// way).
     IdRecv { conn: u64 },
+    /// The receive kept posted on a tag connection's stream once its id
+    /// came: io_demo sends nothing more there, and whatever comes is
+    /// refused (UCX would keep it, unread, for as long as the connection
+    /// lives).
+    Extra { conn: u64 },
     /// Our id, or an answer, sent to `conn`.
     Send { conn: u64 },
     /// A chunk of operation `sn`'s data (tag) or a rendezvous payload
@@ -175,7 +190,10 @@ impl What {
     /// The connection the request is for, if one.
     pub(super) fn conn(&self) -> Option<u64> {
         match *self {
-            What::IdRecv { conn } | What::Send { conn } | What::Data { conn, .. } => Some(conn),
+            What::IdRecv { conn }
+            | What::Extra { conn }
+            | What::Send { conn }
+            | What::Data { conn, .. } => Some(conn),
             _ => None,
         }
     }
@@ -216,6 +234,8 @@ pub(super) enum Call {
     StreamSend { ep: sys::ucp_ep_h },
     /// `ucp_stream_recv_nbx(ep, buf)`, all of it.
     StreamRecv { ep: sys::ucp_ep_h },
+    /// `ucp_stream_recv_nbx(ep, buf)`, completing with whatever came.
+    StreamSome { ep: sys::ucp_ep_h },
     /// `ucp_am_send_nbx(ep, AM_ID, header, buf)` with the reply flag.
     AmSend { ep: sys::ucp_ep_h },
     /// `ucp_am_recv_data_nbx(worker, desc, buf)`.
@@ -296,6 +316,12 @@ impl Slots {
                 // SAFETY: as above.
                 unsafe { sys::ucp_stream_send_nbx(ep, b, n, &p) }
             }
+            Call::StreamSome { ep } => {
+                p.cb.recv_stream = Some(on_len);
+                // SAFETY: as above; `len` is written only on immediate
+                // completion, before the call returns.
+                unsafe { sys::ucp_stream_recv_nbx(ep, b, n, &mut len, &p) }
+            }
             Call::StreamRecv { ep } => {
                 p.cb.recv_stream = Some(on_len);
                 p.flags = sys::UCP_STREAM_RECV_FLAG_WAITALL;
@@ -369,9 +395,10 @@ impl Slots {
     pub(super) fn cancel_conn(&self, worker: sys::ucp_worker_h, conn: u64) {
         for s in self.slots.iter().flatten() {
             let mine = match s.what {
-                What::IdRecv { conn: c } | What::Send { conn: c } | What::Data { conn: c, .. } => {
-                    c == conn
-                }
+                What::IdRecv { conn: c }
+                | What::Extra { conn: c }
+                | What::Send { conn: c }
+                | What::Data { conn: c, .. } => c == conn,
                 _ => false,
             };
             if mine && !s.req.is_null() {
@@ -415,4 +442,17 @@ pub(super) fn probe(
     // hands the message to the caller, who receives it once.
     let msg = unsafe { sys::ucp_tag_probe_nb(worker, tag, mask, 1, &mut info) };
     (!msg.is_null()).then_some((info.length, msg))
+}
+
+/// The tag of the oldest message UCX holds unexpected (nobody posted a
+/// receive that matches it), left where it is.
+pub(super) fn oldest_unexpected(worker: sys::ucp_worker_h) -> Option<u64> {
+    let mut info = sys::ucp_tag_recv_info_t {
+        sender_tag: 0,
+        length: 0,
+    };
+    // SAFETY: the worker is live; info is a local out-struct; remove = 0
+    // leaves the message in UCX's queue (no handle is returned to use).
+    let msg = unsafe { sys::ucp_tag_probe_nb(worker, 0, 0, 0, &mut info) };
+    (!msg.is_null()).then_some(info.sender_tag)
 }

@@ -107,20 +107,28 @@ impl IoDemoOptions {
     /// and answers in flight (every receive and send buffer counts
     /// against [`max_bytes_in_flight`](Self::max_bytes_in_flight)), plus
     /// per connection its io messages waiting for its id and its table
-    /// entries. What UCX itself holds (its unexpected queue: messages
-    /// sent on tags nobody receives) is not in it.
+    /// entries, plus the active-message handler table (every id has a
+    /// handler: 1.5 MiB). What UCX holds for a moment (a message it
+    /// assembles, tagged messages nobody will receive until the server
+    /// takes them out on its next poll) is not in it; the program's own
+    /// code and UCX's libraries neither.
     pub fn memory_bound(&self) -> u64 {
         let per_conn =
             BACKLOG as u64 * self.max_msg as u64 + self.max_ops_per_conn as u64 * PER_OP + PER_CONN;
-        self.max_bytes_in_flight + self.max_connections as u64 * per_conn
+        self.max_bytes_in_flight + self.max_connections as u64 * per_conn + AM_TABLE
     }
 }
 
 /// A pending operation's table entry, with the map's overhead (bytes).
 const PER_OP: u64 = 128;
 
-/// A connection's own state, its tracker among it (bytes).
+/// A connection's own state, its tracker and its stream receive among it
+/// (bytes).
 const PER_CONN: u64 = 2048;
+
+/// UCX's active-message handler table with all 65,536 ids set (24 bytes
+/// each; see the worker's `guard_am_ids`).
+const AM_TABLE: u64 = 65_536 * 24;
 
 /// The largest connection id: io_demo puts the receiver's id in tag bits
 /// 32..64 of data too, and an id with bit 31 set would make its data look
@@ -131,9 +139,14 @@ const MAX_ID: u32 = 0x7fff_ffff;
 /// message.
 const CLOSED: usize = 4096;
 
-/// How long data still arriving for a closed tag connection is taken
-/// out of UCX and dropped.
-const DRAIN_FOR: Duration = Duration::from_secs(5);
+/// How long data of an open tag connection may wait in UCX for its io
+/// message before it is taken out and dropped (io_demo sends an io
+/// message before its data).
+const STRAY_AGE: Duration = Duration::from_secs(2);
+
+/// How long a connection may stay without showing its API (its id on the
+/// stream, or an active message) before it is closed.
+pub const ID_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Io messages a tag connection may send before its id arrives. io_demo
 /// sends none (it needs the server's id for their tags, and the server
@@ -268,6 +281,8 @@ struct Conn {
     held: u64,
     /// Io messages that came before the client's id.
     backlog: Vec<Vec<u8>>,
+    /// When it was accepted (see [`ID_DEADLINE`]).
+    opened: std::time::Instant,
 }
 
 /// A server for io_demo clients; see the [module](self).
@@ -279,9 +294,13 @@ pub struct IoDemoServer {
     by_ep: HashMap<usize, u64>,
     /// Connections closed lately, by id and by endpoint, oldest first.
     closed: VecDeque<(u32, usize, u64)>,
-    /// Tag connections whose late data is still taken out of UCX, and
-    /// until when.
-    draining: VecDeque<(u32, std::time::Instant)>,
+    /// The oldest unexpected message's tag, while it is an open
+    /// connection's data, and since when (see `drain_strays`).
+    oldest: Option<(u64, std::time::Instant)>,
+    /// Tagged messages nobody would receive, taken out of UCX.
+    strays: u64,
+    /// When `expire_silent` looks next.
+    next_expiry: std::time::Instant,
     next_id: u32,
     events: VecDeque<IoDemoEvent>,
     queued: Vec<ops::Queued>,
@@ -308,14 +327,16 @@ impl IoDemoServer {
         let inbox = Box::new(Inbox::default());
         let listener = serve::listen(&worker, &inbox, addr)?;
         let local = crate::transport::query_listener(listener).unwrap_or(addr);
-        let mut s = IoDemoServer {
+        let s = IoDemoServer {
             opts,
             slots: Slots::new(&*inbox),
             conns: HashMap::new(),
             by_id: HashMap::new(),
             by_ep: HashMap::new(),
             closed: VecDeque::new(),
-            draining: VecDeque::new(),
+            oldest: None,
+            strays: 0,
+            next_expiry: std::time::Instant::now(),
             next_id: ((crate::random_u64().unwrap_or(1) as u32) & MAX_ID).max(1),
             events: VecDeque::new(),
             queued: Vec::new(),
@@ -326,7 +347,6 @@ impl IoDemoServer {
             inbox,
             worker,
         };
-        s.post_iomsg_recv();
         Ok(s)
     }
 
@@ -349,7 +369,9 @@ impl IoDemoServer {
         any |= self.failures();
         any |= self.completions();
         any |= self.arrivals();
-        any |= self.drain_closed();
+        any |= self.take_iomsgs();
+        any |= self.drain_strays();
+        any |= self.expire_silent();
         any
     }
 

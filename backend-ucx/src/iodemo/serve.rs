@@ -35,26 +35,25 @@ pub(super) fn new_worker() -> Result<Worker, UcxError> {
     })
 }
 
-/// Registers io_demo's active-message handler (id 0) on `inbox`.
+/// Registers io_demo's active-message handler (id 0) on `inbox`, and
+/// ours on every other id (see [`Worker::guard_am_ids`]).
 pub(super) fn set_am_handler(worker: &Worker, inbox: &Inbox) -> Result<(), UcxError> {
-    // SAFETY: all-zero is a valid "no fields" handler params value.
-    let mut hp: sys::ucp_am_handler_param_t = unsafe { core::mem::zeroed() };
-    hp.field_mask = u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ID)
-        | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_FLAGS)
-        | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_CB)
-        | u64::from(sys::UCP_AM_HANDLER_PARAM_FIELD_ARG);
-    hp.id = wire::AM_ID;
-    hp.flags = sys::UCP_AM_FLAG_WHOLE_MSG;
-    hp.cb = Some(super::io::on_am);
-    hp.arg = (inbox as *const Inbox).cast_mut().cast();
+    let registering = |status| UcxError {
+        what: "registering io_demo's active-message handler",
+        status,
+    };
+    worker.guard_am_ids().map_err(registering)?;
     // SAFETY: the worker is live; the handler's arg is the owner's boxed
     // inbox, which outlives the worker (dropped after it).
-    Status(unsafe { sys::ucp_worker_set_am_recv_handler(worker.worker, &hp) })
-        .check()
-        .map_err(|status| UcxError {
-            what: "registering io_demo's active-message handler",
-            status,
-        })
+    unsafe {
+        worker.set_am_handler(
+            wire::AM_ID,
+            sys::UCP_AM_FLAG_WHOLE_MSG,
+            super::io::on_am,
+            (inbox as *const Inbox).cast_mut().cast(),
+        )
+    }
+    .map_err(registering)
 }
 
 /// The listener, and the active-message handler on `inbox`.
@@ -117,16 +116,34 @@ pub(super) fn release_arrivals(worker: &Worker, inbox: &Inbox) {
 }
 
 impl IoDemoServer {
-    pub(super) fn post_iomsg_recv(&mut self) {
-        if self.stopping {
-            return;
+    /// Starts receiving every io message UCX holds, each into a buffer of
+    /// its own (its length, up to the largest io message: a longer one is
+    /// truncated and refused). One receive per message, never a receive
+    /// posted in advance: a message that stops halfway (its sender
+    /// stalled or died mid-message) then holds only its own receive, where
+    /// a posted receive would keep every later io message, everyone's,
+    /// waiting in UCX behind it.
+    pub(super) fn take_iomsgs(&mut self) -> bool {
+        let mut any = false;
+        // Bounded: each round takes one message out of UCX.
+        for _ in 0..1024 {
+            if self.stopping {
+                break;
+            }
+            let Some((len, msg)) =
+                super::io::probe(self.worker.worker, wire::IOMSG_TAG, wire::IOMSG_TAG)
+            else {
+                break;
+            };
+            let call = Call::MsgRecv {
+                worker: self.worker.worker,
+                msg,
+            };
+            let n = len.clamp(1, self.opts.max_msg);
+            self.start(What::IoMsg, vec![0; n], Vec::new(), call);
+            any = true;
         }
-        let call = Call::TagRecv {
-            worker: self.worker.worker,
-            tag: wire::IOMSG_TAG,
-            mask: wire::IOMSG_TAG,
-        };
-        self.start(What::IoMsg, vec![0; self.opts.max_msg], Vec::new(), call);
+        any
     }
 
     pub(super) fn accept(&mut self) -> bool {
@@ -197,6 +214,7 @@ impl IoDemoServer {
                 requests: 0,
                 held: 0,
                 backlog: Vec::new(),
+                opened: std::time::Instant::now(),
             },
         );
         self.by_id.insert(id, key);
@@ -248,10 +266,6 @@ impl IoDemoServer {
             self.closed.pop_front();
         }
         self.closed.push_back((c.id, c.ep as usize, key));
-        if c.tag == Some(true) {
-            self.draining
-                .push_back((c.id, std::time::Instant::now() + super::DRAIN_FOR));
-        }
         if c.tag.is_none() {
             self.events.push_back(opened_event(key, &c));
         }
@@ -329,9 +343,14 @@ impl IoDemoServer {
         match s.what {
             What::IoMsg => {
                 self.iomsg_done(status, s.buf, len, tag);
-                self.post_iomsg_recv();
             }
             What::IdRecv { conn } if status.is_ok() => self.id_arrived(conn, &s.buf),
+            What::Extra { conn } if status.is_ok() => {
+                let reason = format!(
+                    "{len} bytes on the stream after the connection id (io_demo sends none)"
+                );
+                self.refuse(Some(conn), reason);
+            }
             What::Data { conn, sn, .. } => {
                 self.data_arrived(conn, sn, status, &s.buf[..len.min(s.buf.len())])
             }
@@ -396,6 +415,10 @@ impl IoDemoServer {
         c.tag = Some(true);
         let (ep, ours) = (c.ep, c.id);
         let backlog = core::mem::take(&mut c.backlog);
+        let opened = opened_event(key, c);
+        self.events.push_back(opened);
+        // Each start may end the connection at once (a send that failed,
+        // stream bytes waiting): what follows is for an open one only.
         let what = What::Send { conn: key };
         self.start(
             what,
@@ -403,9 +426,14 @@ impl IoDemoServer {
             Vec::new(),
             Call::StreamSend { ep },
         );
-        let opened = opened_event(key, &self.conns[&key]);
-        self.events.push_back(opened);
+        if self.conns.contains_key(&key) {
+            let what = What::Extra { conn: key };
+            self.start(what, vec![0; 64], Vec::new(), Call::StreamSome { ep });
+        }
         for m in backlog {
+            if !self.conns.contains_key(&key) {
+                break;
+            }
             self.request(key, &m, None);
         }
     }
@@ -483,6 +511,22 @@ impl IoDemoServer {
     /// payload, for `-A` clients).
     fn request(&mut self, key: u64, bytes: &[u8], payload: Option<AmPayload>) {
         match self.admit(key, bytes) {
+            Ok(Some((msg, _)))
+                if msg.op == Op::Write
+                    && payload
+                        .as_ref()
+                        .is_some_and(|p| p.len() as u64 != msg.data_size) =>
+            {
+                let len = payload.as_ref().map_or(0, AmPayload::len);
+                if let Some(p) = payload {
+                    self.drop_payload(p);
+                }
+                let reason = format!(
+                    "write sn {} says {} bytes and its active message carries {len}",
+                    msg.sn, msg.data_size
+                );
+                self.refuse(Some(key), reason);
+            }
             Ok(Some((msg, check))) => self.serve(key, msg, bytes.len(), check, payload),
             Ok(None) => {
                 if let Some(p) = payload {
@@ -619,29 +663,76 @@ fn gap(conn: u64, r: core::ops::Range<u64>) -> IoDemoEvent {
 }
 
 impl IoDemoServer {
-    /// Takes out of UCX, and drops, data sent to tag connections that
-    /// closed lately: nobody will post a receive for it, and UCX would
-    /// hold it for good.
-    pub(super) fn drain_closed(&mut self) -> bool {
+    /// Takes out of UCX, and drops, the tagged messages nobody will
+    /// receive, oldest first: data for a connection that is not open (one
+    /// that closed, or a guess), anything on a tag io_demo never uses,
+    /// and data for an open connection that waited past [`STRAY_AGE`]
+    /// for its io message. UCX would hold them for good. Data whose io
+    /// message is on its way stops the sweep until the next poll.
+    pub(super) fn drain_strays(&mut self) -> bool {
         let now = std::time::Instant::now();
-        while self.draining.front().is_some_and(|&(_, until)| until < now) {
-            self.draining.pop_front();
-        }
         let mut any = false;
-        let ids: Vec<u32> = self.draining.iter().map(|&(id, _)| id).collect();
-        for id in ids {
-            let tag = u64::from(id) << 32;
-            let mask = wire::IOMSG_TAG | 0xffff_ffff_0000_0000;
-            while let Some((len, msg)) = super::io::probe(self.worker.worker, tag, mask) {
-                let call = Call::MsgRecv {
-                    worker: self.worker.worker,
-                    msg,
-                };
-                let n = len.min(self.opts.max_msg);
-                self.start(What::Discard, vec![0; n], Vec::new(), call);
-                any = true;
+        for _ in 0..256 {
+            let Some(tag) = super::io::oldest_unexpected(self.worker.worker) else {
+                self.oldest = None;
+                break;
+            };
+            if tag & wire::IOMSG_TAG != 0 {
+                // An io message: the wildcard receive, posted again after
+                // each, takes it.
+                break;
             }
+            let id = wire::tag_conn(tag);
+            if id != 0 && self.by_id.contains_key(&id) {
+                // Early data of an open connection, or a stray on its tags.
+                match self.oldest {
+                    Some((t, since)) if t == tag && now - since > super::STRAY_AGE => {}
+                    Some((t, _)) if t == tag => break,
+                    _ => {
+                        self.oldest = Some((tag, now));
+                        break;
+                    }
+                }
+            }
+            let Some((len, msg)) = super::io::probe(self.worker.worker, tag, u64::MAX) else {
+                break;
+            };
+            let call = Call::MsgRecv {
+                worker: self.worker.worker,
+                msg,
+            };
+            // Received into at most a small buffer (UCX truncates the rest
+            // away): its bytes are not wanted.
+            let n = len.min(4096);
+            self.strays += 1;
+            self.start(What::Discard, vec![0; n], Vec::new(), call);
+            any = true;
         }
         any
+    }
+
+    /// Closes the connections that showed no API within
+    /// [`ID_DEADLINE`](super::ID_DEADLINE): no connection id on the
+    /// stream, no active message. io_demo's clients send theirs at once.
+    pub(super) fn expire_silent(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if now < self.next_expiry {
+            return false;
+        }
+        self.next_expiry = now + super::ID_DEADLINE / 8;
+        let late: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.tag.is_none() && now - c.opened > super::ID_DEADLINE)
+            .map(|(&k, _)| k)
+            .collect();
+        for &k in &late {
+            let reason = format!(
+                "no connection id and no active message within {} s",
+                super::ID_DEADLINE.as_secs()
+            );
+            self.refuse(Some(k), reason);
+        }
+        !late.is_empty()
     }
 }

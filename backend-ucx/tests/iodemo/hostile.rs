@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use iomsg_core::iodemo::{self as wire, IoDemoMsg, Op};
 use iomsg_ucx::hostile::iodemo_peer::IoDemoPeer;
-use iomsg_ucx::iodemo::{IoDemoEvent, IoDemoOptions};
+use iomsg_ucx::iodemo::{IoDemoEvent, IoDemoOptions, ID_DEADLINE};
+use iomsg_ucx_sys as sys;
 
 use crate::support::{self, assert_client_ok, completed, Client, ServerThread};
 
@@ -65,7 +66,10 @@ fn refused(server: &mut ServerThread, conn: Option<u64>, text: &str, real: u64) 
         _ => false,
     });
     let Some(IoDemoEvent::Refused { conn: c, reason }) = got else {
-        panic!("no Refused event saying {text:?} (for {conn:?})");
+        panic!(
+            "no Refused event saying {text:?} (for {conn:?}); seen: {:?}",
+            server.seen
+        );
     };
     assert_ne!(
         c,
@@ -243,4 +247,82 @@ fn protocol_breakers_are_named_while_a_real_client_is_served() {
     if !running {
         eprintln!("note: io_demo finished before the raw peers were done");
     }
+}
+
+/// The entries a peer reaches before it has proved anything, each of which
+/// once let one peer crash the server or make it hold memory for good:
+/// active messages on ids past UCX's handler table, stream bytes after the
+/// id, connections that never show their API, and a rendezvous write whose
+/// payload is larger than its io message says. Each ends in a named
+/// refusal or a close, and the server goes on serving.
+#[test]
+fn a_peer_before_it_proved_anything_is_bounded() {
+    let mut server = ServerThread::start(IoDemoOptions::default());
+    // Active messages on ids nobody registered (UCX 1.13.1 read its table
+    // past its end at 16,384 and up), with and without the reply flag.
+    let mut p = IoDemoPeer::connect(server.addr, true).expect("a raw AM peer connects");
+    for (k, id) in [1u32, 8192, 16384, 32768, 65535].into_iter().enumerate() {
+        let flags = if k % 2 == 0 {
+            sys::UCP_AM_SEND_FLAG_REPLY
+        } else {
+            0
+        };
+        p.send_am_raw(id, flags, vec![7; 8], vec![1; 64])
+            .expect("sent");
+    }
+    assert!(p.flush(STEP), "the active messages went out");
+    p.close_abruptly();
+    // Bytes on the stream after the id.
+    let (mut p, _, conn) = tag_peer(&mut server, 21);
+    p.send_stream(vec![0xee; 1 << 20]).expect("sent");
+    refused(
+        &mut server,
+        Some(conn),
+        "on the stream after the connection id",
+        0,
+    );
+    // A rendezvous write carrying more than its io message says.
+    let mut p = IoDemoPeer::connect(server.addr, true).expect("a raw AM peer connects");
+    let header = msg(p.endpoint_id(), 8, 1, 1, 256);
+    let flags = sys::UCP_AM_SEND_FLAG_REPLY | sys::UCP_AM_SEND_FLAG_RNDV;
+    p.send_am_raw(wire::AM_ID, flags, header, vec![0; 4 << 20])
+        .expect("sent");
+    p.flush(STEP);
+    refused(&mut server, None, "its active message carries", 0);
+    drop(p);
+    // Connections that never send their id (tag) or anything (AM): all
+    // closed by the id deadline.
+    let mut silent: Vec<IoDemoPeer> = (0..100)
+        .map(|k| IoDemoPeer::connect(server.addr, k % 10 == 0).expect("a raw peer connects"))
+        .collect();
+    let mut closed = 0;
+    let deadline = std::time::Instant::now() + ID_DEADLINE + STEP;
+    while closed < silent.len() && std::time::Instant::now() < deadline {
+        // Their workers progressed (their connections open), nothing sent.
+        for p in &mut silent {
+            p.progress_for(Duration::from_micros(200));
+        }
+        let got = server.wait_for(Duration::from_millis(20), |e| {
+            matches!(e, IoDemoEvent::Refused { reason, .. } if reason.contains("no connection id"))
+        });
+        if got.is_some() {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed,
+        silent.len(),
+        "silent connections closed by the deadline"
+    );
+    drop(silent);
+    // Still serving: a well-behaved tag peer's read is answered.
+    let (mut p, sid, _) = tag_peer(&mut server, 22);
+    p.send_tag(wire::iomsg_tag(sid), msg(22, 0, 5, 0, 256))
+        .expect("sent");
+    let (_, done) = p
+        .recv_tag(wire::data_tag(22, 5), u64::MAX, 4096, STEP)
+        .expect("the read is answered");
+    let done = IoDemoMsg::decode(&done).expect("an io message");
+    assert_eq!((done.op, done.sn), (Op::ReadDone, 5));
+    server.stop();
 }
