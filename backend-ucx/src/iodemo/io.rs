@@ -163,7 +163,7 @@ pub(super) unsafe extern "C" fn on_am(
 
 /// What a slot's request is for.
 pub(super) enum What {
-    /// An io message taken out of UCX (tag API).
+    /// A receive of io messages, any connection's (tag API).
     IoMsg,
     /// The peer's 4-byte connection id over the stream (an AM client's
     /// first flush, which says the endpoint is up, is reported the same
@@ -442,6 +442,19 @@ pub(super) fn probe(
     // hands the message to the caller, who receives it once.
     let msg = unsafe { sys::ucp_tag_probe_nb(worker, tag, mask, 1, &mut info) };
     (!msg.is_null()).then_some((info.length, msg))
+}
+
+/// Whether UCX holds a message whose tag matches `tag` under `mask`
+/// unexpected (nobody posted a receive that matches it), left where it is.
+pub(super) fn unexpected(worker: sys::ucp_worker_h, tag: u64, mask: u64) -> bool {
+    let mut info = sys::ucp_tag_recv_info_t {
+        sender_tag: 0,
+        length: 0,
+    };
+    // SAFETY: the worker is live; info is a local out-struct; remove = 0
+    // leaves the message in UCX's queue (no handle is returned to use).
+    let msg = unsafe { sys::ucp_tag_probe_nb(worker, tag, mask, 0, &mut info) };
+    !msg.is_null()
 }
 
 /// The tag of the oldest message UCX holds unexpected (nobody posted a

@@ -144,6 +144,16 @@ const CLOSED: usize = 4096;
 /// message before its data).
 const STRAY_AGE: Duration = Duration::from_secs(2);
 
+/// Receives of io messages posted at once at most: each holds a buffer
+/// of the largest io message (64 KiB by default: 16 MiB in all), and only
+/// messages that stopped halfway keep more than one posted.
+const MAX_IOMSG_RECVS: usize = 256;
+
+/// How long the receive of io messages may make no progress while io
+/// messages wait before it is taken as held by a message that stopped
+/// halfway.
+const STUCK_AFTER: Duration = Duration::from_millis(50);
+
 /// How long a connection may stay without showing its API (its id on the
 /// stream, or an active message) before it is closed.
 pub const ID_DEADLINE: Duration = Duration::from_secs(2);
@@ -299,6 +309,10 @@ pub struct IoDemoServer {
     oldest: Option<(u64, std::time::Instant)>,
     /// Tagged messages nobody would receive, taken out of UCX.
     strays: u64,
+    /// Receives of io messages posted (see `post_iomsg_recvs`).
+    iomsg_recvs: usize,
+    /// When one completed or was posted last.
+    iomsg_progress: std::time::Instant,
     /// When `expire_silent` looks next.
     next_expiry: std::time::Instant,
     next_id: u32,
@@ -336,6 +350,8 @@ impl IoDemoServer {
             closed: VecDeque::new(),
             oldest: None,
             strays: 0,
+            iomsg_recvs: 0,
+            iomsg_progress: std::time::Instant::now(),
             next_expiry: std::time::Instant::now(),
             next_id: ((crate::random_u64().unwrap_or(1) as u32) & MAX_ID).max(1),
             events: VecDeque::new(),
@@ -347,6 +363,8 @@ impl IoDemoServer {
             inbox,
             worker,
         };
+        let mut s = s;
+        s.post_iomsg_recvs();
         Ok(s)
     }
 
@@ -369,7 +387,7 @@ impl IoDemoServer {
         any |= self.failures();
         any |= self.completions();
         any |= self.arrivals();
-        any |= self.take_iomsgs();
+        any |= self.post_iomsg_recvs();
         any |= self.drain_strays();
         any |= self.expire_silent();
         any
