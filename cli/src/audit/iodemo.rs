@@ -127,6 +127,12 @@ pub struct Totals {
     /// Sns io_demo skipped between connections (counted up, never sent:
     /// a send that failed at once).
     pub skipped: u64,
+    /// With strangers (the hostile fault): gap, dup, corrupt and bad lines
+    /// of connections no client's log names, and of none.
+    pub stranger_lines: u64,
+    /// With strangers: operations answered on connections no client's log
+    /// names.
+    pub stranger_answers: u64,
 }
 
 /// The judge's report.
@@ -160,6 +166,7 @@ pub fn judge(
     instances: &[String],
     clients: &[IoDemoClient],
     kills: u32,
+    strangers: bool,
 ) -> Result<IoDemoJudged, String> {
     let server = read_servers(dir, instances)?;
     let mut out = IoDemoJudged {
@@ -171,14 +178,8 @@ pub fn judge(
             late_unknown: server.late_unknown,
             ..Totals::default()
         },
-        failures: server.failures.clone(),
+        failures: Vec::new(),
     };
-    if server.failing_lines > server.failures.len() as u64 {
-        out.failures.push(format!(
-            "{} more gap, dup, corrupt or bad lines in the instances' logs",
-            server.failing_lines - server.failures.len() as u64
-        ));
-    }
     let links = link::ServerLinks::read(dir, instances)?;
     let mut claimed: HashSet<u64> = HashSet::new();
     for c in clients {
@@ -199,7 +200,16 @@ pub fn judge(
         judge_chain(&server, instances, c, &log, (&conns, &conn_of), &mut out);
         judge_live_holes(&server, instances, c, &conns, &mut out.failures);
     }
-    judge_unclaimed(&server, instances, &claimed, &mut out.failures);
+    judge_lines(&server, &claimed, strangers, &mut out);
+    if strangers {
+        out.totals.stranger_answers = server
+            .replied
+            .iter()
+            .filter(|r| !claimed.contains(&r.op.conn))
+            .count() as u64;
+    } else {
+        judge_unclaimed(&server, instances, &claimed, &mut out.failures);
+    }
     Ok(out)
 }
 
@@ -269,6 +279,36 @@ fn judge_live_holes(
             c.name,
             missing.len(),
             shown(&missing)
+        ));
+    }
+}
+
+/// The instances' gap, dup, corrupt and bad lines fail the run; with
+/// `strangers` (a hostile peer let loose), only those of connections some
+/// client's log names: the others are the stranger's, counted.
+fn judge_lines(
+    server: &ServerFiles,
+    claimed: &HashSet<u64>,
+    strangers: bool,
+    out: &mut IoDemoJudged,
+) {
+    let mut shown = 0u64;
+    let mut more = server
+        .failing_lines
+        .saturating_sub(server.failures.len() as u64);
+    for (conn, line) in &server.failures {
+        if strangers && !conn.is_some_and(|c| claimed.contains(&c)) {
+            out.totals.stranger_lines += 1;
+        } else if shown < 100 {
+            shown += 1;
+            out.failures.push(line.clone());
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        out.failures.push(format!(
+            "{more} more gap, dup, corrupt or bad lines in the instances' logs"
         ));
     }
 }

@@ -183,6 +183,16 @@ struct ClientProc {
     killed: bool,
 }
 
+/// One run of the hostile peer (`--faults hostile`), speaking io_demo's
+/// protocol.
+struct HostileProc {
+    name: String,
+    child: Child,
+    /// The API it spoke.
+    api: iomsg_ucx::Api,
+    exit: Option<Exit>,
+}
+
 /// The processes of the run; those still running are killed (by pid) on
 /// drop, before the lab's namespaces go.
 struct World<'a> {
@@ -195,6 +205,8 @@ struct World<'a> {
     reasons: Vec<String>,
     /// When each kill was sent (µs since the epoch).
     kills_us: Vec<u64>,
+    /// The hostile peer's runs, in order.
+    hostiles: Vec<HostileProc>,
 }
 
 impl Drop for World<'_> {
@@ -203,7 +215,8 @@ impl Drop for World<'_> {
             .instances
             .iter_mut()
             .map(|i| &mut i.child)
-            .chain(self.clients.iter_mut().map(|c| &mut c.child));
+            .chain(self.clients.iter_mut().map(|c| &mut c.child))
+            .chain(self.hostiles.iter_mut().map(|h| &mut h.child));
         for c in children {
             if c.try_wait().ok().flatten().is_none() {
                 let _ = c.kill();
@@ -289,6 +302,48 @@ impl World<'_> {
             killed: false,
         });
         Ok(())
+    }
+
+    /// Starts hostile run `i` against the server for `hold`: every mode,
+    /// io_demo's protocol, tag on even runs and `-A` on odd ones, from the
+    /// server's host.
+    fn start_hostile(&mut self, exe: &Path, i: usize, hold: Duration) -> Result<(), String> {
+        let name = format!("hostile-{i}");
+        let out = self.job.audit_dir.join(format!("{name}.out"));
+        let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let api = if i % 2 == 0 {
+            iomsg_ucx::Api::Tag
+        } else {
+            iomsg_ucx::Api::Am
+        };
+        let mut c = self.command(exe, None);
+        c.args(["hostile", "--io-demo", "--server", &self.at.server])
+            .args(["--modes", "all", "--api", api.name()])
+            .args([
+                "--seed",
+                &self.job.seed.wrapping_add(1000 + i as u64).to_string(),
+            ])
+            .args(["--duration", &format!("{}ms", hold.as_millis())])
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file);
+        let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
+        self.hostiles.push(HostileProc {
+            name,
+            child,
+            api,
+            exit: None,
+        });
+        Ok(())
+    }
+
+    /// Notes the hostile runs that ended; true when all have.
+    fn hostiles_done(&mut self) -> bool {
+        for h in self.hostiles.iter_mut().filter(|h| h.exit.is_none()) {
+            if let Ok(Some(st)) = h.child.try_wait() {
+                h.exit = Some(Exit::of(st));
+            }
+        }
+        self.hostiles.iter().all(|h| h.exit.is_some())
     }
 
     /// SIGKILLs the running instance and starts the next.
@@ -417,6 +472,7 @@ pub fn run(job: &SoakJob, io: &IoDemoJob) -> Result<IoDemoSoakReport, String> {
         clients: Vec::new(),
         reasons: Vec::new(),
         kills_us: Vec::new(),
+        hostiles: Vec::new(),
     };
     w.start_server(&exe)?;
     let started = Wall::now();
@@ -467,7 +523,20 @@ fn supervise(
 ) -> Result<u32, String> {
     let mut done = 0u32;
     let give_up = started + limit + EXIT_GRACE;
+    let hostile = hostile_times(w.job, kills);
     loop {
+        if let Some(&(at, hold)) = hostile.get(w.hostiles.len()) {
+            if started.elapsed() >= at {
+                let i = w.hostiles.len();
+                w.start_hostile(exe, i, hold)?;
+                eprintln!(
+                    "soak: t={:.1}s hostile peer {i} ({}) for {:.1} s",
+                    started.elapsed().as_secs_f64(),
+                    w.hostiles[i].api,
+                    hold.as_secs_f64()
+                );
+            }
+        }
         std::thread::sleep(Duration::from_millis(20));
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("interrupted: the processes were stopped".into());
@@ -485,13 +554,22 @@ fn supervise(
                 );
             }
         }
-        let all_exited = w.clients_done();
-        if all_exited && done as usize >= kills.len() {
+        let all_exited = w.clients_done() && w.hostiles_done();
+        if all_exited && done as usize >= kills.len() && w.hostiles.len() >= hostile.len() {
             return Ok(done);
         }
         if all_exited || Wall::now() > give_up {
             break;
         }
+    }
+    for h in w.hostiles.iter_mut().filter(|h| h.exit.is_none()) {
+        let _ = h.child.kill();
+        let _ = h.child.wait();
+        w.reasons.push(format!(
+            "{} had not ended {} s after the clients' run-time limit: killed",
+            h.name,
+            EXIT_GRACE.as_secs()
+        ));
     }
     for c in w.clients.iter_mut().filter(|c| c.exit.is_none()) {
         let _ = c.child.kill();
@@ -507,6 +585,28 @@ fn supervise(
     Ok(done)
 }
 
+/// With `--faults hostile`, when each hostile run starts (from the
+/// clients' start) and how long it attacks: one halfway to each kill and
+/// one halfway from the last kill to the clients' end, each a third of
+/// the gap (at most the fault's usual 8 s), so that no run meets a kill.
+pub fn hostile_times(job: &SoakJob, kills: &[Duration]) -> Vec<(Duration, Duration)> {
+    if !job.faults.contains(&super::Fault::Hostile) {
+        return Vec::new();
+    }
+    let end = run_time(kills, job.kill_every);
+    let mut marks = vec![Duration::ZERO];
+    marks.extend_from_slice(kills);
+    marks.push(end);
+    marks
+        .windows(2)
+        .filter_map(|w| {
+            let gap = w[1].saturating_sub(w[0]);
+            let hold = (gap / 3).min(Duration::from_secs(8));
+            (hold >= Duration::from_secs(1)).then_some((w[0] + gap / 3, hold))
+        })
+        .collect()
+}
+
 /// Whether the run needs the namespaces: `--hosts netns`.
 fn lab_needed(job: &SoakJob) -> bool {
     job.hosts == Hosts::Netns
@@ -517,10 +617,11 @@ fn check(job: &SoakJob, io: &IoDemoJob) -> Result<(), String> {
     if io.clients == 0 {
         return Err("--io-demo-clients must be at least 1".into());
     }
-    if !job.faults.is_empty() || job.exactly_once || job.duration.is_some() {
+    let only_hostile = job.faults.iter().all(|f| *f == super::Fault::Hostile);
+    if !only_hostile || job.exactly_once || job.duration.is_some() {
         return Err(
-            "--io-demo-clients runs server kills only: leave out --faults, --exactly-once and \
-             --duration (use --kills)"
+            "--io-demo-clients runs server kills and, with --faults hostile, the hostile peer: \
+             leave out the other faults, --exactly-once and --duration (use --kills)"
                 .into(),
         );
     }
@@ -558,8 +659,17 @@ fn finish(
             exit_code: c.exit.and_then(|e| e.code),
         })
         .collect();
-    let judged: IoDemoJudged = iodemo::judge(&job.audit_dir, &names, &clients, kills)?;
+    let strangers = !w.hostiles.is_empty();
+    let judged: IoDemoJudged = iodemo::judge(&job.audit_dir, &names, &clients, kills, strangers)?;
     let mut reasons = std::mem::take(&mut w.reasons);
+    for h in &w.hostiles {
+        if let Some(e) = h.exit.filter(|e| e.code != Some(0)) {
+            let out = job.audit_dir.join(format!("{}.out", h.name));
+            let said = fs::read_to_string(&out).unwrap_or_default();
+            let last = said.lines().last().unwrap_or("").to_string();
+            reasons.push(format!("{} ({}) did not run: {e}: {last}", h.name, h.api));
+        }
+    }
     if kills < job.kills {
         reasons.push(format!("only {kills} of {} kills happened", job.kills));
     }

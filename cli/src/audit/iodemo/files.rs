@@ -204,8 +204,9 @@ pub struct ServerFiles {
     /// Operations answered.
     pub replied: Vec<Replied>,
     /// Lines that fail the run by themselves (gap, dup, corrupt, bad, a
-    /// late message for no known connection is only counted).
-    pub failures: Vec<String>,
+    /// late message for no known connection is only counted), with the
+    /// connection each names (the judge decides whose they are).
+    pub failures: Vec<(Option<u64>, String)>,
     /// `iodemo_late` lines naming no sn or no known connection.
     pub late_unknown: u64,
     /// Gap, dup, corrupt and bad lines in all (the first 100 are in
@@ -214,6 +215,9 @@ pub struct ServerFiles {
     /// Replies per instance.
     pub replied_per_instance: Vec<u64>,
 }
+
+/// Failing lines kept with their connection (the rest only counted).
+const MAX_FAILING: usize = 100_000;
 
 /// A 16-hex-digit connection id.
 fn conn_id(w: Option<&String>) -> Option<u64> {
@@ -266,9 +270,9 @@ fn read_instance_log(
             }
             "iodemo_gap" | "iodemo_dup" | "corrupt" | "iodemo_bad" => {
                 out.failing_lines += 1;
-                if out.failures.len() < 100 {
-                    out.failures
-                        .push(format!("{name}: {} {}", l.kind, w.join(" ")));
+                if out.failures.len() < MAX_FAILING {
+                    let line = format!("{name}: {} {}", l.kind, w.join(" "));
+                    out.failures.push((conn_id(w.first()), line));
                 }
             }
             _ => {}

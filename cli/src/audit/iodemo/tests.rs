@@ -124,7 +124,7 @@ fn names() -> Vec<String> {
 fn a_clean_run_passes_and_names_the_forgotten_by_the_rule() {
     let dir = scratch("clean");
     let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     assert!(j.failures.is_empty(), "{:?}", j.failures);
     assert_eq!(
         j.disconnects.len(),
@@ -165,7 +165,7 @@ fn a_hole_on_a_live_connection_fails_naming_the_sn() {
     // Offset 13 was never answered on connection B, which io_demo closed
     // at the end having completed everything.
     let clients = clean_run(&dir, &[10, 11, 12, 14, 15], "read 3/5 write 4/5");
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     // Named twice: by io_demo's counts (its segment forgot nothing), and
     // by the connection that delivered later sns.
     assert_eq!(j.failures.len(), 2, "{:?}", j.failures);
@@ -194,7 +194,7 @@ fn an_sn_io_demo_counted_up_and_never_sent_between_connections_is_skipped_not_lo
     // io_demo added one to its sn for a send that failed at once at the
     // kill: connection B's sns start at offset 11, not 10.
     let clients = clean_run(&dir, &(11..17).collect::<Vec<_>>(), "read 3/5 write 4/5");
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     assert!(j.failures.is_empty(), "{:?}", j.failures);
     assert_eq!(j.totals.skipped, 1);
     let _ = std::fs::remove_dir_all(&dir);
@@ -215,7 +215,7 @@ fn a_request_dropped_on_a_live_connection_fails_even_when_io_demos_counts_add_up
         .copied()
         .collect();
     std::fs::write(dir.join("server-0.records"), kept).unwrap();
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     assert_eq!(j.failures.len(), 1, "{:?}", j.failures);
     assert!(
         j.failures[0].contains("lost on a live connection"),
@@ -240,7 +240,7 @@ fn a_late_message_for_a_closed_connection_counts_as_unanswered() {
     log.push_str(&format!("3000 iodemo_late 77 {} {CONN_A:016x}\n", sn(9)));
     log.push_str("3001 iodemo_late 78 - -\n");
     std::fs::write(dir.join("server-0.log"), log).unwrap();
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     assert!(j.failures.is_empty(), "{:?}", j.failures);
     let first = &j.disconnects[0];
     assert_eq!((first.never_arrived, first.unanswered), (0, 1));
@@ -255,7 +255,7 @@ fn a_count_below_what_was_never_answered_fails() {
     // io_demo says it completed everything on connection A, but offset 9
     // never reached any instance.
     let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 5/5 write 5/5");
-    let j = judge(&dir, &names(), &clients, 1).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
     assert_eq!(j.failures.len(), 1, "{:?}", j.failures);
     assert!(
         j.failures[0].contains("forgot 0 but 1"),
@@ -283,7 +283,7 @@ fn server_lines_a_bad_exit_and_a_missed_reconnect_fail() {
     .put(&mut records);
     std::fs::write(dir.join("server-1.records"), records).unwrap();
     clients[0].exit_code = Some(134);
-    let j = judge(&dir, &names(), &clients, 2).unwrap();
+    let j = judge(&dir, &names(), &clients, 2, false).unwrap();
     let all = j.failures.join("\n");
     assert!(all.contains("iodemo_gap"), "{all}");
     assert!(
@@ -325,4 +325,43 @@ fn io_demo_lines_parse_as_io_demo_writes_them() {
     let p = files::parse_performance(report).unwrap();
     assert_eq!((p.read_sent, p.write_sent, p.forgotten()), (932, 928, 0));
     assert!(p.performance);
+}
+
+#[test]
+fn with_strangers_only_the_clients_connections_are_judged() {
+    let dir = scratch("strangers");
+    let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
+    let mut log = std::fs::read_to_string(dir.join("server-1.log")).unwrap();
+    // A stranger's connection: refused, a gap, an answered operation;
+    // a connection past the limit; and a gap on a client's connection.
+    log.push_str("2001 iodemo_open 00000000000000ff 127.0.9.9:1 tag 99 1\n");
+    log.push_str("2002 iodemo_bad 00000000000000ff a connection that spoke both APIs\n");
+    log.push_str("2003 iodemo_gap 00000000000000ff 5 9\n");
+    log.push_str("2004 iodemo_bad - a connection from 127.0.9.9:2 past the limit\n");
+    std::fs::write(dir.join("server-1.log"), &log).unwrap();
+    let mut records = std::fs::read(dir.join("server-1.records")).unwrap();
+    Record {
+        session: 0xff,
+        sn: 5,
+        hash: 1,
+    }
+    .put(&mut records);
+    std::fs::write(dir.join("server-1.records"), records).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, true).unwrap();
+    assert!(j.failures.is_empty(), "{:?}", j.failures);
+    assert_eq!(j.totals.stranger_lines, 3);
+    assert_eq!(j.totals.stranger_answers, 1);
+    // Without strangers the same lines fail the run.
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
+    assert_eq!(j.failures.len(), 4, "{:?}", j.failures);
+    // A client's own connection is judged either way.
+    log.push_str(&format!("2005 iodemo_gap {CONN_B:016x} 5 7\n"));
+    std::fs::write(dir.join("server-1.log"), &log).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, true).unwrap();
+    assert!(
+        j.failures.join("\n").contains("iodemo_gap"),
+        "{:?}",
+        j.failures
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

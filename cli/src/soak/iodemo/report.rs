@@ -77,6 +77,8 @@ pub struct IoDemoSoakReport {
     pub server: Vec<InstanceRow>,
     /// Every io_demo client.
     pub clients: Vec<ClientRow>,
+    /// The hostile peer's runs (`--faults hostile`): name, API, end.
+    pub hostile: Vec<String>,
     /// The judge's rows and totals.
     pub judge: IoDemoJudged,
 }
@@ -134,6 +136,14 @@ pub(super) fn build(
                 },
             })
             .collect(),
+        hostile: w
+            .hostiles
+            .iter()
+            .map(|h| {
+                let end = h.exit.map_or_else(|| "unknown".into(), |e| e.to_string());
+                format!("{} ({}): {end}", h.name, h.api)
+            })
+            .collect(),
         judge,
     }
 }
@@ -154,6 +164,16 @@ pub fn table(r: &IoDemoSoakReport) -> String {
     );
     for c in &r.clients {
         let _ = writeln!(s, "  {} ({}): {}", c.name, c.ip, c.end);
+    }
+    if !r.hostile.is_empty() {
+        let _ = writeln!(
+            s,
+            "  hostile peer: {} runs; on connections no client names: {} refused, gap or \
+             other lines, {} operations answered",
+            r.hostile.len(),
+            r.judge.totals.stranger_lines,
+            r.judge.totals.stranger_answers
+        );
     }
     s.push_str(&iodemo::table(&r.judge));
     let _ = writeln!(s, "  rule: {}", r.judge.rule);
