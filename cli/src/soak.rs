@@ -174,6 +174,33 @@ pub fn server_memory_bound() -> u64 {
         + crate::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound()
 }
 
+/// `iomsg hostile`'s arguments for run `i` of a soak of `seed`: against
+/// `server` (speaking `api`, and io_demo's protocol with `io_demo`), with
+/// `modes`, for `hold`.
+pub(crate) fn hostile_args(
+    server: &str,
+    modes: &str,
+    api: iomsg_ucx::Api,
+    io_demo: bool,
+    seed: u64,
+    i: usize,
+    hold: std::time::Duration,
+) -> Vec<String> {
+    let mut a: Vec<String> = ["hostile", "--server", server, "--modes", modes, "--api"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.push(api.name().to_string());
+    if io_demo {
+        a.push("--io-demo".into());
+    }
+    a.push("--seed".into());
+    a.push(seed.wrapping_add(1000 + i as u64).to_string());
+    a.push("--duration".into());
+    a.push(format!("{}ms", hold.as_millis()));
+    a
+}
+
 /// The hostile fault's modes against a server on `api`: every one, but
 /// on active messages not `oversized`, whose memory UCX 1.13.1 spends
 /// before the transport can refuse it (README, "Isolation").

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant as Wall};
 
 use std::io::Write;
@@ -35,7 +34,7 @@ use iomsg_ucx::{Accept, Api, UcxConfig, UcxTransport};
 
 /// Set in the server process's environment: where its record goes.
 mod support;
-use support::{Dir, Proc};
+use support::{tail, Dir, Proc};
 
 const SERVER_ENV: &str = "IOMSG_HOSTILE_TEST_SERVER_RECORD";
 /// The server process's UCX API (`am` or `tag`).
@@ -133,41 +132,10 @@ fn server_process() {
 }
 
 fn start_server(dir: &Dir, api: Api) -> (Proc, SocketAddr) {
-    let out = dir.file("server.out");
     let record = dir.file("server.rec");
-    let log = fs::File::create(&out).unwrap();
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "server_process",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(SERVER_ENV, &record)
-        .env(API_ENV, api.name())
-        .env("UCX_NET_DEVICES", "lo")
-        .env("UCX_TLS", "tcp")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let p = Proc(child);
-    let deadline = Wall::now() + Duration::from_secs(10);
-    loop {
-        let text = fs::read_to_string(&out).unwrap_or_default();
-        // (libtest's own words may come first on the line.)
-        let addr = text.lines().find_map(|l| {
-            let at = l.find("listening on ")?;
-            l[at + "listening on ".len()..].trim().parse().ok()
-        });
-        if let Some(addr) = addr {
-            return (p, addr);
-        }
-        assert!(Wall::now() < deadline, "the server did not listen: {text}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let record = record.to_str().expect("a UTF-8 temporary path");
+    let env = [(SERVER_ENV, record), (API_ENV, api.name())];
+    support::start_self("server_process", &env, &dir.file("server.out"))
 }
 
 /// What the server's application took of `session`: sn → hash.
@@ -186,12 +154,6 @@ fn taken(record: &Path, session: u64) -> BTreeMap<u64, String> {
             }
         })
         .collect()
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn clock(start: Wall) -> Instant {
@@ -576,19 +538,14 @@ survives!(
     Mode::AmRendezvous
 );
 
-/// How long the every-mode runs attack: `IOMSG_HOSTILE_SECS`, 60 s unless
-/// set.
-fn every_mode_for() -> Duration {
-    let secs = std::env::var("IOMSG_HOSTILE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    Duration::from_secs(secs)
-}
-
 #[test]
 fn a_tag_server_survives_every_mode_at_once() {
-    verdict("all", Mode::ALL.to_vec(), every_mode_for(), Api::Tag);
+    verdict(
+        "all",
+        Mode::ALL.to_vec(),
+        support::every_mode_for(),
+        Api::Tag,
+    );
 }
 
 /// On active messages every mode but `oversized`, whose memory UCX 1.13.1
@@ -599,5 +556,5 @@ fn an_am_server_survives_every_mode_at_once() {
         .into_iter()
         .filter(|&m| m != Mode::Oversized)
         .collect();
-    verdict("all", modes, every_mode_for(), Api::Am);
+    verdict("all", modes, support::every_mode_for(), Api::Am);
 }

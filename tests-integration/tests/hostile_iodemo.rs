@@ -18,9 +18,7 @@
 // Test setup that fails should stop the test where it failed.
 #![allow(clippy::unwrap_used)]
 
-use std::fs;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::iodemo::Op;
@@ -29,7 +27,7 @@ use iomsg_ucx::iodemo::{IoDemoClient, IoDemoClientEvent, IoDemoOptions, IoDemoSe
 use iomsg_ucx::Api;
 
 mod support;
-use support::{Dir, Proc};
+use support::{tail, Dir, Proc};
 
 /// Set in the server process's environment (any value): it serves.
 const SERVER_ENV: &str = "IOMSG_HOSTILE_IODEMO_SERVER";
@@ -80,44 +78,8 @@ fn server_process() {
 }
 
 fn start_server(dir: &Dir) -> (Proc, SocketAddr) {
-    let out = dir.file("server.out");
-    let log = fs::File::create(&out).unwrap();
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "server_process",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(SERVER_ENV, "1")
-        .env("UCX_NET_DEVICES", "lo")
-        .env("UCX_TLS", "tcp")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let p = Proc(child);
-    let deadline = Wall::now() + Duration::from_secs(10);
-    loop {
-        let text = fs::read_to_string(&out).unwrap_or_default();
-        let addr = text.lines().find_map(|l| {
-            let at = l.find("listening on ")?;
-            l[at + "listening on ".len()..].trim().parse().ok()
-        });
-        if let Some(addr) = addr {
-            return (p, addr);
-        }
-        assert!(Wall::now() < deadline, "the server did not listen: {text}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn tail(path: &std::path::Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    let env = [(SERVER_ENV, "1")];
+    support::start_self("server_process", &env, &dir.file("server.out"))
 }
 
 /// A good io_demo client: keeps [`WINDOW`] operations in flight, writes
@@ -429,17 +391,12 @@ survives!(am_no_reply, Mode::AmNoReply);
 survives!(am_early, Mode::AmEarly);
 survives!(am_rendezvous, Mode::AmRendezvous);
 
-/// How long [`every_mode_at_once`] attacks: `IOMSG_HOSTILE_SECS`, 60 s
-/// unless set.
-fn every_mode_for() -> Duration {
-    let secs = std::env::var("IOMSG_HOSTILE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(60);
-    Duration::from_secs(secs)
-}
-
 #[test]
 fn every_mode_at_once_against_a_tag_client() {
-    check("all", Mode::ALL.to_vec(), every_mode_for(), Api::Tag);
+    check(
+        "all",
+        Mode::ALL.to_vec(),
+        support::every_mode_for(),
+        Api::Tag,
+    );
 }

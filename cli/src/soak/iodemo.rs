@@ -317,15 +317,18 @@ impl World<'_> {
             iomsg_ucx::Api::Am
         };
         let mut c = self.command(exe, None);
-        c.args(["hostile", "--io-demo", "--server", &self.at.server])
-            .args(["--modes", "all", "--api", api.name()])
-            .args([
-                "--seed",
-                &self.job.seed.wrapping_add(1000 + i as u64).to_string(),
-            ])
-            .args(["--duration", &format!("{}ms", hold.as_millis())])
-            .stdout(file.try_clone().map_err(|e| e.to_string())?)
-            .stderr(file);
+        let seed = self.job.seed;
+        c.args(super::hostile_args(
+            &self.at.server,
+            "all",
+            api,
+            true,
+            seed,
+            i,
+            hold,
+        ))
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file);
         let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
         self.hostiles.push(HostileProc {
             name,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant as Wall};
 
 use super::remote::{self, RemoteJob};
 use super::verdict::{self, ClientEnd, Exit, ServerEnd};
-use super::{hostile_modes, SoakJob, CONNECT_TIMEOUT, REPLY_TIMEOUT, SAMPLE_EVERY};
+use super::{hostile_args, hostile_modes, SoakJob, CONNECT_TIMEOUT, REPLY_TIMEOUT, SAMPLE_EVERY};
 use crate::args::Op;
 use crate::common::epoch_us;
 
@@ -732,16 +732,19 @@ impl Runner<'_> {
         let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
         // In the lab it runs on the server's host, through its bridge.
         let mut c = self.command(None, &self.server_device());
-        c.args(["hostile", "--server", &self.server_addr()])
-            .args(["--modes", &hostile_modes(self.job.api)])
-            .args(["--api", self.job.api.name()])
-            .args([
-                "--seed",
-                &self.job.seed.wrapping_add(1000 + i as u64).to_string(),
-            ])
-            .args(["--duration", &format!("{}ms", hold.as_millis())])
-            .stdout(file.try_clone().map_err(|e| e.to_string())?)
-            .stderr(file);
+        let modes = hostile_modes(self.job.api);
+        let (api, seed) = (self.job.api, self.job.seed);
+        c.args(hostile_args(
+            &self.server_addr(),
+            &modes,
+            api,
+            false,
+            seed,
+            i,
+            hold,
+        ))
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file);
         let child = c.spawn().map_err(|e| format!("cannot start {name}: {e}"))?;
         Ok(HostileRun {
             name,

@@ -114,3 +114,57 @@ pub fn peer(args: &[&str], out: &Path) -> Proc {
         .expect("the peer binary starts");
     Proc(child)
 }
+
+/// This test binary started again to run its test `test` alone, with
+/// `env` set (the test serves when it finds its variable), on the
+/// loopback device over tcp, its output in `out`; waits (10 s at most)
+/// for the `listening on ADDR` line it prints and returns the process and
+/// ADDR.
+pub fn start_self(test: &str, env: &[(&str, &str)], out: &Path) -> (Proc, std::net::SocketAddr) {
+    let log = fs::File::create(out).expect("the server's output file");
+    let mut c = Command::new(std::env::current_exe().expect("this test binary"));
+    c.args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env("UCX_NET_DEVICES", "lo")
+        .env("UCX_TLS", "tcp")
+        .stdout(log.try_clone().expect("a second handle"))
+        .stderr(log)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let p = Proc(c.spawn().expect("this test binary starts again"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = fs::read_to_string(out).unwrap_or_default();
+        // (libtest's own words may come first on the line.)
+        let addr = text.lines().find_map(|l| {
+            let at = l.find("listening on ")?;
+            l[at + "listening on ".len()..].trim().parse().ok()
+        });
+        if let Some(addr) = addr {
+            return (p, addr);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not listen: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The last `lines` lines of the file at `path` (empty if unreadable).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// How long the hostile tests' every-mode runs attack:
+/// `IOMSG_HOSTILE_SECS`, 60 s unless set.
+pub fn every_mode_for() -> std::time::Duration {
+    let secs = std::env::var("IOMSG_HOSTILE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    std::time::Duration::from_secs(secs)
+}
