@@ -275,6 +275,7 @@ fn a_peer_before_it_proved_anything_is_bounded() {
     // Bytes on the stream after the id.
     let (mut p, _, conn) = tag_peer(&mut server, 21);
     p.send_stream(vec![0xee; 1 << 20]).expect("sent");
+    p.progress_for(Duration::from_millis(50));
     refused(
         &mut server,
         Some(conn),

@@ -31,7 +31,14 @@ pub struct ServerThread {
     pub seen: Vec<IoDemoEvent>,
     stop: Arc<AtomicBool>,
     join: Option<JoinHandle<()>>,
+    /// One server (and its test) at a time: on two cores, raw peers that
+    /// are progressed only while their test waits on them had their
+    /// endpoints time out while the other tests' io_demo processes ran.
+    _one: std::sync::MutexGuard<'static, ()>,
 }
+
+/// The lock [`ServerThread`] holds for its life.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The longest a server thread runs, whatever the test does.
 const SERVER_LIFE: Duration = Duration::from_secs(60);
@@ -39,6 +46,7 @@ const SERVER_LIFE: Duration = Duration::from_secs(60);
 impl ServerThread {
     /// Starts a server on 127.0.0.1 (a free port) with `opts`.
     pub fn start(opts: IoDemoOptions) -> ServerThread {
+        let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let (tx, events) = mpsc::channel();
         let (addr_tx, addr_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
@@ -75,6 +83,7 @@ impl ServerThread {
             seen: Vec::new(),
             stop,
             join: Some(join),
+            _one: one,
         }
     }
 
