@@ -313,7 +313,7 @@ pub fn install(addr: SocketAddr) -> Result<SocketAddr, String> {
 /// short-lived thread of its own, so that scrapes are served concurrently
 /// and a slow peer delays no one else. At most [`MAX_CONNECTIONS`] are
 /// served at once; one more is answered 503 at once, its request unread,
-/// and closed. Each has [`DEADLINE`] from its accept (see [`answer`]).
+/// and closed. Each has [`DEADLINE`] from its accept (see `answer`).
 pub fn serve(listener: &TcpListener, exposition: &Exposition) {
     let live = Arc::new(AtomicUsize::new(0));
     // Renders take turns: recording waits on one copy of the registry at
