@@ -43,11 +43,15 @@ use crate::status::{Pending, Status};
 use crate::transport::Api;
 use crate::worker::{AmData, ErrArg, WaitMode, Worker, AM_ID};
 
+pub use protocol::Protocol;
+use protocol::{batch, reseal, AmBytes, AmOut};
+
 mod am;
 mod attacker;
 #[doc(hidden)]
 pub mod iodemo_peer;
 mod peer;
+mod protocol;
 
 // ---------------------------------------------------------------------
 // The wire layout (see the transport module's "Connections and tags").
@@ -127,125 +131,11 @@ fn key_answer(bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
     KeyAnswer::Key(v & KEY_MASK)
 }
 
-/// Which protocol the attacked server speaks, so that the attack's
-/// connections get through their opening exchange.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Protocol {
-    /// iomsg's own (`iomsg server`): 8-byte keys over the stream.
-    #[default]
-    Iomsg,
-    /// UCX io_demo's (`iomsg server --io-demo`): a 4-byte connection id
-    /// each way over the stream (tag API), nothing with `-A`.
-    IoDemo,
-}
-
-impl Protocol {
-    /// What a connection sends on the stream to open (our key or id).
-    fn hello(self, key: u64, api: Api) -> Vec<u8> {
-        match (self, api) {
-            (Protocol::Iomsg, _) => key_message(key, api).to_vec(),
-            (Protocol::IoDemo, Api::Tag) => io_demo_id(key).to_le_bytes().to_vec(),
-            (Protocol::IoDemo, Api::Am) => Vec::new(),
-        }
-    }
-
-    /// The bytes of the server's answer on the stream (0: none comes).
-    fn answer_len(self, api: Api) -> usize {
-        match (self, api) {
-            (Protocol::Iomsg, _) => KEY_EXCHANGE_LEN,
-            (Protocol::IoDemo, Api::Tag) => 4,
-            (Protocol::IoDemo, Api::Am) => 0,
-        }
-    }
-
-    /// Reads the server's answer (`len` bytes of `bytes` arrived).
-    fn answer(self, bytes: &[u8; KEY_EXCHANGE_LEN], len: usize) -> KeyAnswer {
-        match self {
-            Protocol::Iomsg => key_answer(bytes, len),
-            Protocol::IoDemo => {
-                let id = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-                if len == 4 && id != 0 {
-                    KeyAnswer::Key(u64::from(id))
-                } else {
-                    KeyAnswer::Refused
-                }
-            }
-        }
-    }
-
-    /// The flags of the attack's own active messages: io_demo's server
-    /// answers on the endpoint the reply flag names.
-    fn am_flags(self) -> u32 {
-        match self {
-            Protocol::Iomsg => 0,
-            Protocol::IoDemo => sys::UCP_AM_SEND_FLAG_REPLY,
-        }
-    }
-}
-
-/// An io_demo connection id from a key (never zero, bit 31 clear as
-/// io_demo's).
-fn io_demo_id(key: u64) -> u32 {
-    ((key as u32) & 0x7fff_ffff).max(1)
-}
-
-/// An active message to send: its user header, its data and its flags.
-struct AmOut {
-    header: Vec<u8>,
-    data: AmBytes,
-    flags: u32,
-}
-
-/// An active message's data.
-enum AmBytes {
-    Own(Vec<u8>),
-    /// `len` bytes of the run's shared buffer at `at`.
-    Shared {
-        at: *const u8,
-        len: usize,
-    },
-}
-
-/// A batch message: each frame after its length (`u32`, little-endian).
-fn batch(frames: &[&[u8]]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for f in frames {
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    out
-}
-
 /// Offsets of the frame header's fields this module corrupts (see
 /// `iomsg_core::wire`).
 const DATA_LEN_AT: usize = 20;
 const PAYLOAD_CRC_AT: usize = 40;
 const HEADER_CRC_AT: usize = 44;
-
-/// CRC32C (Castagnoli), bit by bit: for headers that are sound except
-/// where this module lies on purpose.
-fn crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82f6_3b78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-/// Seals a header whose fields were changed: its CRC is right again.
-fn reseal(frame: &mut [u8]) {
-    if frame.len() >= HEADER_LEN {
-        let crc = crc32c(&frame[..HEADER_CRC_AT]);
-        frame[HEADER_CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
-    }
-}
 
 /// A sound frame of `body` for `session`.
 fn frame(session: u64, sn: u64, validate: bool, body: Body<'_>) -> Vec<u8> {
@@ -875,60 +765,4 @@ pub fn run(attack: &Attack) -> Result<Report, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mode_names_round_trip_and_all_lists_every_mode() {
-        for m in Mode::ALL {
-            assert_eq!(m.name().parse::<Mode>(), Ok(m));
-            assert_eq!(m.to_string(), m.name());
-            assert_eq!(Mode::ALL[m.index()], m);
-        }
-        assert_eq!(Mode::list("all"), Ok(Mode::ALL.to_vec()));
-        assert_eq!(
-            Mode::list("flood, truncated,flood"),
-            Ok(vec![Mode::Flood, Mode::Truncated])
-        );
-        assert!(Mode::list("flood,nope").is_err());
-        assert!(Mode::list("").is_err());
-    }
-
-    #[test]
-    fn tags_put_the_key_above_the_kind_as_the_transport_does() {
-        let t = tag(0xabcd, KIND_BATCH);
-        assert_eq!(tag_key(t), 0xabcd);
-        assert_eq!(tag_kind(t), KIND_BATCH);
-        assert_eq!(t, crate::transport::tag(0xabcd, KIND_BATCH));
-        assert_eq!(KEY_MASK, crate::transport::KEY_MASK);
-        assert_eq!(KIND_MASK, crate::transport::KIND_MASK);
-    }
-
-    #[test]
-    fn the_key_answer_reads_a_key_or_a_refusal() {
-        for api in [Api::Am, Api::Tag] {
-            assert_eq!(key_answer(&key_message(7, api), 8), KeyAnswer::Key(7));
-            assert_eq!(key_answer(&key_message(0, api), 8), KeyAnswer::Refused);
-            assert_eq!(key_answer(&key_message(7, api), 3), KeyAnswer::Refused);
-        }
-        assert_eq!(
-            key_answer(&((1u64 << 60) | 7).to_le_bytes(), 8),
-            KeyAnswer::Refused
-        );
-        assert_eq!(
-            key_answer(&(FULL_MARK | 1024).to_le_bytes(), 8),
-            KeyAnswer::TableFull
-        );
-    }
-
-    #[test]
-    fn a_resealed_header_parses_up_to_the_lie() {
-        let mut f = hello(5);
-        assert!(wire::parse(&f).is_ok());
-        f[DATA_LEN_AT..DATA_LEN_AT + 4].copy_from_slice(&1000u32.to_le_bytes());
-        reseal(&mut f);
-        // The CRC is right again: what fails is the length.
-        let e = wire::parse(&f).unwrap_err();
-        assert!(!format!("{e:?}").contains("Crc"), "{e:?}");
-    }
-}
+mod tests;

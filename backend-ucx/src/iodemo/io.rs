@@ -444,9 +444,10 @@ pub(super) fn probe(
     (!msg.is_null()).then_some((info.length, msg))
 }
 
-/// Whether UCX holds a message whose tag matches `tag` under `mask`
-/// unexpected (nobody posted a receive that matches it), left where it is.
-pub(super) fn unexpected(worker: sys::ucp_worker_h, tag: u64, mask: u64) -> bool {
+/// The tag of the oldest message UCX holds unexpected (nobody posted a
+/// receive that matches it) whose tag matches `tag` under `mask`, left
+/// where it is.
+pub(super) fn oldest_unexpected(worker: sys::ucp_worker_h, tag: u64, mask: u64) -> Option<u64> {
     let mut info = sys::ucp_tag_recv_info_t {
         sender_tag: 0,
         length: 0,
@@ -454,18 +455,5 @@ pub(super) fn unexpected(worker: sys::ucp_worker_h, tag: u64, mask: u64) -> bool
     // SAFETY: the worker is live; info is a local out-struct; remove = 0
     // leaves the message in UCX's queue (no handle is returned to use).
     let msg = unsafe { sys::ucp_tag_probe_nb(worker, tag, mask, 0, &mut info) };
-    !msg.is_null()
-}
-
-/// The tag of the oldest message UCX holds unexpected (nobody posted a
-/// receive that matches it), left where it is.
-pub(super) fn oldest_unexpected(worker: sys::ucp_worker_h) -> Option<u64> {
-    let mut info = sys::ucp_tag_recv_info_t {
-        sender_tag: 0,
-        length: 0,
-    };
-    // SAFETY: the worker is live; info is a local out-struct; remove = 0
-    // leaves the message in UCX's queue (no handle is returned to use).
-    let msg = unsafe { sys::ucp_tag_probe_nb(worker, 0, 0, 0, &mut info) };
     (!msg.is_null()).then_some(info.sender_tag)
 }
