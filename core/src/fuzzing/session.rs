@@ -80,9 +80,11 @@
 //! 12. the agreed window holds: the server never refuses a client's own
 //!     frame as `TooFar`, and every `LiveLoss` (found by a gap or by a
 //!     `Probe`) names only sns the client sent (unless a forged or
-//!     misrouted frame of its session reached the server); a `Probe` that
-//!     the server answers leaves every sn below its own arrived or an open
-//!     hole (`top >= sn`);
+//!     misrouted frame of its session reached the server, or, for
+//!     `TooFar`, the client took a frame no server sent as it is: a forged
+//!     ack moves its window past the server's); a `Probe` that the server
+//!     answers leaves every sn below its own arrived or an open hole
+//!     (`top >= sn`);
 //! 13. a read's data reaches the client at most once, as long as asked, and
 //!     only for a read it submitted; for a client that took no frame the
 //!     servers did not send as it is, it is exactly what the server's
@@ -234,8 +236,8 @@ pub(super) struct Peer {
     /// server: properties 5, 8 and 12 no longer apply to it.
     pub(super) forged: bool,
     /// That, or a frame that no server sent as it is (raw, forged or with a
-    /// flipped byte) reached the client: properties 7 and 8 no longer apply
-    /// to it.
+    /// flipped byte) reached the client: properties 7, 8 and 12's `TooFar`
+    /// no longer apply to it.
     pub(super) tainted: bool,
     /// Its sns that some server instance delivered from its frames.
     pub(super) delivered: BTreeSet<u64>,
