@@ -274,7 +274,7 @@ fn run(name: &str, modes: Vec<Mode>, duration: Duration, api: Api) -> Outcome {
         rss_before_kb,
         rss_peak_kb,
         attack,
-        server_log: tail(&dir.file("server.out"), 15),
+        server_log: tail(&dir.file("server.out"), 45),
     }
 }
 
