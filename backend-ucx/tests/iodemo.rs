@@ -29,7 +29,7 @@ fn run_client(name: &str, extra: &[&str], opts: IoDemoOptions, tag: bool) {
         eprintln!("skipped: io_demo is not on PATH (Debian's ucx-utils has it)");
         return;
     };
-    let mut server = ServerThread::start(opts);
+    let mut server = ServerThread::start(opts.clone());
     let iters = ITERS.to_string();
     let mut args = vec!["-q", "-o", "read,write", "-d", "1000:70000", "-i", &iters];
     args.extend_from_slice(extra);
@@ -48,13 +48,14 @@ fn run_client(name: &str, extra: &[&str], opts: IoDemoOptions, tag: bool) {
     });
     assert!(closed.is_some(), "the server never saw the client go");
     let events = server.stop();
-    check_served(&events, tag, reads, writes);
+    check_served(&events, tag, reads, writes, opts.report_arrivals);
 }
 
 /// The server answered exactly what io_demo completed, once each, on one
 /// connection of the right API, with sns in one unbroken run, and saw
-/// nothing wrong.
-fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64) {
+/// nothing wrong; with `arrivals`, each answer after its request's
+/// arrival and every request that arrived answered.
+fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64, arrivals: bool) {
     let opened: Vec<(u64, Option<bool>)> = events
         .iter()
         .filter_map(|e| match e {
@@ -67,12 +68,21 @@ fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64) {
     assert_eq!(api, Some(tag), "the connection's API");
     let mut sns = Vec::new();
     let (mut r, mut w) = (0, 0);
+    let mut taken = HashSet::new();
     for e in events {
         match e {
+            IoDemoEvent::Arrived { conn: c, op, sn } if arrivals => {
+                assert_eq!(*c, conn, "an arrival on another connection");
+                assert!(taken.insert((*op, *sn)), "{op:?} {sn} arrived twice");
+            }
             IoDemoEvent::Answered {
                 conn: c, op, sn, ..
             } => {
                 assert_eq!(*c, conn, "an answer on another connection");
+                assert!(
+                    !arrivals || taken.contains(&(*op, *sn)),
+                    "{op:?} {sn} answered before it was reported taken"
+                );
                 match op {
                     Op::Read => r += 1,
                     Op::Write => w += 1,
@@ -96,6 +106,9 @@ fn check_served(events: &[IoDemoEvent], tag: bool, reads: u64, writes: u64) {
         "server (reads, writes) vs io_demo's"
     );
     assert_contiguous(&sns);
+    if arrivals {
+        assert_eq!(taken.len(), sns.len(), "requests taken vs answered");
+    }
 }
 
 /// `sns` are distinct and, as 32-bit sns that wrap, one unbroken run.
@@ -126,13 +139,18 @@ fn tag_clients_are_served_every_operation_once() {
 
 #[test]
 fn active_message_clients_are_served_every_operation_once() {
-    run_client("am", &["-A"], IoDemoOptions::default(), false);
+    let opts = IoDemoOptions {
+        report_arrivals: true,
+        ..IoDemoOptions::default()
+    };
+    run_client("am", &["-A"], opts, false);
 }
 
 #[test]
 fn chunked_tag_clients_are_served_every_operation_once() {
     let opts = IoDemoOptions {
         chunk: 16384,
+        report_arrivals: true,
         ..IoDemoOptions::default()
     };
     run_client("chunked", &["-k", "16384"], opts, true);

@@ -18,10 +18,15 @@
 //! - `iodemo_close CONN REASON…`, then `iodemo_inflight CONN read|write SN`
 //!   for each request it left unanswered.
 //!
-//! `NAME.records` holds one 24-byte record per operation answered, in the
-//! order the answers went: session = CONN, sn = op << 32 | sn (op 0 read,
-//! 1 write), hash = the data size. Each is written before its answer can
-//! leave (the server posts answers at its next poll).
+//! `NAME.records` holds one 24-byte record per request taken and one per
+//! operation answered, each in the order it happened: session = CONN,
+//! sn = kind << 32 | sn, hash = the data size of an answer (0 for an
+//! arrival). Kind: 0 read answered, 1 write answered, 2 read taken,
+//! 3 write taken. Each is written before any answer posted after it can
+//! leave (the server posts answers at its next poll), so a request the
+//! server took and never answered (it was killed first) is told from one
+//! that never reached it, although answers may leave out of request
+//! order.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,6 +38,10 @@ use iomsg_core::iodemo::Op;
 use iomsg_ucx::iodemo::{IoDemoEvent, IoDemoOptions, IoDemoServer};
 
 use crate::common::{self, Audit, Record};
+
+/// The kind bit of a record that says a request was taken (see the
+/// module's docs); shared with the judge that reads the records.
+pub const ARRIVED: u64 = 2;
 
 /// What `iomsg server --io-demo` is asked to do.
 #[derive(Clone, Debug)]
@@ -86,8 +95,12 @@ pub fn run(job: &IoDemoJob) -> Result<(), String> {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
-    let mut server = IoDemoServer::bind(job.listen, job.opts.clone())
-        .map_err(|e| format!("{e} (on {})", job.listen))?;
+    let opts = IoDemoOptions {
+        report_arrivals: job.opts.report_arrivals || audit.is_some(),
+        ..job.opts.clone()
+    };
+    let mut server =
+        IoDemoServer::bind(job.listen, opts).map_err(|e| format!("{e} (on {})", job.listen))?;
     let addr = server.local_addr();
     if let Some(a) = audit.as_mut() {
         a.event(format_args!("listening {addr} iodemo"));
@@ -150,6 +163,16 @@ fn drain(
     verbose: bool,
 ) {
     while let Some(e) = server.next_event() {
+        if let IoDemoEvent::Arrived { conn, op, sn } = e {
+            if let Some(a) = audit.as_mut() {
+                a.record(Record {
+                    session: conn,
+                    sn: (ARRIVED | u64::from(op == Op::Write)) << 32 | u64::from(sn),
+                    hash: 0,
+                });
+            }
+            continue;
+        }
         if let IoDemoEvent::Answered { conn, op, sn, size } = e {
             match op {
                 Op::Read => t.reads += 1,
@@ -239,6 +262,6 @@ fn describe(e: &IoDemoEvent, t: &mut Tally, peers: &mut HashMap<u64, String>) ->
             );
             v
         }
-        IoDemoEvent::Answered { .. } => Vec::new(),
+        IoDemoEvent::Answered { .. } | IoDemoEvent::Arrived { .. } => Vec::new(),
     }
 }

@@ -241,6 +241,13 @@ fn reconcile(client: &[ClientConn], audits: &[ServerAudit]) {
             );
             let sent = c.completed + c.uncompleted;
             assert!(
+                s.records <= s.taken && s.taken <= sent,
+                "server {i} took {} of io_demo's #{} {sent} and answered {}: {s:?}",
+                s.taken,
+                c.number,
+                s.records
+            );
+            assert!(
                 s.records + s.inflight + s.late <= sent,
                 "server {i} accounts for more than io_demo's #{} sent ({sent}): {s:?}",
                 c.number

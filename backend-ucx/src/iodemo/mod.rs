@@ -85,6 +85,13 @@ pub struct IoDemoOptions {
     /// answer, no event). 0 (the default): off.
     #[doc(hidden)]
     pub plant_drop: u64,
+    /// Report each request as it is taken ([`IoDemoEvent::Arrived`]); off
+    /// by default (one more event per operation). An audit needs it:
+    /// answers may leave out of order (a write waits for its data while
+    /// later reads are answered), so only an arrival record tells a
+    /// request the server took and never answered (it was stopped first)
+    /// from one that never reached it.
+    pub report_arrivals: bool,
 }
 
 impl Default for IoDemoOptions {
@@ -98,6 +105,7 @@ impl Default for IoDemoOptions {
             max_bytes_in_flight: 512 << 20,
             max_bytes_per_conn: 128 << 20,
             plant_drop: 0,
+            report_arrivals: false,
         }
     }
 }
@@ -182,6 +190,17 @@ pub enum IoDemoEvent {
         /// number (tag API) or its endpoint's address (active messages,
         /// which io_demo's client logs as "created endpoint 0x…").
         theirs: u64,
+    },
+    /// A request was taken, before it is served (only with
+    /// [`IoDemoOptions::report_arrivals`]): a new sn of an open
+    /// connection, within every limit.
+    Arrived {
+        /// The connection.
+        conn: u64,
+        /// [`Op::Read`] or [`Op::Write`].
+        op: Op,
+        /// Its sn.
+        sn: u32,
     },
     /// An operation was answered: a write's data arrived (and, where the
     /// client fills it, matched the pattern) and its answer was posted, or

@@ -135,9 +135,11 @@ impl IoDemoServer {
             return false;
         }
         self.iomsg_progress = now;
-        // One receive unless stuck: with several posted whenever io
-        // messages waited, the io_demo soak found some never processed
-        // (cause not found); with one at a time, none.
+        // One receive unless stuck: each io message is taken after the
+        // one before it was served, so a write's data receive is posted
+        // before the next request is taken and answers leave in request
+        // order (with several posted, writes waiting for their data were
+        // answered after later reads).
         let most = if stuck { super::MAX_IOMSG_RECVS } else { 1 };
         for _ in 0..most {
             if self.iomsg_recvs >= most || (stuck && !waiting()) {
@@ -631,6 +633,13 @@ impl IoDemoServer {
         c.requests += 1;
         if opts.plant_drop != 0 && c.requests == opts.plant_drop {
             return Ok(None);
+        }
+        if opts.report_arrivals {
+            self.events.push_back(IoDemoEvent::Arrived {
+                conn: key,
+                op: msg.op,
+                sn: msg.sn,
+            });
         }
         let check = bytes.len() >= wire::HEADER_LEN + 8 && msg.check_padding(bytes).is_ok();
         Ok(Some((msg, check)))

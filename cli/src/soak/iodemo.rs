@@ -709,8 +709,8 @@ fn finish(
         eprintln!("iomsg soak: no timeline picture: {e}");
     }
     if r.verdict == "pass" && !job.keep_records {
-        // Judged: the records (24 bytes per answer) are large, and the
-        // report holds what they showed.
+        // Judged: the records (24 bytes per request and per answer) are
+        // large, and the report holds what they showed.
         for e in fs::read_dir(&job.audit_dir)
             .map_err(|e| e.to_string())?
             .flatten()

@@ -139,6 +139,8 @@ pub struct ServerConn {
     pub theirs: u64,
     /// Records: operations answered.
     pub records: u64,
+    /// Records: requests taken (answered or not).
+    pub taken: u64,
     /// `iodemo_inflight` lines: requests left unanswered as it closed.
     pub inflight: u64,
     /// `iodemo_late` lines naming it: requests taken after it closed.
@@ -199,13 +201,30 @@ pub fn server_audit(dir: &Path, name: &str) -> ServerAudit {
         }
     }
     let mut seen = std::collections::HashSet::new();
+    let mut taken = std::collections::HashSet::new();
     for c in records.chunks_exact(24) {
         let word = |i: usize| u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
         let (conn, sn) = (word(0), word(1));
-        if !seen.insert((conn, sn)) {
-            a.twice.push((conn, sn));
+        // Kind bit 2 (`iomsg_cli::iodemo_server::ARRIVED`): a request
+        // taken; every answer follows its request's.
+        let arrival = sn >> 32 & 2 != 0;
+        let op_sn = sn & !(2 << 32);
+        if arrival {
+            if !taken.insert((conn, op_sn)) {
+                a.bad_lines
+                    .push(format!("{conn:016x} {op_sn:#x} taken twice"));
+            }
+        } else {
+            if !seen.insert((conn, sn)) {
+                a.twice.push((conn, sn));
+            }
+            if !taken.contains(&(conn, sn)) {
+                a.bad_lines
+                    .push(format!("{conn:016x} {sn:#x} answered and never taken"));
+            }
         }
         match a.conns.get_mut(&conn) {
+            Some(sc) if arrival => sc.taken += 1,
             Some(sc) => sc.records += 1,
             None => a.stray_records += 1,
         }

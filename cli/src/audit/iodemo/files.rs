@@ -2,11 +2,12 @@
 //! disconnect lines, how it ended) and each `iomsg server --io-demo`
 //! instance's audit log and records.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::audit::each_line;
 use crate::common::Record;
+use crate::iodemo_server::ARRIVED;
 
 /// A line of an io_demo client's log that cuts its sn chain: a
 /// `disconnecting` line (completed/sent per operation on the connection
@@ -198,7 +199,8 @@ pub struct ServerFiles {
     /// Connections in the order they were opened (per instance, then
     /// instance order).
     pub opened: Vec<u64>,
-    /// Operations received and never answered (`iodemo_inflight`, and
+    /// Operations received and never answered (`iodemo_inflight`,
+    /// records of requests taken that no answer record follows, and
     /// `iodemo_late` naming its sn and a known connection).
     pub inflight: Vec<Named>,
     /// Operations answered.
@@ -309,18 +311,33 @@ fn read_instance_records(
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let mut n = 0u64;
-    for (k, r) in Record::all(&bytes).enumerate() {
+    let mut taken = Vec::new();
+    let mut answered = HashSet::new();
+    for r in Record::all(&bytes) {
+        let kind = r.sn >> 32;
+        let op = Named {
+            conn: r.session,
+            write: kind & 1 == 1,
+            sn: r.sn as u32,
+        };
+        if kind & ARRIVED != 0 {
+            taken.push(op);
+            continue;
+        }
+        answered.insert((op.conn, op.sn));
         out.replied.push(Replied {
-            order: ((i as u64) << 40) | k as u64,
-            op: Named {
-                conn: r.session,
-                write: r.sn >> 32 == 1,
-                sn: r.sn as u32,
-            },
+            order: ((i as u64) << 40) | n,
+            op,
             size: r.hash,
         });
         n += 1;
     }
+    // Taken and never answered: the instance ended first.
+    out.inflight.extend(
+        taken
+            .into_iter()
+            .filter(|t| !answered.contains(&(t.conn, t.sn))),
+    );
     out.replied_per_instance.push(n);
     Ok(())
 }

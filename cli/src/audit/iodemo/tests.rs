@@ -3,6 +3,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::common::Record;
+use crate::iodemo_server::ARRIVED;
 
 /// A scratch directory of its own per test.
 fn scratch(test: &str) -> PathBuf {
@@ -224,6 +225,62 @@ fn a_request_dropped_on_a_live_connection_fails_even_when_io_demos_counts_add_up
     );
     assert!(
         j.failures[0].contains(&format!("[{}]", sn(4))),
+        "{:?}",
+        j.failures
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_write_taken_and_killed_before_its_answer_is_unanswered_not_lost() {
+    let dir = scratch("taken");
+    let clients = clean_run(&dir, &(10..16).collect::<Vec<_>>(), "read 3/5 write 4/5");
+    // server-0 took offsets 0..9 (9 never came) and was killed while the
+    // write at offset 5 waited for its data: reads 6 and 8 were answered
+    // after it. Its taken record says it arrived.
+    let mut bytes = Vec::new();
+    for off in 0..9u32 {
+        let op = u64::from(off % 2);
+        let taken = Record {
+            session: CONN_A,
+            sn: ((ARRIVED | op) << 32) | u64::from(sn(off)),
+            hash: 0,
+        };
+        taken.put(&mut bytes);
+        if off != 5 {
+            Record {
+                hash: 4096,
+                sn: (op << 32) | u64::from(sn(off)),
+                ..taken
+            }
+            .put(&mut bytes);
+        }
+    }
+    let records = dir.join("server-0.records");
+    std::fs::write(&records, &bytes).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
+    assert!(j.failures.is_empty(), "{:?}", j.failures);
+    let first = &j.disconnects[0];
+    assert_eq!(
+        (first.never_arrived, first.unanswered, first.replied),
+        (1, 1, 8)
+    );
+    assert_eq!(j.totals.replied_per_instance, vec![8, 6]);
+    // Without its taken record the same run is a live loss.
+    let untaken: Vec<u8> = bytes
+        .chunks_exact(24)
+        .filter(|c| {
+            !(c[12] & ARRIVED as u8 != 0 && u32::from_le_bytes([c[8], c[9], c[10], c[11]]) == sn(5))
+        })
+        .flatten()
+        .copied()
+        .collect();
+    std::fs::write(&records, untaken).unwrap();
+    let j = judge(&dir, &names(), &clients, 1, false).unwrap();
+    assert!(
+        j.failures
+            .iter()
+            .any(|f| f.contains("lost on a live connection") && f.contains(&format!("[{}]", sn(5)))),
         "{:?}",
         j.failures
     );
