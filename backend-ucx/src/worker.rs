@@ -560,16 +560,24 @@ impl Worker {
 }
 
 /// Raises UCX's asynchronous event table (`ASYNC_MAX_EVENTS`, one event
-/// per watched socket, 1,024 by default) to `want`, unless the
-/// environment sets it (`UCX_ASYNC_MAX_EVENTS` wins): UCX reads the
-/// global option when a handler is added, so it is set through
-/// `ucs_global_opts_set_value`, not the environment. Never lowers it.
+/// per watched socket, 1,024 by default) to `want`, and at least to the
+/// open-file limit (and 256 more for UCX's timers), unless the
+/// environment sets it (`UCX_ASYNC_MAX_EVENTS` wins). Every socket UCX
+/// accepts takes an event before anyone can refuse it, so a table smaller
+/// than the sockets a peer can open is a crash waiting: past it, UCX
+/// 1.13.1's listener frees a connection it keeps on its list, and the
+/// list's next use corrupts memory (sockets closed twice, then an abort).
+/// UCX reads the global option when it adds a handler and sizes each
+/// worker's queue of missed events by it when the worker is made, so it is
+/// set here, before the worker, through `ucs_global_opts_set_value` (8
+/// bytes of queue per event and worker). Never lowers it.
 fn raise_async_events(want: usize) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static SET: AtomicUsize = AtomicUsize::new(1024);
     if std::env::var_os("UCX_ASYNC_MAX_EVENTS").is_some() {
         return;
     }
+    let want = want.max(open_files_limit().saturating_add(256));
     if SET.fetch_max(want, Ordering::SeqCst) >= want {
         return;
     }
@@ -581,6 +589,24 @@ fn raise_async_events(want: usize) {
     let status =
         unsafe { sys::ucs_global_opts_set_value(c"ASYNC_MAX_EVENTS".as_ptr(), value.as_ptr()) };
     let _ = Status(status).check();
+}
+
+/// The most events UCX's table is sized for, whatever the open-file limit
+/// (8 MiB of queue per worker).
+const MAX_ASYNC_EVENTS: usize = 1 << 20;
+
+/// The process's open-file limit (its soft limit), at most
+/// [`MAX_ASYNC_EVENTS`] less UCX's timers; 1,024 if it cannot be read.
+fn open_files_limit() -> usize {
+    // SAFETY: all-zero is a valid rlimit to fill.
+    let mut lim: libc::rlimit = unsafe { core::mem::zeroed() };
+    // SAFETY: lim is a live out-struct for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    usize::try_from(lim.rlim_cur)
+        .unwrap_or(usize::MAX)
+        .min(MAX_ASYNC_EVENTS - 256)
 }
 
 impl Drop for Worker {

@@ -125,12 +125,16 @@ pub struct UcxConfig {
 }
 
 /// The variable by which UCX sizes its asynchronous event table (one
-/// event per socket it watches: each connection's); a table too small
-/// makes every connection past it fail. UCX reads it from the environment
-/// when the library loads; the transport raises the option itself
-/// (`ucs_global_opts_set_value`) to [`UcxConfig::async_max_events`]
-/// before it makes a worker, unless the environment sets it (which then
-/// wins).
+/// event per socket it watches: each connection's, and each socket
+/// accepted on a listener before anyone could refuse it). Past the table,
+/// UCX 1.13.1's listener corrupts its list of connections (sockets closed
+/// twice, then an abort). UCX reads it from the environment when the
+/// library loads; the transport raises the option itself
+/// (`ucs_global_opts_set_value`) before it makes a worker, to
+/// [`UcxConfig::async_max_events`] and at least the open-file limit (the
+/// most sockets a peer can make it hold), unless the environment sets it,
+/// which then wins: a value below the open-file limit brings the crash
+/// back.
 pub const ASYNC_MAX_EVENTS: &str = "UCX_ASYNC_MAX_EVENTS";
 
 /// Setters, one per field, for building a configuration from

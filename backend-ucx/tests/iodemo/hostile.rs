@@ -327,3 +327,51 @@ fn a_peer_before_it_proved_anything_is_bounded() {
     assert_eq!((done.op, done.sn), (Op::ReadDone, 5));
     server.stop();
 }
+
+/// Sockets UCX's event table held by default (`ASYNC_MAX_EVENTS`): past
+/// it, UCX 1.13.1's listener freed a connection it kept on its list, and
+/// the list's next use corrupted memory (sockets closed twice, an abort).
+const UCX_DEFAULT_EVENTS: usize = 1024;
+/// The table the server once asked for (four times UCX's default).
+const OLD_TABLE: usize = 4 * UCX_DEFAULT_EVENTS;
+
+/// Plain TCP connections to the listener that never speak UCX's
+/// connection protocol, more than the server's event table once held:
+/// the table is sized from the open-file limit, so every one that can be
+/// accepted is watched, and the server goes on serving and stops clean.
+#[test]
+fn more_raw_sockets_than_the_old_event_table_leave_the_server_whole() {
+    let want = OLD_TABLE + 300;
+    // Each connection costs two descriptors here: ours and the server's.
+    let limit = iomsg_ucx::raise_open_files(2 * want as u64 + 512);
+    if limit < 2 * want as u64 + 256 {
+        eprintln!(
+            "skipped: the open-file limit stops at {limit}, below {}",
+            2 * want
+        );
+        return;
+    }
+    let mut server = ServerThread::start(IoDemoOptions::default());
+    let mut raw = Vec::with_capacity(want);
+    for _ in 0..want {
+        match std::net::TcpStream::connect(server.addr) {
+            Ok(s) => raw.push(s),
+            Err(e) => panic!("raw connection {} of {want}: {e}", raw.len() + 1),
+        }
+    }
+    // UCX accepts them on its own thread; give it time to watch them all.
+    std::thread::sleep(Duration::from_secs(1));
+    let (mut p, sid, _) = tag_peer(&mut server, 23);
+    p.send_tag(wire::iomsg_tag(sid), msg(23, 0, 9, 0, 256))
+        .expect("sent");
+    let (_, done) = p
+        .recv_tag(wire::data_tag(23, 9), u64::MAX, 4096, STEP)
+        .expect("the read is answered beside the raw sockets");
+    let done = IoDemoMsg::decode(&done).expect("an io message");
+    assert_eq!((done.op, done.sn), (Op::ReadDone, 9));
+    drop(raw);
+    std::thread::sleep(Duration::from_millis(500));
+    // Its worker is destroyed with every socket UCX watched: a corrupted
+    // list aborts here.
+    server.stop();
+}
