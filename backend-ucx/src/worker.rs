@@ -485,6 +485,25 @@ impl Worker {
         &*self.shared
     }
 
+    /// Destroys `listener`, rejecting first every connection request it
+    /// handed over that nobody took (one that came while the owner closed):
+    /// UCX 1.13.1 asserts, and aborts, when it destroys the worker with
+    /// such a request still open.
+    ///
+    /// # Safety
+    ///
+    /// `listener` must be a live listener of this worker, destroyed once
+    /// (here), and every request in the queue must be one of its own.
+    pub(crate) unsafe fn destroy_listener(&self, listener: sys::ucp_listener_h) {
+        for req in self.shared.conn_requests.take() {
+            // SAFETY: a request this listener handed to our callback,
+            // neither accepted nor rejected: released here, once.
+            unsafe { sys::ucp_listener_reject(listener, req) };
+        }
+        // SAFETY: by the contract.
+        unsafe { sys::ucp_listener_destroy(listener) };
+    }
+
     /// Makes progress once; returns whether anything happened. (One
     /// call: each may poll the tcp transport's sockets, a system call, and
     /// the transport calls it again on its next poll.)

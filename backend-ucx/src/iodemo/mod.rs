@@ -465,8 +465,9 @@ impl Drop for IoDemoServer {
             }
         }
         serve::release_arrivals(&self.worker, &self.inbox);
-        // SAFETY: the listener is live and destroyed once, before the
-        // worker (dropped after this).
-        unsafe { sys::ucp_listener_destroy(self.listener) };
+        // SAFETY: the listener is live, the worker's, and destroyed once,
+        // before the worker (dropped after this); its requests are the
+        // only ones.
+        unsafe { self.worker.destroy_listener(self.listener) };
     }
 }

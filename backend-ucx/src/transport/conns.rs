@@ -292,9 +292,9 @@ impl<R: Role> Drop for UcxTransport<R> {
             }
         }
         if let Some(listener) = self.role.listener() {
-            // SAFETY: the listener is live and destroyed once, before the
-            // worker.
-            unsafe { sys::ucp_listener_destroy(listener) };
+            // SAFETY: the listener is live, this worker's, and destroyed
+            // once, before the worker; its requests are the only ones.
+            unsafe { self.worker.destroy_listener(listener) };
         }
         // Active messages that arrived while closing go back to UCX
         // before its worker goes.
