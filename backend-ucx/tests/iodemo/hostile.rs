@@ -56,6 +56,19 @@ fn tag_peer(server: &mut ServerThread, our_id: u32) -> (IoDemoPeer, u32, u64) {
     (peer, sid, conn)
 }
 
+/// A new tag peer with id `id` does io_demo's id exchange and reads
+/// (sn `sn`, no data): the server answers it.
+fn read_is_answered(server: &mut ServerThread, id: u32, sn: u32) {
+    let (mut p, sid, _) = tag_peer(server, id);
+    p.send_tag(wire::iomsg_tag(sid), msg(u64::from(id), 0, sn, 0, 256))
+        .expect("sent");
+    let (_, done) = p
+        .recv_tag(wire::data_tag(id, sn), u64::MAX, 4096, STEP)
+        .expect("the read is answered");
+    let done = IoDemoMsg::decode(&done).expect("an io message");
+    assert_eq!((done.op, done.sn), (Op::ReadDone, sn));
+}
+
 /// Waits for a `Refused` naming `conn` (any connection when `None`)
 /// whose reason holds `text`; returns the connection it names.
 fn refused(server: &mut ServerThread, conn: Option<u64>, text: &str, real: u64) -> Option<u64> {
@@ -317,14 +330,7 @@ fn a_peer_before_it_proved_anything_is_bounded() {
     );
     drop(silent);
     // Still serving: a well-behaved tag peer's read is answered.
-    let (mut p, sid, _) = tag_peer(&mut server, 22);
-    p.send_tag(wire::iomsg_tag(sid), msg(22, 0, 5, 0, 256))
-        .expect("sent");
-    let (_, done) = p
-        .recv_tag(wire::data_tag(22, 5), u64::MAX, 4096, STEP)
-        .expect("the read is answered");
-    let done = IoDemoMsg::decode(&done).expect("an io message");
-    assert_eq!((done.op, done.sn), (Op::ReadDone, 5));
+    read_is_answered(&mut server, 22, 5);
     server.stop();
 }
 
@@ -361,14 +367,7 @@ fn more_raw_sockets_than_the_old_event_table_leave_the_server_whole() {
     }
     // UCX accepts them on its own thread; give it time to watch them all.
     std::thread::sleep(Duration::from_secs(1));
-    let (mut p, sid, _) = tag_peer(&mut server, 23);
-    p.send_tag(wire::iomsg_tag(sid), msg(23, 0, 9, 0, 256))
-        .expect("sent");
-    let (_, done) = p
-        .recv_tag(wire::data_tag(23, 9), u64::MAX, 4096, STEP)
-        .expect("the read is answered beside the raw sockets");
-    let done = IoDemoMsg::decode(&done).expect("an io message");
-    assert_eq!((done.op, done.sn), (Op::ReadDone, 9));
+    read_is_answered(&mut server, 23, 9);
     drop(raw);
     std::thread::sleep(Duration::from_millis(500));
     // Its worker is destroyed with every socket UCX watched: a corrupted
