@@ -100,7 +100,7 @@ fn allocations(api: Api, shared_memory: bool, size: usize, warm: u64, measured: 
 fn check(api: Api, shared_memory: bool) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // Up to the pool's buffer size (64 KiB); past it the pool keeps only
-    // eight buffers, so more in flight at once allocate (README).
+    // eight buffers, so more in flight at once allocate (docs/ucx.md).
     for size in [64, 4096, 60_000] {
         let measured = if size > 8192 { 10_000 } else { 100_000 };
         let n = allocations(api, shared_memory, size, 20_000.min(measured), measured);

@@ -159,3 +159,44 @@ impl Pair {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The Rust examples of `docs/embedding.md`, compiled and run as
+/// doctests (every other page of `docs/` holds none).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/embedding.md")]
+struct EmbeddingDoctests;
+
+#[cfg(test)]
+mod doc_pages {
+    /// The pages whose Rust examples run as doctests above.
+    const DOCTESTED: [&str; 2] = ["README.md", "docs/embedding.md"];
+
+    /// A page of `docs/` (or the README) with a Rust example that no
+    /// doctest above includes would go unchecked: every such page is in
+    /// [`DOCTESTED`].
+    #[test]
+    fn every_page_with_rust_examples_is_doctested() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let mut pages = vec!["README.md".to_string()];
+        for e in std::fs::read_dir(format!("{root}/docs")).expect("docs/") {
+            let name = e.expect("an entry").file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".md") {
+                pages.push(format!("docs/{name}"));
+            }
+        }
+        let mut unchecked = Vec::new();
+        for page in &pages {
+            let text = std::fs::read_to_string(format!("{root}/{page}")).expect("a page");
+            let rust = text.lines().any(|l| l.trim_start().starts_with("```rust"));
+            if rust && !DOCTESTED.contains(&page.as_str()) {
+                unchecked.push(page.clone());
+            }
+        }
+        assert!(
+            unchecked.is_empty(),
+            "pages with Rust examples no doctest runs: {unchecked:?}"
+        );
+        assert!(pages.len() > DOCTESTED.len(), "docs/ was read");
+    }
+}

@@ -203,7 +203,7 @@ pub(crate) fn hostile_args(
 
 /// The hostile fault's modes against a server on `api`: every one, but
 /// on active messages not `oversized`, whose memory UCX 1.13.1 spends
-/// before the transport can refuse it (README, "Isolation").
+/// before the transport can refuse it (docs/guarantees.md, "One peer affects only itself").
 pub fn hostile_modes(api: iomsg_ucx::Api) -> String {
     use iomsg_ucx::hostile::Mode;
     Mode::ALL

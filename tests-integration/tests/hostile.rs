@@ -455,7 +455,7 @@ fn verdict(mode: &str, modes: Vec<Mode>, duration: Duration, api: Api) {
     let growth = o.rss_peak_kb.saturating_sub(o.rss_before_kb);
     // UCX 1.13.1 assembles a multi-fragment active message whole before
     // the transport sees it: an oversized one costs the server its size
-    // until it is complete and refused (the README's stated limit of the
+    // until it is complete and refused (docs/guarantees.md's stated limit of the
     // active-message API). Everything else holds for it.
     let bounded = !(api == Api::Am && oversized);
     if bounded && growth > MAX_RSS_GROWTH_KB {
@@ -549,7 +549,7 @@ fn a_tag_server_survives_every_mode_at_once() {
 }
 
 /// On active messages every mode but `oversized`, whose memory UCX 1.13.1
-/// spends before the transport can refuse it (README, "Isolation").
+/// spends before the transport can refuse it (docs/guarantees.md, "One peer affects only itself").
 #[test]
 fn an_am_server_survives_every_mode_at_once() {
     let modes = Mode::ALL

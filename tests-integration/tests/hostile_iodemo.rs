@@ -333,7 +333,7 @@ fn check(name: &str, modes: Vec<Mode>, duration: Duration, api: Api) {
     let growth = o.rss_peak_kb.saturating_sub(o.rss_before_kb);
     // UCX 1.13.1 assembles a multi-fragment active message whole before the
     // server sees it: oversized ones cost their size until refused (the
-    // README's stated limit of active messages); the printed bound holds.
+    // docs/guarantees.md's stated limit of active messages); the printed bound holds.
     let assembled = api == Api::Am && oversized;
     if !assembled && growth > MAX_RSS_GROWTH_KB {
         wrong.push(format!(

@@ -4,7 +4,7 @@
 //! arrives as `now`, frames arrive through `handle_*` methods, and work comes
 //! out of `poll_*` methods; the server's application is a [`ServerHandler`].
 //!
-//! The protocol rules implemented here (README, "Protocol"):
+//! The protocol rules implemented here (docs/protocol.md):
 //!
 //! * a session is one client's ordered stream of sns to one server; its id is
 //!   chosen by the client and outlives connections and transports;

@@ -1,4 +1,4 @@
-//! One test per protocol rule (README, "Protocol" and "Guarantees"), driving a `ClientSession` and a
+//! One test per protocol rule (docs/protocol.md and docs/guarantees.md), driving a `ClientSession` and a
 //! `ServerCore` against each other frame by frame, with virtual time. This
 //! file holds the harness; each submodule one group of rules.
 //!
