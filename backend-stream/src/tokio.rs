@@ -42,8 +42,8 @@ use iomsg_core::session::{
 
 use mio::Registry;
 
-use crate::endpoint::events::EventQueue;
 use crate::{Addr, ClientOptions, Error, ServerOptions, ToAddr};
+use iomsg_endpoint::events::EventQueue;
 
 /// What the driving thread asks of the endpoint it runs.
 trait Endpoint: Send + 'static {

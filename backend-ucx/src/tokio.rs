@@ -41,7 +41,7 @@ use iomsg_core::session::{
     ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats, Unkept,
 };
 
-use crate::endpoint::events::EventQueue;
+use iomsg_endpoint::events::EventQueue;
 
 mod keeper;
 

@@ -8,9 +8,9 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{self, ClientHandler, Readiness};
 
-use super::events::{EventQueue, GivenUp};
 use super::{random_u64, sooner, ClientOptions, Clock, Error};
 use crate::{Addr, Dial, StreamTransport, ToAddr};
+use iomsg_endpoint::events::{EventQueue, GivenUp};
 
 /// The send window's capacity in messages (the most a client may have
 /// unacknowledged).

@@ -10,10 +10,10 @@ use iomsg_core::session::{
 use iomsg_core::transport::{self, ClientHandler, Readiness};
 use iomsg_core::Instant;
 
-use super::events::{EventQueue, GivenUp};
 use super::{random_u64, sooner, ClientOptions, Clock, Error};
 use crate::observe::ClientObserver;
 use crate::{Dial, UcxTransport, WaitMode};
+use iomsg_endpoint::events::{EventQueue, GivenUp};
 
 /// The send window's capacity in messages (the most a client may have
 /// unacknowledged).

@@ -17,7 +17,6 @@
 
 pub(crate) mod client;
 mod error;
-pub(crate) mod events;
 mod options;
 pub(crate) mod server;
 
@@ -26,44 +25,8 @@ pub use error::Error;
 pub use options::{ClientOptions, ServerOptions};
 pub use server::Server;
 
-use std::time::{Duration, Instant as Wall};
-
-use iomsg_core::Instant;
-
-/// The protocol's clock for one endpoint: microseconds since it was made.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Clock(Wall);
-
-impl Clock {
-    pub(crate) fn start() -> Clock {
-        Clock(Wall::now())
-    }
-
-    pub(crate) fn now(self) -> Instant {
-        Instant::since(self.0)
-    }
-
-    /// How long from now until `at` (zero if it passed).
-    pub(crate) fn until(self, at: Instant) -> Duration {
-        at.saturating_since(self.now())
-    }
-}
-
-/// 64 random bits from the operating system (`getrandom(2)`, or
-/// `/dev/urandom`), never zero: session ids and tokens.
-///
-/// # Errors
-///
-/// Neither source gave bytes (no `/dev/urandom` in a container, a seccomp
-/// filter).
-pub fn random_u64() -> std::io::Result<u64> {
-    crate::transport::random_nonzero().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "neither getrandom(2) nor /dev/urandom gave random bytes",
-        )
-    })
-}
+pub use iomsg_endpoint::random_u64;
+pub(crate) use iomsg_endpoint::{sooner, Clock};
 
 /// The first address `addr` resolves to.
 pub(crate) fn resolve(addr: impl std::net::ToSocketAddrs) -> Result<std::net::SocketAddr, Error> {
@@ -76,12 +39,4 @@ pub(crate) fn resolve(addr: impl std::net::ToSocketAddrs) -> Result<std::net::So
                 "the name resolved to no address",
             ))
         })
-}
-
-/// The shorter of two optional waits.
-pub(crate) fn sooner(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }

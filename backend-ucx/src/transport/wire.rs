@@ -66,35 +66,10 @@ pub(crate) fn key_message(bytes: &[u8]) -> KeyMessage {
     }
 }
 
-/// A fresh random key: 56 bits, non-zero, from `getrandom(2)` (or
-/// `/dev/urandom`); `None` if neither gives bytes.
+/// A fresh random key: 56 bits, non-zero, from the operating system
+/// ([`iomsg_endpoint::random_masked`]); `None` if it gives no bytes.
 pub(crate) fn random_key() -> Option<u64> {
-    random_masked(KEY_MASK)
-}
-
-/// 64 random bits, non-zero, from `getrandom(2)` (or `/dev/urandom`);
-/// `None` if neither gives bytes.
-pub(crate) fn random_nonzero() -> Option<u64> {
-    random_masked(u64::MAX)
-}
-
-fn random_masked(mask: u64) -> Option<u64> {
-    for _ in 0..8 {
-        let mut b = [0u8; 8];
-        // SAFETY: b is a live 8-byte buffer for the call.
-        let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
-        if n != 8 {
-            use std::io::Read;
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut f| f.read_exact(&mut b))
-                .ok()?;
-        }
-        let k = u64::from_le_bytes(b) & mask;
-        if k != 0 {
-            return Some(k);
-        }
-    }
-    None
+    iomsg_endpoint::random_masked(KEY_MASK).ok()
 }
 
 /// A line on standard error, the crate's only log.

@@ -10,10 +10,6 @@
 //! nothing about any sn's fate — are removed, the oldest first, beyond
 //! `ROUTINE_KEPT` of them. Which events are routine is a list; every
 //! other variant, including those a newer core adds, is kept.
-//!
-//! The same file is in `iomsg-ucx` and `iomsg-stream`: the two share
-//! only the core, whose event types these are. The copy goes when the
-//! endpoint layer above the transports is written once.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -22,10 +18,10 @@ use iomsg_core::session::{ClientEvent, ServerEvent};
 
 /// Routine events kept at most for an application that does not read
 /// them; the oldest go first.
-pub(crate) const ROUTINE_KEPT: usize = 1024;
+pub const ROUTINE_KEPT: usize = 1024;
 
 /// How the queue treats an event.
-pub(crate) trait Fold: Sized {
+pub trait Fold: Sized {
     /// Whether it only says how a connection came or went (removable);
     /// everything else is kept.
     fn is_routine(&self) -> bool;
@@ -139,7 +135,7 @@ impl Fold for ServerEvent {
 /// folded into the last kept one takes the later number: what the two
 /// said is told where the later one was, never earlier.
 #[derive(Debug)]
-pub(crate) struct EventQueue<E, const ROUTINE: usize = ROUTINE_KEPT> {
+pub struct EventQueue<E, const ROUTINE: usize = ROUTINE_KEPT> {
     kept: VecDeque<(u64, E)>,
     routine: VecDeque<(u64, E)>,
     /// Events pushed so far: the next one's number.
@@ -163,7 +159,7 @@ impl<E: Fold, const ROUTINE: usize> EventQueue<E, ROUTINE> {
     /// Queues `event` after every earlier one: folded into the last kept
     /// event if the two say one thing, and removing the oldest routine
     /// event if it is the one past `ROUTINE`.
-    pub(crate) fn push(&mut self, event: E) {
+    pub fn push(&mut self, event: E) {
         let at = self.pushed;
         self.pushed += 1;
         if event.is_routine() {
@@ -187,7 +183,7 @@ impl<E: Fold, const ROUTINE: usize> EventQueue<E, ROUTINE> {
     }
 
     /// The oldest event queued.
-    pub(crate) fn pop(&mut self) -> Option<E> {
+    pub fn pop(&mut self) -> Option<E> {
         let kept_first = match (self.kept.front(), self.routine.front()) {
             (Some((k, _)), Some((r, _))) => k < r,
             (kept, _) => kept.is_some(),
@@ -201,14 +197,18 @@ impl<E: Fold, const ROUTINE: usize> EventQueue<E, ROUTINE> {
     }
 
     /// Events queued.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.kept.len() + self.routine.len()
+    }
+
+    /// Whether no event is queued.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.routine.is_empty()
     }
 
     /// Events pushed that [`pop`](Self::pop) will not return one by one:
     /// folded into another, or routine and removed.
-    pub(crate) fn folded(&self) -> u64 {
+    pub fn folded(&self) -> u64 {
         self.folded
     }
 }
@@ -217,11 +217,11 @@ impl<E: Fold, const ROUTINE: usize> EventQueue<E, ROUTINE> {
 /// range that touches one already held is merged into it, so memory
 /// grows with the number of disjoint give-ups only, and none is dropped.
 #[derive(Debug, Default)]
-pub(crate) struct GivenUp(Vec<Range<u64>>);
+pub struct GivenUp(Vec<Range<u64>>);
 
 impl GivenUp {
     /// Adds the sns of `range` (nothing if it is empty).
-    pub(crate) fn insert(&mut self, range: Range<u64>) {
+    pub fn insert(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
         }
@@ -237,12 +237,12 @@ impl GivenUp {
     }
 
     /// The given-up range (touching ones merged) that holds `sn`.
-    pub(crate) fn find(&self, sn: u64) -> Option<&Range<u64>> {
+    pub fn find(&self, sn: u64) -> Option<&Range<u64>> {
         self.first_in(sn..sn.saturating_add(1))
     }
 
     /// The first given-up range with an sn in `within`.
-    pub(crate) fn first_in(&self, within: Range<u64>) -> Option<&Range<u64>> {
+    pub fn first_in(&self, within: Range<u64>) -> Option<&Range<u64>> {
         let i = self.0.partition_point(|r| r.end <= within.start);
         self.0
             .get(i)
