@@ -15,6 +15,7 @@ use iomsg_cli::{client, hostile, server, soak};
 #[derive(Parser)]
 #[command(
     name = "iomsg",
+    max_term_width = 100,
     version,
     about = "io_msgs over UCX that are never lost unnoticed",
     long_about = "io_msgs over UCX tag matching with sequence numbers, acknowledgements and \

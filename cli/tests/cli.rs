@@ -54,6 +54,29 @@ fn bad_arguments_give_one_clear_line_and_exit_code_2() {
 }
 
 #[test]
+fn every_help_line_fits_in_100_columns() {
+    for sub in [
+        &[][..],
+        &["server"],
+        &["client"],
+        &["soak"],
+        &["hostile"],
+        &["info"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let out = iomsg(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let long: Vec<&str> = text.lines().filter(|l| l.chars().count() > 100).collect();
+        assert!(
+            long.is_empty(),
+            "{args:?}: lines past 100 columns: {long:#?}"
+        );
+    }
+}
+
+#[test]
 fn help_explains_every_option_and_its_default() {
     for sub in ["server", "client", "soak"] {
         let out = iomsg(&[sub, "--help"]);
