@@ -287,7 +287,10 @@ fn a_peer_before_it_proved_anything_is_bounded() {
     p.close_abruptly();
     // Bytes on the stream after the id.
     let (mut p, _, conn) = tag_peer(&mut server, 21);
-    p.send_stream(vec![0xee; 1 << 20]).expect("sent");
+    // The server refuses at the first bytes and closes the connection:
+    // the rest of the send may fail (seen under load), and the refusal
+    // below is what counts.
+    let _ = p.send_stream(vec![0xee; 1 << 20]);
     p.progress_for(Duration::from_millis(50));
     refused(
         &mut server,
