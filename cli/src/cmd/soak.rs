@@ -189,13 +189,48 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
     if a.sim {
         return run_sim(&a);
     }
-    let mut faults = match soak::faults::parse_list(&a.faults) {
-        Ok(f) => f,
+    let (job, io_demo) = match soak_job(a) {
+        Ok(j) => j,
         Err(e) => {
-            eprintln!("iomsg soak: --faults: {e}");
+            eprintln!("iomsg soak: {e}");
             return ExitCode::from(2);
         }
     };
+    if let Some(io) = io_demo {
+        // The field's mix, both directions validated, whatever --ops says.
+        let job = soak::SoakJob {
+            ops: vec![iomsg_cli::args::Op::Read, iomsg_cli::args::Op::Write],
+            ..job
+        };
+        return if soak::iodemo::run_and_show(&job, &io) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
+    print_plan(&job);
+    match soak::run(&job) {
+        Ok(r) => {
+            print!("{}", soak::table(&r));
+            println!("  report: {}", job.report.display());
+            println!("  picture: {}", job.plot.display());
+            if r.verdict == "pass" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("iomsg soak: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The faults asked (`--faults`, `--cut-links`) and where the processes
+/// run (`--hosts`; a link cut needs network namespaces).
+fn faults_and_hosts(a: &SoakArgs) -> Result<(Vec<soak::Fault>, soak::Hosts), String> {
+    let mut faults = soak::faults::parse_list(&a.faults).map_err(|e| format!("--faults: {e}"))?;
     if a.cut_links && !faults.contains(&soak::Fault::LinkCut) {
         faults.push(soak::Fault::LinkCut);
     }
@@ -206,35 +241,31 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
             soak::Hosts::Netns
         }
         None | Some("local") if cut => {
-            eprintln!("iomsg soak: the link-cut fault needs --hosts netns (root), not local");
-            return ExitCode::from(2);
+            return Err("the link-cut fault needs --hosts netns (root), not local".into());
         }
         None | Some("local") => soak::Hosts::Local,
         Some("netns") => soak::Hosts::Netns,
-        Some(other) => {
-            eprintln!("iomsg soak: --hosts {other:?}: local or netns");
-            return ExitCode::from(2);
-        }
+        Some(other) => return Err(format!("--hosts {other:?}: local or netns")),
     };
+    Ok((faults, hosts))
+}
+
+/// The time between server kills: `--kill-every`, or its default.
+fn kill_every(a: &SoakArgs) -> Result<Duration, String> {
     if a.workload.window == 0 || a.workload.window > client::MAX_CONN_WINDOW {
-        eprintln!(
-            "iomsg soak: --window must be 1 to {}",
-            client::MAX_CONN_WINDOW
-        );
-        return ExitCode::from(2);
+        return Err(format!("--window must be 1 to {}", client::MAX_CONN_WINDOW));
     }
     if a.fault_every
         .is_some_and(|d| d < Duration::from_millis(100))
     {
-        eprintln!("iomsg soak: --fault-every must be at least 100ms");
-        return ExitCode::from(2);
+        return Err("--fault-every must be at least 100ms".into());
     }
     if a.exactly_once && !a.workload.replay {
-        eprintln!(
-            "iomsg soak: --exactly-once needs replay: a client that gives up what was in flight \
-             at a reconnect loses it by design; leave out --replay off"
+        return Err(
+            "--exactly-once needs replay: a client that gives up what was in flight at a \
+             reconnect loses it by design; leave out --replay off"
+                .into(),
         );
-        return ExitCode::from(2);
     }
     let kill_every = a.kill_every.unwrap_or(if a.exactly_once {
         soak::EXACTLY_ONCE_KILL_EVERY
@@ -242,9 +273,16 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
         Duration::from_secs(5)
     });
     if kill_every < Duration::from_millis(100) {
-        eprintln!("iomsg soak: --kill-every must be at least 100ms");
-        return ExitCode::from(2);
+        return Err("--kill-every must be at least 100ms".into());
     }
+    Ok(kill_every)
+}
+
+/// The soak `a` asks for, and with `--io-demo-clients` the io_demo part;
+/// or the usage error that refuses it.
+fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJob>), String> {
+    let (faults, hosts) = faults_and_hosts(&a)?;
+    let kill_every = kill_every(&a)?;
     let audit_dir = a.audit_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!(
             "iomsg-soak-{}-{}",
@@ -254,13 +292,12 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
     });
     let report = a.report.unwrap_or_else(|| audit_dir.join("report.json"));
     let plot = a.plot.unwrap_or_else(|| report.with_extension("svg"));
-    let remote = match a.across.job() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("iomsg soak: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let remote = a.across.job()?;
+    let io_demo = a.io_demo_clients.map(|clients| soak::iodemo::IoDemoJob {
+        clients,
+        bin: a.io_demo_bin,
+        plant_drop: a.io_demo_plant_drop,
+    });
     let job = soak::SoakJob {
         clients: a
             .clients
@@ -297,23 +334,11 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
         keep_records: a.keep_records,
         remote,
     };
-    if let Some(n) = a.io_demo_clients {
-        // The field's mix, both directions validated, whatever --ops says.
-        let job = soak::SoakJob {
-            ops: vec![iomsg_cli::args::Op::Read, iomsg_cli::args::Op::Write],
-            ..job
-        };
-        let io = soak::iodemo::IoDemoJob {
-            clients: n,
-            bin: a.io_demo_bin,
-            plant_drop: a.io_demo_plant_drop,
-        };
-        return if soak::iodemo::run_and_show(&job, &io) {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        };
-    }
+    Ok((job, io_demo))
+}
+
+/// The lines that say what the soak will do, before it starts.
+fn print_plan(job: &soak::SoakJob) {
     println!(
         "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}{}, audit in {}",
         job.clients,
@@ -342,22 +367,6 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
             iomsg_cli::common::human(b.isolation),
             job.max_server_rss as f64 / 1e6
         );
-    }
-    match soak::run(&job) {
-        Ok(r) => {
-            print!("{}", soak::table(&r));
-            println!("  report: {}", job.report.display());
-            println!("  picture: {}", job.plot.display());
-            if r.verdict == "pass" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(e) => {
-            eprintln!("iomsg soak: {e}");
-            ExitCode::FAILURE
-        }
     }
 }
 
