@@ -10,6 +10,8 @@
 //! after reconnects) and `iomsg_client_not_replayed_total` (sns given up at
 //! disconnects, replay off).
 
+mod seen;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -28,6 +30,8 @@ use serde::Serialize;
 use crate::args::{Op, Retries, SizeRange};
 use crate::common::{self, Audit, Record};
 use crate::outbox::{Outbox, OutboxJob, Stored};
+
+use seen::Seen;
 
 /// The most messages one session keeps unacknowledged (`--conn-window`
 /// is capped here).
@@ -141,117 +145,6 @@ pub struct ClientReport {
     pub ok: bool,
     /// Per server.
     pub sessions: Vec<SessionReport>,
-}
-
-/// What a session's events leave for the loop.
-#[derive(Default)]
-struct Seen {
-    session: u64,
-    acked: u64,
-    announced: u64,
-    /// Sns acknowledged earlier that a server can no longer vouch for.
-    state_lost: u64,
-    /// Reads answered since the outbox last took them.
-    answered: Vec<u64>,
-    not_replayed: u64,
-    restarts: u64,
-    reads_ok: u64,
-    reads_corrupt: u64,
-    /// An `Established` with no ack progress since.
-    awaiting_first_ack: bool,
-    /// A connection ended since the loop last looked.
-    disconnected: bool,
-    failed: Option<FailReason>,
-    /// Event lines for the audit and `--verbose`.
-    lines: Vec<String>,
-    /// The library's metrics and tracing of this session (see
-    /// `iomsg_ucx::observe`), and the time of the poll under way.
-    observer: iomsg_ucx::observe::ClientObserver,
-    now: iomsg_core::time::Instant,
-}
-
-impl ClientHandler for Seen {
-    fn event(&mut self, event: ClientEvent) {
-        self.observer.on_event(&event, self.now);
-        let s = self.session;
-        let line = match event {
-            ClientEvent::Acked { upto } => {
-                self.acked = upto;
-                if !std::mem::take(&mut self.awaiting_first_ack) {
-                    return;
-                }
-                format!("first_ack {s:016x} {upto}")
-            }
-            ClientEvent::Established {
-                epoch,
-                instance,
-                known,
-                resume_from,
-            } => {
-                self.awaiting_first_ack = true;
-                format!("established {s:016x} epoch {epoch} instance {instance:016x} known {known} resume {resume_from}")
-            }
-            ClientEvent::ServerRestarted {
-                instance,
-                unconfirmed,
-                ..
-            } => {
-                self.restarts += 1;
-                self.announced += unconfirmed.end - unconfirmed.start;
-                format!(
-                    "restarted {s:016x} {} {} instance {instance:016x}",
-                    unconfirmed.start, unconfirmed.end
-                )
-            }
-            ClientEvent::StateLost { instance, unknown } => {
-                // Always said: acknowledged messages may be gone.
-                eprintln!(
-                    "iomsg client: session {s:016x}: server instance {instance:016x} lost \
-                     state it had acknowledged (its journal went back in time): sns {}..{} \
-                     were acknowledged, and their delivery is now unknown",
-                    unknown.start, unknown.end
-                );
-                self.state_lost += unknown.end - unknown.start;
-                format!(
-                    "state_lost {s:016x} {} {} instance {instance:016x}",
-                    unknown.start, unknown.end
-                )
-            }
-            ClientEvent::NotReplayed { range } => {
-                self.not_replayed += range.end - range.start;
-                format!("not_replayed {s:016x} {} {}", range.start, range.end)
-            }
-            ClientEvent::Disconnected { epoch, cause } => {
-                self.disconnected = true;
-                format!("disconnected {s:016x} epoch {epoch} {cause:?}")
-            }
-            ClientEvent::Failed(reason) => {
-                self.failed = Some(reason);
-                format!("failed {s:016x} {reason}")
-            }
-            ClientEvent::Connecting { epoch, attempt } => {
-                format!("connecting {s:016x} epoch {epoch} attempt {attempt}")
-            }
-            ClientEvent::Closed => return,
-            other => format!("{other:?}"),
-        };
-        self.lines.push(line);
-    }
-
-    fn read_data(&mut self, data: ReadData<'_>) {
-        self.answered.push(data.sn);
-        if workload::matches(self.session, data.sn, data.data) {
-            self.reads_ok += 1;
-        } else {
-            self.reads_corrupt += 1;
-            self.lines.push(format!(
-                "read_corrupt {:016x} {} {}",
-                self.session,
-                data.sn,
-                data.data.len()
-            ));
-        }
-    }
 }
 
 type Driver = Client<UcxTransport<Dial>, { MAX_CONN_WINDOW as usize }, Vec<u8>>;
