@@ -9,6 +9,8 @@ use std::rc::Rc;
 use iomsg_core::transport::{ConnId, DisconnectReason, Event, SendError};
 use iomsg_core::Instant;
 
+use inbox::{Inbox, KeyMap, Kind, Pending};
+
 /// A server address on the loopback network.
 pub type Addr = u16;
 
@@ -96,125 +98,6 @@ impl Default for NetworkConfig {
         }
     }
 }
-
-#[derive(Debug)]
-enum Kind {
-    Connected,
-    Accepted,
-    Frame(Vec<u8>),
-    Disconnected(DisconnectReason),
-}
-
-#[derive(Debug)]
-struct Pending {
-    at: Instant,
-    /// Tie-breaker: equal times keep their sending order.
-    seq: u64,
-    sent_at: Instant,
-    conn: ConnId,
-    /// Addressed to the connection's server end.
-    to_server: bool,
-    kind: Kind,
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
-/// An endpoint's queue, ordered by delivery time then sequence. Events
-/// usually arrive in that order already (one latency for all): those go to
-/// a FIFO; the others (a delayed frame, an earlier reset notice) to a
-/// heap, and the earlier of the two fronts comes out first.
-#[derive(Debug, Default)]
-struct Inbox {
-    fifo: VecDeque<Pending>,
-    heap: BinaryHeap<Reverse<Pending>>,
-}
-
-impl Inbox {
-    fn push(&mut self, p: Pending) {
-        if self.heap.is_empty() && self.fifo.back().is_none_or(|b| *b <= p) {
-            self.fifo.push_back(p);
-        } else {
-            self.heap.push(Reverse(p));
-        }
-    }
-
-    fn peek(&self) -> Option<&Pending> {
-        match (self.fifo.front(), self.heap.peek()) {
-            (Some(f), Some(Reverse(h))) => Some(if h < f { h } else { f }),
-            (f, h) => f.or(h.map(|r| &r.0)),
-        }
-    }
-
-    fn pop(&mut self) -> Option<Pending> {
-        let from_heap = match (self.fifo.front(), self.heap.peek()) {
-            (Some(f), Some(Reverse(h))) => h < f,
-            (None, Some(_)) => true,
-            _ => false,
-        };
-        if from_heap {
-            self.heap.pop().map(|r| r.0)
-        } else {
-            self.fifo.pop_front()
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.fifo.len() + self.heap.len()
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Pending> {
-        self.fifo.iter().chain(self.heap.iter().map(|r| &r.0))
-    }
-
-    fn into_all(self) -> impl Iterator<Item = Pending> {
-        self.fifo
-            .into_iter()
-            .chain(self.heap.into_iter().map(|r| r.0))
-    }
-}
-
-/// Hashes the network's small integer keys (connection ids, addresses)
-/// with one multiply: the tables are the network's hot path, and its keys
-/// are its own, not an adversary's.
-#[derive(Default, Clone, Copy)]
-struct KeyHasher(u64);
-
-impl core::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-}
-
-type KeyMap<K, V> = HashMap<K, V, core::hash::BuildHasherDefault<KeyHasher>>;
 
 #[derive(Debug, Default)]
 struct Endpoint {
@@ -846,6 +729,7 @@ impl Inner {
     }
 }
 
+mod inbox;
 mod ports;
 pub use ports::{ClientPort, ServerPort};
 
