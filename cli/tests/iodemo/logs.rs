@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use iomsg_cli::iodemo_server::ARRIVED;
+
 /// One connection as io_demo's log tells it.
 #[derive(Debug, Default, Clone)]
 pub struct ClientConn {
@@ -205,10 +207,9 @@ pub fn server_audit(dir: &Path, name: &str) -> ServerAudit {
     for c in records.chunks_exact(24) {
         let word = |i: usize| u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
         let (conn, sn) = (word(0), word(1));
-        // Kind bit 2 (`iomsg_cli::iodemo_server::ARRIVED`): a request
-        // taken; every answer follows its request's.
-        let arrival = sn >> 32 & 2 != 0;
-        let op_sn = sn & !(2 << 32);
+        // A request taken; every answer follows its request's.
+        let arrival = sn >> 32 & ARRIVED != 0;
+        let op_sn = sn & !(ARRIVED << 32);
         if arrival {
             if !taken.insert((conn, op_sn)) {
                 a.bad_lines
