@@ -4,6 +4,7 @@
 // Test setup that fails should stop the test where it failed.
 #![allow(clippy::unwrap_used)]
 
+use super::scan::valid_after;
 use super::*;
 
 const MAGIC: [u8; 4] = *b"TEST";
