@@ -6,6 +6,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use iomsg_endpoint::{AddrError, ParseAddr, ToAddr};
+
 /// A stream address: a TCP socket address or the path of a Unix domain
 /// socket.
 ///
@@ -32,26 +34,8 @@ pub enum Addr {
 /// The prefix that marks a Unix socket's path.
 const UNIX_PREFIX: &str = "unix:";
 
-/// Why a string is not an [`Addr`].
-#[derive(Debug)]
-pub struct AddrError {
-    /// The string given.
-    pub input: String,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-impl fmt::Display for AddrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad address {:?}: {}; write HOST:PORT (127.0.0.1:7000) or unix:PATH",
-            self.input, self.reason
-        )
-    }
-}
-
-impl std::error::Error for AddrError {}
+/// The forms an [`Addr`] is written in, for errors.
+const FORMS: &str = "HOST:PORT (127.0.0.1:7000) or unix:PATH";
 
 impl FromStr for Addr {
     type Err = AddrError;
@@ -60,6 +44,7 @@ impl FromStr for Addr {
         let fail = |reason: String| AddrError {
             input: s.to_owned(),
             reason,
+            expected: FORMS,
         };
         if let Some(path) = s.strip_prefix(UNIX_PREFIX) {
             if path.is_empty() {
@@ -93,45 +78,17 @@ impl From<SocketAddr> for Addr {
     }
 }
 
-/// What [`Client::connect`](crate::Client::connect) and
-/// [`Server::bind`](crate::Server::bind) take as an address: an [`Addr`],
-/// a [`SocketAddr`], or a string that parses as one.
-pub trait ToAddr {
-    /// The address.
-    ///
-    /// # Errors
-    ///
-    /// The string does not parse (see [`Addr`]).
-    fn to_addr(&self) -> Result<Addr, AddrError>;
+impl ParseAddr for Addr {
+    const FORMS: &'static str = FORMS;
+
+    fn parse_addr(text: &str) -> Result<Addr, AddrError> {
+        text.parse()
+    }
 }
 
-impl ToAddr for Addr {
+impl ToAddr<Addr> for Addr {
     fn to_addr(&self) -> Result<Addr, AddrError> {
         Ok(self.clone())
-    }
-}
-
-impl ToAddr for SocketAddr {
-    fn to_addr(&self) -> Result<Addr, AddrError> {
-        Ok(Addr::Tcp(*self))
-    }
-}
-
-impl ToAddr for str {
-    fn to_addr(&self) -> Result<Addr, AddrError> {
-        self.parse()
-    }
-}
-
-impl ToAddr for String {
-    fn to_addr(&self) -> Result<Addr, AddrError> {
-        self.parse()
-    }
-}
-
-impl<T: ToAddr + ?Sized> ToAddr for &T {
-    fn to_addr(&self) -> Result<Addr, AddrError> {
-        (**self).to_addr()
     }
 }
 
@@ -153,6 +110,7 @@ mod tests {
     fn refuses_an_empty_path_and_garbage() {
         let e = "unix:".parse::<Addr>().expect_err("empty path");
         assert!(e.to_string().contains("empty"), "{e}");
+        assert!(e.to_string().contains("unix:PATH"), "{e}");
         assert!("no port here".parse::<Addr>().is_err());
     }
 }

@@ -303,11 +303,10 @@ impl<R: Role> StreamTransport<R> {
         self.harvest(Some(timeout))
     }
 
-    /// A second handle on the poller, whose fd is readable when a socket
-    /// has something: for an async runtime to wait on.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn registry(&self) -> io::Result<mio::Registry> {
-        self.poll.registry().try_clone()
+    /// The socket poller, whose fd is readable when a socket has
+    /// something: for an async runtime to wait on.
+    pub(crate) fn poller(&self) -> &mio::Registry {
+        self.poll.registry()
     }
 
     /// Gives `stream` a slot, a fresh `ConnId` and the poller's eye.

@@ -43,34 +43,70 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod backend;
 mod crc;
-pub(crate) mod endpoint;
 pub mod hostile;
 pub mod iodemo;
-pub mod observe;
 pub mod resources;
 mod sockaddr;
 pub mod status;
-#[cfg(feature = "tokio")]
-pub mod tokio;
 pub mod transport;
 pub mod version;
 mod worker;
 
+pub use backend::UcxOptions;
 pub use crc::crc32c_provider;
-pub use endpoint::client::ClientDriver;
-pub use endpoint::server::{ServerCore, ServerDriver};
-pub use endpoint::{random_u64, Client, ClientOptions, Error, Server, ServerOptions};
 pub use iomsg_core::session::{
     ClientEvent, Delivery, JournalError, ReadRequest, ResumePoint, ServerEvent, ServerHandler,
     Unkept,
 };
+pub use iomsg_endpoint::{observe, random_u64, AddrError, Error, ServerCore, ToAddr};
 pub use status::Status;
 pub use transport::{
     raise_open_files, sleep_any, Accept, Api, Dial, Liveness, UcxConfig, UcxError, UcxTransport,
     AM_MARK, ASYNC_MAX_EVENTS, FULL_MARK, REUSE_ADDRESS,
 };
 pub use worker::WaitMode;
+
+/// One session to one server over UCX (see [`iomsg_endpoint::Client`]).
+pub type Client = iomsg_endpoint::Client<UcxTransport<Dial>>;
+/// A server over UCX (see [`iomsg_endpoint::Server`]).
+pub type Server<H> = iomsg_endpoint::Server<UcxTransport<Accept>, H>;
+/// How a UCX [`Client`] connects and sends; the UCX setters are
+/// [`UcxOptions`].
+pub type ClientOptions = iomsg_endpoint::ClientOptions<UcxConfig>;
+/// How a UCX [`Server`] listens and serves; the UCX setters are
+/// [`UcxOptions`].
+pub type ServerOptions = iomsg_endpoint::ServerOptions<UcxConfig>;
+/// The sans-IO driver under a [`Client`].
+pub type ClientDriver = iomsg_endpoint::ClientDriver<UcxTransport<Dial>>;
+/// The sans-IO driver under a [`Server`].
+pub type ServerDriver = iomsg_endpoint::ServerDriver<UcxTransport<Accept>>;
+
+/// The async API over UCX (feature `tokio`): see [`iomsg_endpoint::tokio`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), iomsg_ucx::Error> {
+/// use iomsg_ucx::tokio::{Client, Server};
+/// let mut server = Server::bind("127.0.0.1:0", Default::default()).await?;
+/// let client = Client::connect(server.local_addr(), Default::default()).await?;
+/// let sn = client.send(b"hello").await?; // resolves once acknowledged
+/// let delivered = server.next().await.expect("the server runs");
+/// assert_eq!((delivered.sn, &delivered.data[..]), (sn, &b"hello"[..]));
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "tokio")]
+pub mod tokio {
+    use crate::{Accept, Dial, UcxTransport};
+    pub use iomsg_endpoint::tokio::{Batch, Delivered, Keeper};
+
+    /// [`iomsg_endpoint::tokio::Client`] over UCX.
+    pub type Client = iomsg_endpoint::tokio::Client<UcxTransport<Dial>>;
+    /// [`iomsg_endpoint::tokio::Server`] over UCX.
+    pub type Server = iomsg_endpoint::tokio::Server<UcxTransport<Accept>>;
+    /// [`iomsg_endpoint::tokio::Receipt`] over UCX.
+    pub type Receipt = iomsg_endpoint::tokio::Receipt<UcxTransport<Dial>>;
+}
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(all(doctest, feature = "tokio"))]

@@ -22,7 +22,7 @@ use iomsg_core::wire::RejectReason;
 use iomsg_core::Instant;
 use iomsg_ucx::{
     Api, Client, ClientEvent, ClientOptions, Delivery, Error, ReadRequest, ResumePoint, Server,
-    ServerOptions, UcxConfig, UcxTransport, WaitMode,
+    ServerOptions, UcxConfig, UcxOptions, UcxTransport, WaitMode,
 };
 
 /// Refused `Hello`s the test makes; each one is a new connection (and a

@@ -1,14 +1,48 @@
 //! The application layer of iomsg above its transports, written once for
-//! every backend: `iomsg-ucx` and `iomsg-stream` build their `Client` and
-//! `Server` on it.
+//! every backend: `iomsg-ucx` and `iomsg-stream` implement [`Backend`]
+//! and name these types for themselves (`iomsg_ucx::Client` is
+//! `Client<UcxTransport<Dial>>`), so every feature below works the same
+//! on each.
 //!
-//! - [`Clock`]: the protocol's clock of one endpoint;
-//! - [`random_u64`]: session ids, tokens and server instances;
-//! - [`events`]: what a session told, kept until the application asks.
+//! - [`Client`] and [`Server`], with [`ClientOptions`], [`ServerOptions`]
+//!   and the one [`Error`]: one type per role, everything defaulted; the
+//!   journal and resume for exactly once ([`ServerOptions::journal`],
+//!   [`Client::resume`]);
+//! - [`tokio`] (feature `tokio`): the same for async code;
+//! - [`observe`]: metrics (feature `metrics`) and tracing events (feature
+//!   `tracing`), reported by every client and server;
+//! - [`Backend`], [`Dial`], [`Accept`]: the seam a transport implements;
+//!   [`ToAddr`] and [`AddrError`]: addresses as the application gives
+//!   them;
+//! - [`Clock`], [`random_u64`], [`events`]: the endpoint's clock, its
+//!   ids, and what a session told until the application asks.
 
+#![forbid(unsafe_code)]
+
+mod addr;
+mod backend;
+mod client;
+mod error;
 pub mod events;
+pub mod observe;
+mod options;
+mod server;
+#[cfg(feature = "tokio")]
+pub mod tokio;
+
+pub use addr::{AddrError, ParseAddr, ToAddr};
+pub use backend::{Accept, Backend, BindSetup, Dial, DialSetup};
+pub use client::{Client, ClientDriver};
+pub use error::{BoxError, Error};
+pub use options::{ClientOptions, ServerOptions};
+pub use server::{Server, ServerCore, ServerDriver, CONNS, SESSIONS, WORDS};
 
 use std::time::{Duration, Instant as Wall};
+
+/// The send window's capacity in messages: the most a client may have
+/// unacknowledged on any backend (each backend may allow fewer,
+/// [`Backend::MAX_WINDOW`]).
+pub const WINDOW: usize = 1024;
 
 use iomsg_core::Instant;
 

@@ -1,6 +1,5 @@
-//! [`Client`]: one session to one server over UCX.
+//! [`Client`]: one session to one server, over any backend.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{
@@ -10,26 +9,26 @@ use iomsg_core::session::{
 use iomsg_core::transport::{self, ClientHandler, Readiness};
 use iomsg_core::Instant;
 
-use super::{random_u64, sooner, ClientOptions, Clock, Error};
+use crate::backend::{Dial, DialSetup};
+use crate::events::{EventQueue, GivenUp};
 use crate::observe::ClientObserver;
-use crate::{Dial, UcxTransport, WaitMode};
-use iomsg_endpoint::events::{EventQueue, GivenUp};
+use crate::{random_u64, sooner, ClientOptions, Clock, Error, ToAddr, WINDOW};
 
-/// The send window's capacity in messages (the most a client may have
-/// unacknowledged).
-pub(crate) const WINDOW: usize = 256;
+/// The sans-IO driver under a [`Client`] on backend `B`.
+pub type ClientDriver<B> = transport::Client<B, WINDOW, Box<[u8]>>;
 
-/// The sans-IO driver under a [`Client`].
-pub type ClientDriver = transport::Client<UcxTransport<Dial>, WINDOW, Box<[u8]>>;
-
-/// One session to one server over UCX: connects, sends, reconnects and
-/// replays by itself, and tells when a message is acknowledged — the
-/// server's application took it — or given up.
+/// One session to one server over backend `B` (`iomsg_ucx::Client` and
+/// `iomsg_stream::Client` name it for theirs): connects, sends,
+/// reconnects and replays by itself, and tells when a message is
+/// acknowledged — the server's application took it — or given up.
+///
+/// Written once for any backend `B` (an application names its own, such
+/// as `iomsg_stream::Client`):
 ///
 /// ```no_run
-/// # fn main() -> Result<(), iomsg_ucx::Error> {
+/// # fn demo<B: iomsg_endpoint::Dial>() -> Result<(), iomsg_endpoint::Error> {
 /// use std::time::Duration;
-/// let mut client = iomsg_ucx::Client::connect("127.0.0.1:13337", Default::default())?;
+/// let mut client = iomsg_endpoint::Client::<B>::connect("127.0.0.1:13337", Default::default())?;
 /// let sn = client.send(b"hello")?;
 /// client.wait_acked(sn, Duration::from_secs(5))?;
 /// client.close(Duration::from_secs(5))?;
@@ -41,11 +40,11 @@ pub type ClientDriver = transport::Client<UcxTransport<Dial>, WINDOW, Box<[u8]>>
 /// its own loop, sleeping at most [`poll_timeout`](Self::poll_timeout))
 /// so that acknowledgements arrive, heartbeats go out and a lost server is
 /// noticed.
-pub struct Client {
-    driver: ClientDriver,
+pub struct Client<B: Dial> {
+    driver: ClientDriver<B>,
     clock: Clock,
     seen: Seen,
-    addr: SocketAddr,
+    addr: B::Addr,
     blocking: bool,
     /// Sns below it were reported by an earlier `flush`.
     flushed: u64,
@@ -122,24 +121,26 @@ impl ClientHandler for Seen {
     }
 }
 
-impl Client {
-    /// Connects to the server at `addr` (the first address it resolves
-    /// to) and waits for the handshake (at
-    /// most `options`' connect timeout). The session id and its token come
-    /// from the operating system's randomness.
+impl<B: Dial> Client<B> {
+    /// Connects to the server at `addr` (text such as `"127.0.0.1:7000"`,
+    /// a `SocketAddr`, or the backend's own address) and waits for the
+    /// handshake (at most `options`' connect timeout). The session id and
+    /// its token come from the operating system's randomness.
     ///
     /// # Errors
     ///
-    /// [`Error::Ucx`] if UCX cannot be set up, [`Error::ConnectTimeout`]
+    /// [`Error::Address`] for an address that does not parse (it names
+    /// the input and the forms the backend takes), [`Error::Setup`] if
+    /// the backend cannot be set up, [`Error::ConnectTimeout`]
     /// (with how the last attempt ended) if no handshake completed in
     /// time, [`Error::Failed`] at once if the server refused the client
     /// for good (its reason named: another client's session id, a full
     /// table the client was never let in to, the other API or wire
     /// version).
     pub fn connect(
-        addr: impl std::net::ToSocketAddrs,
-        options: ClientOptions,
-    ) -> Result<Client, Error> {
+        addr: impl ToAddr<B::Addr>,
+        options: ClientOptions<B::Config>,
+    ) -> Result<Client<B>, Error> {
         let id = random_u64().map_err(Error::Random)?;
         let token = random_u64().map_err(Error::Random)?;
         Client::resume(
@@ -157,7 +158,8 @@ impl Client {
     /// and the messages it still `held` from the point's `base_sn` on, in
     /// sn order, with the bytes they had. They keep their sns and are sent
     /// again; a server that keeps a journal
-    /// ([`ServerOptions::journal`](crate::ServerOptions::journal))
+    /// ([`ServerOptions::journal`](crate::ServerOptions::journal), on any
+    /// backend)
     /// acknowledges what it already took without taking it twice. Then
     /// waits for the handshake, as [`connect`](Self::connect).
     ///
@@ -167,26 +169,30 @@ impl Client {
     /// no longer fits the window ([`ClientOptions::window`] and
     /// [`ClientOptions::window_bytes`] must hold them all).
     pub fn resume<I>(
-        addr: impl std::net::ToSocketAddrs,
-        options: ClientOptions,
+        addr: impl ToAddr<B::Addr>,
+        options: ClientOptions<B::Config>,
         (id, token): (u64, u64),
         point: ResumePoint,
         held: I,
-    ) -> Result<Client, Error>
+    ) -> Result<Client<B>, Error>
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        let addr = super::resolve(addr)?;
+        let addr = addr.to_addr()?;
         let mut config = ClientConfig::new(id, token);
-        config.window = options.window;
+        config.window = options.window.min(B::MAX_WINDOW);
         config.replay = options.replay;
         config.retry_for = options.retry_for;
         config.retry_full_table = options.retry_full_table;
         config.validate = options.validate;
-        config.crc = crate::crc32c_provider();
-        let blocking = options.ucx.mode == WaitMode::Blocking;
-        let transport = UcxTransport::client(addr, options.ucx)?;
+        config.crc = B::crc();
+        let blocking = !options.busy_poll;
+        let setup = DialSetup {
+            config: options.transport,
+            busy_poll: options.busy_poll,
+        };
+        let transport = B::dial(&addr, setup)?;
         let clock = Clock::start();
         let storage = vec![0u8; options.window_bytes].into_boxed_slice();
         let mut session = ClientSession::resume(config, clock.now(), storage, point);
@@ -211,7 +217,7 @@ impl Client {
             let waited = started.elapsed();
             if waited >= options.connect_timeout {
                 return Err(Error::ConnectTimeout {
-                    addr,
+                    addr: client.addr.to_string(),
                     waited,
                     last: client.seen.last_cause,
                 });
@@ -259,7 +265,8 @@ impl Client {
     /// Queues `data` as the next message without waiting or sending, and
     /// returns its sn; `Ok(None)` while the window is full. The next
     /// [`poll`](Self::poll) (or any wait) sends it, with whatever else was
-    /// queued: queue many, then poll, to send them in few UCX messages.
+    /// queued: queue many, then poll, to send them in few transport
+    /// messages.
     ///
     /// # Errors
     ///
@@ -286,18 +293,18 @@ impl Client {
     }
 
     /// Arms the transport for an edge-triggered waiter: whether the
-    /// application may sleep on the event fd now (see
-    /// [`UcxTransport::take_wakeups`]).
+    /// application may sleep on the ready fd now (see
+    /// [`Backend::take_wakeups`](crate::Backend::take_wakeups)).
     #[cfg(feature = "tokio")]
     pub(crate) fn arm_for_edges(&mut self) -> bool {
         self.driver.arm(self.clock.now()) == Readiness::Armed
-            && self.driver.transport().take_wakeups() == Ok(0)
+            && matches!(self.driver.transport().take_wakeups(), Ok(0))
     }
 
-    /// UCX's event fd (blocking mode).
+    /// The backend's ready fd.
     #[cfg(feature = "tokio")]
-    pub(crate) fn event_fd(&self) -> Result<std::os::fd::RawFd, Error> {
-        self.driver.transport().event_fd().map_err(Error::Wait)
+    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::RawFd, Error> {
+        self.driver.transport().ready_fd().map_err(wait_error::<B>)
     }
 
     /// Whether the session ended (closed or failed).
@@ -414,12 +421,12 @@ impl Client {
         )
     }
 
-    /// Polls, and when there was nothing to do sleeps on UCX's event fd
+    /// Polls, and when there was nothing to do sleeps on the transport
     /// until something arrives or a timer is due, at most `max`.
     ///
     /// # Errors
     ///
-    /// [`Error::Wait`] if waiting on UCX failed.
+    /// [`Error::Wait`] if waiting on the transport failed.
     pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
         self.step(max).map(drop)
     }
@@ -478,8 +485,8 @@ impl Client {
 
     /// The server's address.
     #[must_use]
-    pub fn server_addr(&self) -> SocketAddr {
-        self.addr
+    pub fn server_addr(&self) -> B::Addr {
+        self.addr.clone()
     }
 
     /// Counters: submitted, sent, replayed, acknowledged, ...
@@ -490,7 +497,7 @@ impl Client {
 
     /// The sans-IO driver underneath, for what this type does not offer
     /// (reads, in-place submits, the session's state).
-    pub fn driver_mut(&mut self) -> &mut ClientDriver {
+    pub fn driver_mut(&mut self) -> &mut ClientDriver<B> {
         &mut self.driver
     }
 
@@ -511,9 +518,20 @@ impl Client {
         }
         if self.blocking && self.driver.arm(self.clock.now()) == Readiness::Armed {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
-            self.driver.transport().sleep(wait).map_err(Error::Wait)?;
+            self.driver
+                .transport_mut()
+                .sleep(wait)
+                .map_err(wait_error::<B>)?;
         }
         Ok(false)
+    }
+}
+
+/// [`Error::Wait`] on backend `B`.
+pub(crate) fn wait_error<B: crate::Backend>(source: std::io::Error) -> Error {
+    Error::Wait {
+        backend: B::NAME,
+        source,
     }
 }
 

@@ -52,8 +52,8 @@
 //!
 //! # Tracing (feature `tracing`)
 //!
-//! Events under the targets `iomsg_ucx::observe::client` and
-//! `iomsg_ucx::observe::server`; sessions and instances as 16 hex digits.
+//! Events under the targets `iomsg_endpoint::observe::client` and
+//! `iomsg_endpoint::observe::server`; sessions and instances as 16 hex digits.
 //!
 //! | level | event | fields |
 //! | --- | --- | --- |

@@ -1,19 +1,14 @@
-//! The async server with a journal (`tokio::Server::bind_keeping`): a
-//! keeper that keeps a batch and then fails (a crash right after a
-//! commit: the batch's acknowledgements never leave) halts the server;
-//! a new one restored from what the keeper kept takes the replays without
-//! taking anything twice. Judged from the keeper's own record.
-#![cfg(feature = "tokio")]
-// Test setup that fails should stop the test where it failed.
-#![allow(clippy::unwrap_used)]
+// The async server with a journal (`tokio::Server::bind_keeping`): a
+// keeper that keeps a batch and then fails (a crash right after a
+// commit: the batch's acknowledgements never leave) halts the server;
+// a new one restored from what the keeper kept takes the replays without
+// taking anything twice. Judged from the keeper's own record.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use iomsg_core::workload;
-use iomsg_ucx::tokio::{Batch, Client, Keeper, Server};
-use iomsg_ucx::{ClientOptions, ServerOptions};
 
 /// What every instance's keeper kept: each message taken (session, sn,
 /// hash) and the latest journal record of each session.
@@ -53,9 +48,7 @@ impl Keeper for MemoryKeeper {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keeper_that_fails_after_a_commit_halts_the_server_and_nothing_is_taken_twice() {
-    std::env::set_var("UCX_NET_DEVICES", "lo");
-    std::env::set_var("UCX_TLS", "tcp");
-    std::env::set_var(iomsg_ucx::REUSE_ADDRESS.0, iomsg_ucx::REUSE_ADDRESS.1);
+    prepare();
     let store = Arc::new(Mutex::new(Store::default()));
     let keeper = |fail_after| MemoryKeeper {
         store: Arc::clone(&store),
@@ -72,7 +65,7 @@ async fn a_keeper_that_fails_after_a_commit_halts_the_server_and_nothing_is_take
     .unwrap();
     let addr = a.local_addr();
     let options = ClientOptions::default().retry_for(Duration::from_secs(20));
-    let client = Arc::new(Client::connect(addr, options).await.unwrap());
+    let client = Arc::new(Client::connect(addr.clone(), options).await.unwrap());
     let session = client.session_id();
     let total = 1000u64;
     let sender = {

@@ -6,7 +6,7 @@ use iomsg_core::Instant;
 /// Submit times kept for the ack-latency histogram: one slot per sn
 /// modulo this, the facade's window. A driver with a larger window gets
 /// no sample for an sn whose slot a later submit took.
-pub const SUBMIT_RING: usize = crate::endpoint::client::WINDOW;
+pub const SUBMIT_RING: usize = crate::WINDOW;
 
 /// One client's observer: counts submits, acks, replays and losses, times
 /// handshakes and acks (feature `metrics`), and traces the connection's

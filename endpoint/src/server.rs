@@ -1,23 +1,23 @@
-//! [`Server`]: takes every client's messages over UCX and hands them to
-//! the application.
+//! [`Server`]: takes every client's messages over any backend and hands
+//! them to the application.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant as Wall};
 
 use iomsg_core::session::{ServerConfig, ServerHandler, ServerStats};
 use iomsg_core::transport::{self, Readiness};
 
-use super::{random_u64, sooner, Clock, Error, ServerOptions};
+use crate::backend::{Accept, BindSetup};
+use crate::client::wait_error;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 use crate::observe::{server::Observed, ServerObserver};
-use crate::{Accept, UcxTransport, WaitMode};
+use crate::{random_u64, sooner, Clock, Error, ServerOptions, ToAddr};
 
 /// Sessions the server's table holds.
-pub(crate) const SESSIONS: usize = 1024;
+pub const SESSIONS: usize = 1024;
 /// Connections at once.
-pub(crate) const CONNS: usize = 1024;
+pub const CONNS: usize = 1024;
 /// The tracker's window per session, in 64-sn words (2,112 sns).
-pub(crate) const WORDS: usize = 33;
+pub const WORDS: usize = 33;
 
 /// The server's session table with the sizes [`Server`] uses.
 pub type ServerCore = iomsg_core::session::ServerCore<SESSIONS, CONNS, WORDS>;
@@ -37,11 +37,11 @@ fn boxed_core(config: ServerConfig) -> Result<Box<ServerCore>, Error> {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
 }
 
-/// The sans-IO driver under a [`Server`].
-pub type ServerDriver =
-    transport::Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<ServerCore>>;
+/// The sans-IO driver under a [`Server`] on backend `B`.
+pub type ServerDriver<B> = transport::Server<B, SESSIONS, CONNS, WORDS, Box<ServerCore>>;
 
-/// A server: listens, accepts clients, hands each new message to the
+/// A server over backend `B` (`iomsg_ucx::Server` and
+/// `iomsg_stream::Server` name it for theirs): listens, accepts clients, hands each new message to the
 /// application's handler once (per server instance) and acknowledges it
 /// only after the handler took it, answers reads, notices and reports
 /// gaps.
@@ -51,9 +51,10 @@ pub type ServerDriver =
 /// only.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), iomsg_ucx::Error> {
-/// use iomsg_ucx::{Delivery, Server};
-/// let mut server = Server::bind("127.0.0.1:13337", Default::default(), |d: Delivery<'_>| {
+/// # fn demo<B: iomsg_endpoint::Accept>() -> Result<(), iomsg_endpoint::Error> {
+/// use iomsg_core::session::Delivery;
+/// use iomsg_endpoint::Server;
+/// let mut server = Server::<B, _>::bind("127.0.0.1:13337", Default::default(), |d: Delivery<'_>| {
 ///     println!("session {:x} sn {}: {} bytes", d.session, d.sn, d.data.len());
 /// })?;
 /// loop {
@@ -64,51 +65,55 @@ pub type ServerDriver =
 ///
 /// A server does work only inside [`poll`](Self::poll) and the waits;
 /// run one of them in a loop.
-pub struct Server<H> {
-    driver: ServerDriver,
+pub struct Server<B: Accept, H> {
+    driver: ServerDriver<B>,
     handler: H,
     clock: Clock,
+    addr: B::Addr,
     blocking: bool,
     /// Metrics and traces.
     #[cfg(any(feature = "metrics", feature = "tracing"))]
     observer: ServerObserver,
 }
 
-impl<H: ServerHandler> Server<H> {
-    /// Listens on `addr` (the first address it resolves to; port 0: any free port, see
-    /// [`local_addr`](Self::local_addr)). The server instance's id comes
-    /// from the operating system's randomness: clients tell a restarted
-    /// server from the one before by it.
-    ///
-    /// A server restarted on the same port binds again at once only when
-    /// the process's environment has [`REUSE_ADDRESS`](crate::REUSE_ADDRESS)
-    /// set before UCX starts.
+impl<B: Accept, H: ServerHandler> Server<B, H> {
+    /// Listens on `addr` (text such as `"127.0.0.1:7000"` — port 0 for
+    /// any free port, see [`local_addr`](Self::local_addr) — a
+    /// `SocketAddr`, or the backend's own address). The server instance's
+    /// id comes from the operating system's randomness: clients tell a
+    /// restarted server from the one before by it.
     ///
     /// # Errors
     ///
-    /// [`Error::Ucx`] if UCX cannot be set up or the address cannot be
-    /// listened on.
+    /// [`Error::Address`] for an address that does not parse,
+    /// [`Error::Setup`] if the backend cannot be set up, [`Error::Bind`]
+    /// if the address cannot be listened on.
     pub fn bind(
-        addr: impl std::net::ToSocketAddrs,
-        options: ServerOptions,
+        addr: impl ToAddr<B::Addr>,
+        options: ServerOptions<B::Config>,
         handler: H,
-    ) -> Result<Server<H>, Error> {
-        let addr = super::resolve(addr)?;
+    ) -> Result<Server<B, H>, Error> {
+        let addr = addr.to_addr()?;
         let mut config = ServerConfig::new(random_u64().map_err(Error::Random)?);
         config.validate = options.validate;
         config.handshake_timeout = options.handshake_timeout;
         config.max_sessions = SESSIONS;
-        config.crc = crate::crc32c_provider();
+        config.crc = B::crc();
         config.journal = options.journal;
-        let mut ucx = options.ucx;
-        ucx.max_connections = ucx.max_connections.min(CONNS);
-        let blocking = ucx.mode == WaitMode::Blocking;
-        let transport = UcxTransport::server(addr, ucx)?;
+        let blocking = !options.busy_poll;
+        let setup = BindSetup {
+            config: options.transport,
+            busy_poll: options.busy_poll,
+            max_connections: options.max_connections.min(CONNS),
+        };
+        let transport = B::bind(&addr, setup)?;
+        let addr = transport.local_addr()?;
         let driver = transport::Server::with_core(transport, boxed_core(config)?)?;
         Ok(Server {
             driver,
             handler,
             clock: Clock::start(),
+            addr,
             blocking,
             #[cfg(any(feature = "metrics", feature = "tracing"))]
             observer: ServerObserver::new(),
@@ -117,8 +122,8 @@ impl<H: ServerHandler> Server<H> {
 
     /// The address it listens on.
     #[must_use]
-    pub fn local_addr(&self) -> SocketAddr {
-        self.driver.transport().local_addr()
+    pub fn local_addr(&self) -> B::Addr {
+        self.addr.clone()
     }
 
     /// Does all the work possible now without waiting; returns whether
@@ -149,12 +154,12 @@ impl<H: ServerHandler> Server<H> {
         )
     }
 
-    /// Polls, and when there was nothing to do sleeps on UCX's event fd
+    /// Polls, and when there was nothing to do sleeps on the transport
     /// until something arrives or a timer is due, at most `max`.
     ///
     /// # Errors
     ///
-    /// [`Error::Wait`] if waiting on UCX failed, [`Error::Halted`] once
+    /// [`Error::Wait`] if waiting on the transport failed, [`Error::Halted`] once
     /// the handler's `flush` failed.
     pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
         if self.poll() {
@@ -163,7 +168,10 @@ impl<H: ServerHandler> Server<H> {
         self.check()?;
         if self.blocking && self.arm() {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
-            self.driver.transport().sleep(wait).map_err(Error::Wait)?;
+            self.driver
+                .transport_mut()
+                .sleep(wait)
+                .map_err(wait_error::<B>)?;
         }
         Ok(())
     }
@@ -183,23 +191,22 @@ impl<H: ServerHandler> Server<H> {
         Ok(())
     }
 
-    /// Arms the transport: whether the application may sleep on the
-    /// event fd now.
+    /// Arms the transport: whether the application may sleep on it now.
     pub(crate) fn arm(&mut self) -> bool {
         self.driver.arm(self.clock.now()) == Readiness::Armed
     }
 
     /// [`arm`](Self::arm) for an edge-triggered waiter (see
-    /// [`UcxTransport::take_wakeups`]).
+    /// [`Backend::take_wakeups`](crate::Backend::take_wakeups)).
     #[cfg(feature = "tokio")]
     pub(crate) fn arm_for_edges(&mut self) -> bool {
-        self.arm() && self.driver.transport().take_wakeups() == Ok(0)
+        self.arm() && matches!(self.driver.transport().take_wakeups(), Ok(0))
     }
 
-    /// UCX's event fd (blocking mode).
+    /// The backend's ready fd.
     #[cfg(feature = "tokio")]
-    pub(crate) fn event_fd(&self) -> Result<std::os::fd::RawFd, Error> {
-        self.driver.transport().event_fd().map_err(Error::Wait)
+    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::RawFd, Error> {
+        self.driver.transport().ready_fd().map_err(wait_error::<B>)
     }
 
     /// Serves for `time`.
@@ -276,7 +283,7 @@ impl<H: ServerHandler> Server<H> {
     }
 
     /// The sans-IO driver underneath (its core: sessions, counters).
-    pub fn driver_mut(&mut self) -> &mut ServerDriver {
+    pub fn driver_mut(&mut self) -> &mut ServerDriver<B> {
         &mut self.driver
     }
 

@@ -1,24 +1,28 @@
-//! What a [`Client`](super::Client) or [`Server`](super::Server) is built
+//! What a [`Client`](crate::Client) or [`Server`](crate::Server) is built
 //! with: every setting defaulted, changed through setters, so that new
-//! settings never break a caller.
+//! settings never break a caller. `C` is the backend's own settings
+//! (`UcxConfig`, `StreamConfig`); each backend adds setters for them
+//! through a trait of its own.
 
 use std::time::Duration;
 
-use crate::{Api, UcxConfig, WaitMode};
+use crate::server::CONNS;
+use crate::WINDOW;
 
-/// How a [`Client`](super::Client) connects and sends.
+/// How a [`Client`](crate::Client) connects and sends.
 ///
 /// ```
 /// use std::time::Duration;
-/// let options = iomsg_ucx::ClientOptions::default()
+/// let options = iomsg_endpoint::ClientOptions::<()>::default()
 ///     .connect_timeout(Duration::from_secs(5))
 ///     .window_bytes(1 << 20);
 /// # let _ = options;
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct ClientOptions {
-    pub(crate) ucx: UcxConfig,
+pub struct ClientOptions<C> {
+    pub(crate) transport: C,
+    pub(crate) busy_poll: bool,
     pub(crate) window: u32,
     pub(crate) window_bytes: usize,
     pub(crate) replay: bool,
@@ -28,17 +32,15 @@ pub struct ClientOptions {
     pub(crate) validate: bool,
 }
 
-impl Default for ClientOptions {
-    /// Tag matching, tcp (no shared memory), sleeping on UCX's event fd
-    /// when idle, 256 messages and 4 MiB in flight, replay on, 10 s for
-    /// the first handshake, reconnects tried for 30 s of an outage.
-    fn default() -> ClientOptions {
+impl<C: Default> Default for ClientOptions<C> {
+    /// The backend's defaults, sleeping when idle, as many messages in
+    /// flight as the backend allows and 4 MiB of them, replay on, 10 s
+    /// for the first handshake, reconnects tried for 30 s of an outage.
+    fn default() -> ClientOptions<C> {
         ClientOptions {
-            ucx: UcxConfig {
-                mode: WaitMode::Blocking,
-                ..UcxConfig::default()
-            },
-            window: crate::endpoint::client::WINDOW as u32,
+            transport: C::default(),
+            busy_poll: false,
+            window: WINDOW as u32,
             window_bytes: 4 << 20,
             replay: true,
             connect_timeout: Duration::from_secs(10),
@@ -49,41 +51,25 @@ impl Default for ClientOptions {
     }
 }
 
-impl ClientOptions {
-    /// Which UCX API carries the frames; the server must use the same
-    /// (default [`Api::Tag`]).
-    #[must_use]
-    pub fn api(mut self, api: Api) -> Self {
-        self.ucx.api = api;
-        self
-    }
-    /// Let UCX carry frames over shared memory when both ends are on one
-    /// host (the server must say the same; default off).
-    #[must_use]
-    pub fn shared_memory(mut self, on: bool) -> Self {
-        self.ucx.shared_memory = on;
-        self
-    }
-    /// Spin on UCX instead of sleeping on its event fd when idle: lower
+impl<C> ClientOptions<C> {
+    /// Spin on the transport instead of sleeping when idle: lower
     /// latency, one core busy (default off).
     #[must_use]
     pub fn busy_poll(mut self, on: bool) -> Self {
-        self.ucx.mode = if on {
-            WaitMode::BusyPoll
-        } else {
-            WaitMode::Blocking
-        };
+        self.busy_poll = on;
         self
     }
-    /// Messages sent and not yet acknowledged at most (1 to 256; default
-    /// 256). `send` waits while the window is full.
+    /// Messages sent and not yet acknowledged at most (from 1 to the
+    /// backend's most: 256 on UCX, 1024 on streams; default the most).
+    /// `send` waits while the window is full.
     #[must_use]
     pub fn window(mut self, messages: u32) -> Self {
-        self.window = messages.clamp(1, crate::endpoint::client::WINDOW as u32);
+        self.window = messages.clamp(1, WINDOW as u32);
         self
     }
     /// Bytes of messages kept until acknowledged (default 4 MiB): the
-    /// storage replay sends from; a message may be at most this long.
+    /// storage replay sends from; a message may be at most this long
+    /// (and at most what the wire carries).
     #[must_use]
     pub fn window_bytes(mut self, bytes: usize) -> Self {
         self.window_bytes = bytes.max(1);
@@ -92,13 +78,13 @@ impl ClientOptions {
     /// Resend what was not acknowledged after a reconnect (default on:
     /// nothing is lost, a resent message the server had already taken is
     /// announced as a possible duplicate). Off: such messages are given
-    /// up and reported as lost ([`Error::Lost`](super::Error::Lost)).
+    /// up and reported as lost ([`Error::Lost`](crate::Error::Lost)).
     #[must_use]
     pub fn replay(mut self, on: bool) -> Self {
         self.replay = on;
         self
     }
-    /// How long [`Client::connect`](super::Client::connect) waits for the
+    /// How long [`Client::connect`](crate::Client::connect) waits for the
     /// first handshake (default 10 s).
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
@@ -113,7 +99,7 @@ impl ClientOptions {
         self
     }
     /// Keep retrying when the server's table is full although this client
-    /// was never let in (default off: [`Error::Failed`](super::Error::Failed)
+    /// was never let in (default off: [`Error::Failed`](crate::Error::Failed)
     /// with [`FailReason::TableFull`](iomsg_core::session::FailReason::TableFull)
     /// at once, since nothing of its session is on the server). A client
     /// let in before retries in any case, within `retry_for`.
@@ -129,40 +115,49 @@ impl ClientOptions {
         self.validate = on;
         self
     }
-    /// Every transport setting ([`UcxConfig`]), for what the setters above
-    /// do not reach; its `mode` replaces `busy_poll`.
+    /// The backend's own settings, for what the setters do not reach.
     #[must_use]
-    pub fn ucx(mut self, config: UcxConfig) -> Self {
-        self.ucx = config;
+    pub fn transport(mut self, config: C) -> Self {
+        self.transport = config;
         self
+    }
+    /// The backend's own settings, to change in place (the backends'
+    /// option traits use it).
+    pub fn transport_mut(&mut self) -> &mut C {
+        &mut self.transport
+    }
+    /// Whether the client spins when idle.
+    #[must_use]
+    pub fn is_busy_poll(&self) -> bool {
+        self.busy_poll
     }
 }
 
-/// How a [`Server`](super::Server) listens and serves.
+/// How a [`Server`](crate::Server) listens and serves.
 ///
 /// ```
-/// let options = iomsg_ucx::ServerOptions::default().max_connections(256);
+/// let options = iomsg_endpoint::ServerOptions::<()>::default().max_connections(256);
 /// # let _ = options;
 /// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub struct ServerOptions {
-    pub(crate) ucx: UcxConfig,
+pub struct ServerOptions<C> {
+    pub(crate) transport: C,
+    pub(crate) busy_poll: bool,
+    pub(crate) max_connections: usize,
     pub(crate) validate: bool,
     pub(crate) handshake_timeout: Duration,
     pub(crate) journal: bool,
 }
 
-impl Default for ServerOptions {
-    /// Tag matching, tcp (no shared memory), sleeping on UCX's event fd
-    /// when idle, 1024 connections and sessions, 5 s for a handshake.
-    fn default() -> ServerOptions {
+impl<C: Default> Default for ServerOptions<C> {
+    /// The backend's defaults, sleeping when idle, 1024 connections and
+    /// sessions, 5 s for a handshake, no journal.
+    fn default() -> ServerOptions<C> {
         ServerOptions {
-            ucx: UcxConfig {
-                mode: WaitMode::Blocking,
-                max_connections: crate::endpoint::server::CONNS,
-                ..UcxConfig::default()
-            },
+            transport: C::default(),
+            busy_poll: false,
+            max_connections: CONNS,
             validate: false,
             handshake_timeout: Duration::from_secs(5),
             journal: false,
@@ -170,9 +165,9 @@ impl Default for ServerOptions {
     }
 }
 
-impl ServerOptions {
+impl<C> ServerOptions<C> {
     /// Keep a journal (default off): before any acknowledgement leaves,
-    /// the handler's [`ServerHandler::journal`](crate::ServerHandler::journal)
+    /// the handler's [`ServerHandler::journal`](iomsg_core::session::ServerHandler::journal)
     /// gets a record of every session that changed, to keep with what
     /// `deliver` took; give the records back to the next instance with
     /// [`Server::restore`](crate::Server::restore) and it recognises its
@@ -183,36 +178,17 @@ impl ServerOptions {
         self.journal = on;
         self
     }
-    /// Which UCX API carries the frames; clients must use the same
-    /// (default [`Api::Tag`]).
-    #[must_use]
-    pub fn api(mut self, api: Api) -> Self {
-        self.ucx.api = api;
-        self
-    }
-    /// Let UCX carry frames over shared memory with clients on this host
-    /// (clients must say the same; default off).
-    #[must_use]
-    pub fn shared_memory(mut self, on: bool) -> Self {
-        self.ucx.shared_memory = on;
-        self
-    }
-    /// Spin on UCX instead of sleeping on its event fd when idle (default
-    /// off).
+    /// Spin on the transport instead of sleeping when idle (default off).
     #[must_use]
     pub fn busy_poll(mut self, on: bool) -> Self {
-        self.ucx.mode = if on {
-            WaitMode::BusyPoll
-        } else {
-            WaitMode::Blocking
-        };
+        self.busy_poll = on;
         self
     }
     /// Connections at once (1 to 1024; default 1024): one past it is
     /// refused and its client told why.
     #[must_use]
     pub fn max_connections(mut self, n: usize) -> Self {
-        self.ucx.max_connections = n.clamp(1, crate::endpoint::server::CONNS);
+        self.max_connections = n.clamp(1, CONNS);
         self
     }
     /// Put a CRC on the payload of every read answer (default off; a
@@ -228,11 +204,25 @@ impl ServerOptions {
         self.handshake_timeout = timeout;
         self
     }
-    /// Every transport setting ([`UcxConfig`]); its `mode` replaces
-    /// `busy_poll`, its `max_connections` is capped at 1024.
+    /// The backend's own settings, for what the setters do not reach.
     #[must_use]
-    pub fn ucx(mut self, config: UcxConfig) -> Self {
-        self.ucx = config;
+    pub fn transport(mut self, config: C) -> Self {
+        self.transport = config;
         self
+    }
+    /// The backend's own settings, to change in place (the backends'
+    /// option traits use it).
+    pub fn transport_mut(&mut self) -> &mut C {
+        &mut self.transport
+    }
+    /// Whether the server spins when idle.
+    #[must_use]
+    pub fn is_busy_poll(&self) -> bool {
+        self.busy_poll
+    }
+    /// Whether the server keeps a journal.
+    #[must_use]
+    pub fn is_journal(&self) -> bool {
+        self.journal
     }
 }

@@ -1,6 +1,7 @@
-//! Feature `metrics`: a recorder of our own counts what the observers
-//! record; each test compares the differences with what it sent and what
-//! the handlers took.
+// Feature `metrics`: a recorder of our own counts what the observers
+// record; each backend's tests compare the differences with what they
+// sent and what the handlers took. The observer's own tests (no backend)
+// run once, here.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,11 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use iomsg_core::session::{ClientEvent, ClientStats, DisconnectCause};
 use iomsg_core::Instant;
-use iomsg_ucx::observe::{ClientObserver, SUBMIT_RING};
-use iomsg_ucx::ClientOptions;
+use iomsg_endpoint::observe::{ClientObserver, SUBMIT_RING};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-
-use super::support::{one_at_a_time, run, IN_FLIGHT};
 
 /// The system allocator, counting the allocations each thread makes (the
 /// harness's other threads allocate when they like).
@@ -23,7 +21,7 @@ thread_local! {
 }
 
 /// Allocations (and reallocations) this thread made so far.
-fn allocations() -> u64 {
+pub fn allocations() -> u64 {
     ALLOCATIONS.with(std::cell::Cell::get)
 }
 
@@ -105,13 +103,13 @@ fn recorded() -> &'static Recorded {
 
 /// What the recorder holds at one moment.
 #[derive(Clone, Debug)]
-struct Snapshot {
+pub struct Snapshot {
     counters: BTreeMap<String, u64>,
     histograms: BTreeMap<String, Vec<f64>>,
 }
 
 impl Snapshot {
-    fn take() -> Snapshot {
+    pub fn take() -> Snapshot {
         let r = recorded();
         Snapshot {
             counters: (r.counters.lock().unwrap().iter())
@@ -124,13 +122,13 @@ impl Snapshot {
     }
 
     /// How much counter `name` grew since `before`.
-    fn grew(&self, before: &Snapshot, name: &str) -> u64 {
+    pub fn grew(&self, before: &Snapshot, name: &str) -> u64 {
         let at = |s: &Snapshot| s.counters.get(name).copied().unwrap_or(0);
         at(self) - at(before)
     }
 
     /// Samples of histogram `name` recorded since `before`.
-    fn new_samples(&self, before: &Snapshot, name: &str) -> Vec<f64> {
+    pub fn new_samples(&self, before: &Snapshot, name: &str) -> Vec<f64> {
         let old = before.histograms.get(name).map_or(0, Vec::len);
         self.histograms
             .get(name)
@@ -140,113 +138,8 @@ impl Snapshot {
 }
 
 #[test]
-fn a_clean_run_counts_exactly_what_was_sent_and_taken() {
-    let _one = one_at_a_time();
-    let before = Snapshot::take();
-    let r = run(ClientOptions::default(), 1, 3000);
-    let after = Snapshot::take();
-    let grew = |name| after.grew(&before, name);
-    let sent = r.sent.len() as u64;
-    assert_eq!(sent, 3000);
-    // Ground truth: the test sent 3000, one server instance took them all.
-    assert_eq!(r.instances.len(), 1);
-    assert_eq!(r.instances[0].messages.len() as u64, sent);
-    assert_eq!(grew("iomsg_client_submitted_total"), sent);
-    assert_eq!(grew("iomsg_client_acked_total"), sent);
-    assert_eq!(grew("iomsg_server_delivered_total"), r.delivered());
-    assert_eq!(grew("iomsg_server_delivered_total"), sent);
-    assert_eq!(grew("iomsg_client_not_replayed_total"), 0);
-    assert_eq!(grew("iomsg_client_replayed_total"), 0);
-    assert_eq!(grew("iomsg_client_reconnects_total"), 0);
-    assert_eq!(grew("iomsg_server_duplicates_total"), 0);
-    assert_eq!(grew("iomsg_server_live_loss_sns_total"), 0);
-    assert_eq!(grew("iomsg_server_in_flight_loss_sns_total"), 0);
-    assert_eq!(grew("iomsg_server_sessions_opened_total"), 1);
-    assert_eq!(
-        grew("iomsg_server_sessions_opened_total"),
-        r.instances[0].opened
-    );
-    assert_eq!(grew("iomsg_server_rejected_total"), 0);
-    let handshakes = after.new_samples(&before, "iomsg_client_handshake_seconds");
-    assert_eq!(handshakes.len(), 1, "{handshakes:?}");
-    assert!(
-        handshakes[0] > 0.0 && handshakes[0] < 10.0,
-        "{handshakes:?}"
-    );
-    // One sample per acknowledged message: the window fits the ring.
-    let latencies = after.new_samples(&before, "iomsg_client_ack_latency_seconds");
-    assert_eq!(latencies.len() as u64, sent);
-    assert!(latencies.iter().all(|&s| (0.0..30.0).contains(&s)));
-}
-
-#[test]
-fn with_replay_off_and_restarts_the_counts_match_each_instances_record() {
-    let _one = one_at_a_time();
-    let before = Snapshot::take();
-    let r = run(ClientOptions::default().replay(false), 3, 2000);
-    let after = Snapshot::take();
-    let grew = |name| after.grew(&before, name);
-    let sent = r.sent.len() as u64;
-    assert_eq!(grew("iomsg_client_submitted_total"), sent);
-    assert_eq!(grew("iomsg_server_delivered_total"), r.delivered());
-    let opened: u64 = r.instances.iter().map(|t| t.opened).sum();
-    assert_eq!(grew("iomsg_server_sessions_opened_total"), opened);
-    let rejected: u64 = r.instances.iter().map(|t| t.rejected).sum();
-    assert_eq!(grew("iomsg_server_rejected_total"), rejected);
-    // Every sn ended: acknowledged (taken by some instance) or given up.
-    let acked = grew("iomsg_client_acked_total");
-    let given_up = grew("iomsg_client_not_replayed_total");
-    assert_eq!(acked, r.acked);
-    assert_eq!(given_up, r.lost.len() as u64);
-    assert_eq!(acked + given_up, sent);
-    assert!(acked <= r.taken_by_any() as u64, "acked {acked}");
-    // Twice a parked server went away with messages it never took.
-    let taken_by_none = sent - r.taken_by_any() as u64;
-    assert!(taken_by_none >= 2 * IN_FLIGHT, "{taken_by_none}");
-    assert!(given_up >= taken_by_none, "{given_up} < {taken_by_none}");
-    assert_eq!(grew("iomsg_client_replayed_total"), 0, "replay is off");
-    // Four instances, each reached: at least three reconnects.
-    let reconnects = grew("iomsg_client_reconnects_total");
-    let reached = r.instances.iter().filter(|t| t.opened > 0).count() as u64;
-    assert!(reached >= 3 && reconnects + 1 >= reached, "{reconnects}");
-    assert_eq!(reconnects + 1, r.established);
-    let handshakes = after.new_samples(&before, "iomsg_client_handshake_seconds");
-    assert_eq!(handshakes.len() as u64, r.established);
-    let latencies = after.new_samples(&before, "iomsg_client_ack_latency_seconds");
-    assert_eq!(latencies.len() as u64, acked);
-}
-
-#[test]
-fn with_replay_on_a_restart_counts_replays_and_every_message_acknowledged() {
-    let _one = one_at_a_time();
-    let before = Snapshot::take();
-    let r = run(ClientOptions::default(), 2, 3000);
-    let after = Snapshot::take();
-    let grew = |name| after.grew(&before, name);
-    let sent = r.sent.len() as u64;
-    assert!(r.lost.is_empty());
-    assert_eq!(r.taken_by_any() as u64, sent, "replay brings every sn");
-    assert_eq!(grew("iomsg_client_submitted_total"), sent);
-    assert_eq!(grew("iomsg_client_acked_total"), sent);
-    assert_eq!(grew("iomsg_client_not_replayed_total"), 0);
-    assert_eq!(grew("iomsg_server_delivered_total"), r.delivered());
-    // An sn both instances took was sent twice.
-    let twice = r.sent.keys().filter(|&&sn| r.taken_by(sn) == 2).count() as u64;
-    let replayed = grew("iomsg_client_replayed_total");
-    assert!(replayed >= twice, "{replayed} < {twice}");
-    // The messages the parked server never took went out to it, and again
-    // to the next instance, which took them.
-    assert!(replayed >= IN_FLIGHT, "{replayed}");
-    assert!(grew("iomsg_client_reconnects_total") >= 1);
-    let latencies = after.new_samples(&before, "iomsg_client_ack_latency_seconds");
-    assert_eq!(latencies.len() as u64, sent);
-}
-
-/// The observer without the facade, as a sans-IO driver's user calls it:
-/// exact counts and latencies from a scripted session.
-#[test]
 fn a_scripted_session_gives_exact_counts_and_latencies() {
-    let _one = one_at_a_time();
+    let _one = crate::one_at_a_time();
     let before = Snapshot::take();
     let at = Instant::from_micros;
     let mut o = ClientObserver::new();
@@ -353,7 +246,7 @@ impl Recorder for Counting {
 
 #[test]
 fn the_client_observer_allocates_nothing_per_message() {
-    let _one = one_at_a_time();
+    let _one = crate::one_at_a_time();
     let recorder = Counting {
         counters: Mutex::default(),
         histograms: Mutex::default(),

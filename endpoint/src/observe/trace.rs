@@ -24,7 +24,7 @@ fn sns(range: &Range<u64>) -> u64 {
 
 /// Traces one client event (the connection's life, losses, replays).
 pub(super) fn client_event(event: &ClientEvent) {
-    const T: &str = "iomsg_ucx::observe::client";
+    const T: &str = "iomsg_endpoint::observe::client";
     match event {
         ClientEvent::Connecting { epoch, attempt, .. } => {
             info!(target: T, epoch, attempt, "connecting");
@@ -81,7 +81,7 @@ pub(super) fn server_event(event: &ServerEvent) {
     }
 }
 
-const S: &str = "iomsg_ucx::observe::server";
+const S: &str = "iomsg_endpoint::observe::server";
 
 /// Sessions and connections coming and going: info.
 fn server_life(event: &ServerEvent) {

@@ -1,43 +1,64 @@
-//! The one error type of [`Client`](super::Client) and
-//! [`Server`](super::Server).
+//! The one error type of every [`Client`](crate::Client) and
+//! [`Server`](crate::Server), on every backend.
 
 use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
-use iomsg_core::session::{DisconnectCause, FailReason, SubmitError};
+use iomsg_core::session::{DisconnectCause, FailReason, JournalError, SubmitError};
 use iomsg_core::transport::DriverError;
 
-use crate::{Addr, AddrError};
+use crate::AddrError;
 
-/// Why a call of [`Client`](super::Client) or [`Server`](super::Server)
+/// An error of a backend, kept as its source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a call of a [`Client`](crate::Client) or [`Server`](crate::Server)
 /// failed. Each says what was being done and, where one is known, what to
-/// change.
+/// change. The variants are grouped by who can fix it: the caller's input
+/// (`Address`, `Rejected`, `Unsupported`), this machine (`Setup`, `Bind`,
+/// `Wait`, `Thread`, `Random`, `Transport`), the peer or the network
+/// (`ConnectTimeout`, `Failed`, `Lost`, `StateLost`, `Timeout`, `Journal`)
+/// and the application's own handler or runtime (`Halted`, `Shutdown`,
+/// `Dropped`).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The address given did not parse or resolve.
+    /// The address given does not parse or resolve: the error names it
+    /// and the forms the backend takes.
     Address(AddrError),
+    /// The backend could not be set up (UCX's context, worker or
+    /// endpoint; a socket poller).
+    Setup {
+        /// The backend (`"UCX"`, `"stream"`).
+        backend: &'static str,
+        /// What it said.
+        source: BoxError,
+    },
     /// The server could not listen on its address.
     Bind {
         /// The address.
-        addr: Addr,
-        /// What the system said.
+        addr: String,
+        /// What the system or the backend said.
+        source: BoxError,
+    },
+    /// Waiting on the backend failed while running.
+    Wait {
+        /// The backend.
+        backend: &'static str,
+        /// What it said.
         source: std::io::Error,
     },
-    /// The socket poller could not be created or waited on.
-    Poll(std::io::Error),
-    /// The transport cannot carry the protocol.
+    /// The transport cannot carry the protocol (its frames are too small).
     Transport(DriverError),
     /// No thread could be started (to build the server's session table).
     Thread(std::io::Error),
     /// No random session id from the operating system.
     Random(std::io::Error),
-    /// [`Client::connect`](super::Client::connect) saw no handshake
-    /// complete in time.
+    /// `connect` saw no handshake complete in time.
     ConnectTimeout {
         /// The server's address.
-        addr: Addr,
+        addr: String,
         /// How long it tried.
         waited: Duration,
         /// How the last attempt ended, if one did.
@@ -47,7 +68,7 @@ pub enum Error {
     /// messages not acknowledged by then are lost to it.
     Failed(FailReason),
     /// The message can never be sent: longer than the largest message
-    /// (the wire's, the window storage's), or sns exhausted.
+    /// (the transport's, the window storage's), or sns exhausted.
     Rejected(SubmitError),
     /// The message was given up without an acknowledgement: replay is off
     /// and it was in flight when a connection ended, so the server may or
@@ -70,6 +91,13 @@ pub enum Error {
         /// How long.
         waited: Duration,
     },
+    /// A journal record given to [`Server::restore`](crate::Server::restore)
+    /// was not taken back (torn, changed, or no room): that session's
+    /// client is told it is new and announces what may arrive twice.
+    Journal(JournalError),
+    /// An option this endpoint does not offer (the text says which, and
+    /// what offers it).
+    Unsupported(&'static str),
     /// A server lost state it had acknowledged (its journal went back in
     /// time: a power cut under a lazy sync, an older copy restored): the
     /// sns in `unknown` were acknowledged, and whether its application
@@ -88,16 +116,27 @@ pub enum Error {
     Halted,
 }
 
+impl Error {
+    /// [`Error::Setup`] for `backend`.
+    pub fn setup(backend: &'static str, source: impl Into<BoxError>) -> Error {
+        Error::Setup {
+            backend,
+            source: source.into(),
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Address(e) => write!(f, "{e}"),
+            Error::Setup { backend, source } => write!(f, "cannot set up {backend}: {source}"),
             Error::Bind { addr, source } => write!(
                 f,
                 "cannot listen on {addr}: {source}; pick another address, or stop what holds it"
             ),
-            Error::Poll(e) => write!(f, "cannot poll the sockets: {e}"),
-            Error::Transport(e) => write!(f, "the stream transport cannot carry iomsg: {e}"),
+            Error::Wait { backend, source } => write!(f, "cannot wait for {backend}: {source}"),
+            Error::Transport(e) => write!(f, "the transport cannot carry iomsg: {e}"),
             Error::Random(e) => write!(f, "no random session id from the system: {e}"),
             Error::Thread(e) => write!(f, "cannot start a thread: {e}"),
             Error::ConnectTimeout { addr, waited, last } => {
@@ -127,6 +166,8 @@ impl fmt::Display for Error {
             Error::Timeout { what, waited } => {
                 write!(f, "{what}: not within {:.3} s", waited.as_secs_f64())
             }
+            Error::Journal(e) => write!(f, "cannot restore from the journal: {e}"),
+            Error::Unsupported(what) => write!(f, "not supported: {what}"),
             Error::StateLost { unknown } => write!(
                 f,
                 "the server lost state it had acknowledged (its journal went back in time): \
@@ -148,8 +189,10 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Address(e) => Some(e),
-            Error::Bind { source, .. } => Some(source),
-            Error::Poll(e) | Error::Random(e) | Error::Thread(e) => Some(e),
+            Error::Setup { source, .. } | Error::Bind { source, .. } => Some(source.as_ref()),
+            Error::Wait { source, .. } => Some(source),
+            Error::Random(e) | Error::Thread(e) => Some(e),
+            Error::Journal(e) => Some(e),
             _ => None,
         }
     }

@@ -4,9 +4,11 @@
 //! a stream.
 //!
 //! Each endpoint runs the blocking [`crate::Client`] / [`crate::Server`]
-//! in a task of its own on the runtime. The task sleeps on UCX's event fd
-//! (through [`AsyncFd`]) and on the endpoint's next timer, and is woken
-//! by the handles when they queue work: an idle endpoint costs no CPU.
+//! on a thread of its own, on any backend. The thread sleeps on the
+//! backend's ready fd (UCX's event fd, the stream backend's socket
+//! poller) and on the endpoint's next timer, and is woken by the handles
+//! when they queue work: an idle endpoint costs no CPU, and the runtime's
+//! threads never block on it. Futures are woken from that thread.
 //! Handles are `Send + Sync`: a multi-threaded runtime may run them on
 //! any of its threads, and a `Client` may be shared (`Arc`) by tasks that
 //! send concurrently. Create them inside a runtime; drop them there too.
@@ -14,10 +16,11 @@
 //! (features `metrics`, `tracing`), so the async ones do too.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), iomsg_ucx::Error> {
-//! use iomsg_ucx::tokio::{Client, Server};
-//! let mut server = Server::bind("127.0.0.1:0", Default::default()).await?;
-//! let client = Client::connect(server.local_addr(), Default::default()).await?;
+//! # async fn demo<B, D>() -> Result<(), iomsg_endpoint::Error>
+//! # where B: iomsg_endpoint::Accept, D: iomsg_endpoint::Dial<Addr = B::Addr, Config = B::Config> {
+//! use iomsg_endpoint::tokio::{Client, Server};
+//! let mut server = Server::<B>::bind("127.0.0.1:0", Default::default()).await?;
+//! let client = Client::<D>::connect(server.local_addr(), Default::default()).await?;
 //! let sn = client.send(b"hello").await?; // resolves once acknowledged
 //! let delivered = server.next().await.expect("the server runs");
 //! assert_eq!((delivered.sn, &delivered.data[..]), (sn, &b"hello"[..]));
@@ -26,38 +29,35 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use ::tokio::io::unix::AsyncFd;
-use ::tokio::io::Interest;
-use ::tokio::sync::Notify;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Token};
 
 use iomsg_core::session::{
     ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats, Unkept,
 };
 
-use iomsg_endpoint::events::EventQueue;
-
 mod keeper;
 
-use crate::{ClientOptions, Error, ServerOptions};
+use crate::events::EventQueue;
+use crate::{Accept, ClientOptions, Dial, Error, ServerOptions, ToAddr};
 use keeper::Kept;
 pub use keeper::{Batch, Keeper};
 
-/// What the driving task asks of the endpoint it runs.
+/// What the driving thread asks of the endpoint it runs.
 trait Endpoint: Send + 'static {
     /// Does all the work possible now; whether anything happened.
     fn poll(&mut self) -> bool;
-    /// Arms the event fd: whether the task may sleep on it.
+    /// Arms the ready fd: whether the thread may sleep on it.
     fn arm(&mut self) -> bool;
     /// When the endpoint must poll again at the latest.
     fn poll_timeout(&self) -> Option<Duration>;
-    /// Whether the task should stop polling for now (the application is
+    /// Whether the thread should stop polling for now (the application is
     /// behind on deliveries), or for good.
     fn paused(&self) -> bool {
         false
@@ -65,17 +65,20 @@ trait Endpoint: Send + 'static {
     fn finished(&self) -> bool;
     /// After a poll: wake the futures whose outcome it decided.
     fn wake(&mut self);
+    /// The thread ends: wake every future still waiting, to learn why.
+    fn release(&mut self) {}
 }
 
-/// An endpoint, the waker of its task, and whether its handles are gone.
+/// An endpoint, the waker of its thread, and whether its handles are gone.
 struct Shared<E> {
     state: Mutex<State<E>>,
-    wake_task: Notify,
+    /// Wakes the endpoint's thread out of its sleep.
+    waker: mio::Waker,
 }
 
 struct State<E> {
     endpoint: E,
-    /// The handles were dropped: the task ends.
+    /// The handles were dropped: the thread ends.
     dropped: bool,
 }
 
@@ -85,110 +88,143 @@ impl<E> Shared<E> {
         // the endpoint as it was between two calls: usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-/// What the task owns. The fields drop in order: the fd's registration
-/// goes before the endpoint whose worker owns the fd can.
-struct Task<E> {
-    fd: Option<AsyncFd<RawFd>>,
-    shared: Arc<Shared<E>>,
-}
-
-/// Runs `shared`'s endpoint until its handles are dropped or it finished.
-async fn drive<E: Endpoint>(shared: Arc<Shared<E>>, fd: RawFd) {
-    // SAFETY: `fd` is the UCX worker's event fd, open until the worker is
-    // destroyed; the worker lives in `shared`'s endpoint, which `Task`
-    // keeps alive (its `Arc`) until after the AsyncFd is dropped (field
-    // order), and nothing else closes or replaces the fd.
-    let registered = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-    let fd = match registered {
-        Ok(fd) => Some(fd),
-        Err(e) => {
-            crate::transport::log(&format!(
-                "cannot register UCX's event fd with tokio ({e}); polling every millisecond"
-            ));
-            None
+    /// Wakes the endpoint's thread: the handles queued work.
+    fn wake(&self) {
+        if let Err(e) = self.waker.wake() {
+            eprintln!("iomsg: cannot wake the endpoint's thread: {e}");
         }
-    };
-    let task = Task { fd, shared };
-    let (fd, shared) = (&task.fd, &task.shared);
-    loop {
-        let (busy, sleep) = {
-            let mut st = shared.lock();
-            if st.dropped || st.endpoint.finished() {
-                return;
-            }
-            let busy = !st.endpoint.paused() && st.endpoint.poll();
-            st.endpoint.wake();
-            let sleep = if busy || st.endpoint.paused() || !st.endpoint.arm() {
-                None
-            } else {
-                Some(st.endpoint.poll_timeout())
-            };
-            (busy, sleep)
+    }
+}
+
+/// The thread's poller tokens: the backend's ready fd, the handles.
+const BACKEND: Token = Token(0);
+const HANDLES: Token = Token(1);
+
+/// What the endpoint's thread sleeps on: the backend's ready fd (UCX's
+/// event fd, the stream backend's socket poller) and the handles' waker.
+/// The fd belongs to the endpoint, which outlives the sleeper (see
+/// [`spawn`]).
+struct Sleeper {
+    poll: mio::Poll,
+    events: Events,
+    fd: RawFd,
+}
+
+impl Sleeper {
+    /// A sleeper on `fd`, and the waker of it for the handles.
+    fn new(fd: RawFd) -> Result<(Sleeper, mio::Waker), Error> {
+        let setup = |e| Error::setup("the async driver", e);
+        let poll = mio::Poll::new().map_err(setup)?;
+        poll.registry()
+            .register(&mut SourceFd(&fd), BACKEND, Interest::READABLE)
+            .map_err(setup)?;
+        let waker = mio::Waker::new(poll.registry(), HANDLES).map_err(setup)?;
+        let sleeper = Sleeper {
+            poll,
+            events: Events::with_capacity(4),
+            fd,
         };
-        let Some(timeout) = sleep else {
-            if busy {
-                ::tokio::task::yield_now().await;
-            } else {
-                // Paused, or work the transport cannot arm for: wait for
-                // the handles, a little at most.
-                let _ =
-                    ::tokio::time::timeout(Duration::from_millis(1), shared.wake_task.notified())
-                        .await;
-            }
-            continue;
-        };
-        let timeout = timeout.unwrap_or(Duration::from_secs(1));
-        match fd {
-            Some(fd) => {
-                ::tokio::select! {
-                    ready = fd.readable() => {
-                        if let Ok(mut guard) = ready {
-                            guard.clear_ready();
-                        }
-                    }
-                    () = ::tokio::time::sleep(timeout) => {}
-                    () = shared.wake_task.notified() => {}
-                }
-            }
-            None => {
-                let nap = timeout.min(Duration::from_millis(1));
-                let _ = ::tokio::time::timeout(nap, shared.wake_task.notified()).await;
+        Ok((sleeper, waker))
+    }
+
+    /// Sleeps until the backend or a handle wakes it, `timeout` at most.
+    fn sleep(&mut self, timeout: Duration) {
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                eprintln!("iomsg: cannot sleep on the transport ({e}); napping");
+                std::thread::sleep(timeout.min(Duration::from_millis(1)));
             }
         }
     }
 }
 
-/// Stops the task when the last handle goes.
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.poll.registry().deregister(&mut SourceFd(&self.fd));
+    }
+}
+
+/// Runs `shared`'s endpoint until its handles are dropped or it finished.
+fn drive<E: Endpoint>(shared: &Shared<E>, sleeper: &mut Sleeper) {
+    loop {
+        let sleep = {
+            let mut st = shared.lock();
+            if st.dropped || st.endpoint.finished() {
+                st.endpoint.release();
+                return;
+            }
+            let busy = !st.endpoint.paused() && st.endpoint.poll();
+            st.endpoint.wake();
+            if busy {
+                None
+            } else if st.endpoint.paused() {
+                // Until the application takes deliveries (it wakes us).
+                Some(Duration::from_millis(100))
+            } else if st.endpoint.arm() {
+                Some(st.endpoint.poll_timeout().unwrap_or(Duration::from_secs(1)))
+            } else {
+                // Work the transport cannot arm for: a little at most.
+                Some(Duration::from_millis(1))
+            }
+        };
+        match sleep {
+            Some(timeout) => sleeper.sleep(timeout),
+            None => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Stops the thread when the last handle goes, and waits for it: once a
+/// handle is dropped its endpoint is gone (a server's address is free
+/// again), unless a receipt still holds the client.
 struct Handle<E> {
     shared: Arc<Shared<E>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<E> Drop for Handle<E> {
     fn drop(&mut self) {
         self.shared.lock().dropped = true;
-        self.shared.wake_task.notify_one();
+        self.shared.wake();
+        if let Some(thread) = self.thread.take() {
+            // The thread ends at its next turn, which the wake starts.
+            let _ = thread.join();
+        }
     }
 }
 
-/// Starts the task for `endpoint`, whose event fd is `fd`.
-fn spawn<E: Endpoint>(endpoint: E, fd: RawFd) -> Handle<E> {
+/// Starts the thread for `endpoint`, whose backend's ready fd is `fd`.
+/// The thread owns a reference to the endpoint until it ends, and drops
+/// its sleeper (the fd's registration) first.
+fn spawn<E: Endpoint>(endpoint: E, fd: RawFd) -> Result<Handle<E>, Error> {
+    let (mut sleeper, waker) = Sleeper::new(fd)?;
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             endpoint,
             dropped: false,
         }),
-        wake_task: Notify::new(),
+        waker,
     });
-    drop(::tokio::spawn(drive(Arc::clone(&shared), fd)));
-    Handle { shared }
+    let driven = Arc::clone(&shared);
+    let thread = std::thread::Builder::new()
+        .name("iomsg-endpoint".into())
+        .spawn(move || {
+            drive(&driven, &mut sleeper);
+            drop(sleeper);
+            drop(driven);
+        })
+        .map_err(Error::Thread)?;
+    Ok(Handle {
+        shared,
+        thread: Some(thread),
+    })
 }
 
 /// The client's endpoint: the blocking client and the futures waiting on
 /// it.
-struct ClientEnd {
-    client: crate::Client,
+struct ClientEnd<B: Dial> {
+    client: crate::Client<B>,
     /// Futures of unacknowledged messages, by sn.
     acks: BTreeMap<u64, Waker>,
     /// Senders waiting for room in the window.
@@ -197,7 +233,7 @@ struct ClientEnd {
     woken_below: u64,
 }
 
-impl Endpoint for ClientEnd {
+impl<B: Dial> Endpoint for ClientEnd<B> {
     fn poll(&mut self) -> bool {
         self.client.poll()
     }
@@ -228,36 +264,42 @@ impl Endpoint for ClientEnd {
         }
         self.room.drain(..).for_each(Waker::wake);
     }
+    fn release(&mut self) {
+        std::mem::take(&mut self.acks)
+            .into_values()
+            .for_each(Waker::wake);
+        self.room.drain(..).for_each(Waker::wake);
+    }
 }
 
 /// One session to one server, for tokio: [`crate::Client`] with futures.
 /// `Send + Sync`; share it with an `Arc` to send from several tasks.
-pub struct Client {
-    handle: Handle<ClientEnd>,
+pub struct Client<B: Dial> {
+    handle: Handle<ClientEnd<B>>,
 }
 
-impl Client {
+impl<B: Dial> Client<B> {
     /// Connects to the server at `addr` and waits for the handshake (see
-    /// [`crate::Client::connect`]). The client always sleeps on UCX's
-    /// event fd: `busy_poll` in `options` is ignored.
+    /// [`crate::Client::connect`]). The client always sleeps on the
+    /// backend's ready fd: `busy_poll` in `options` is ignored.
     ///
     /// # Errors
     ///
     /// As [`crate::Client::connect`].
     pub async fn connect(
-        addr: impl std::net::ToSocketAddrs,
-        options: ClientOptions,
-    ) -> Result<Client, Error> {
-        let addr = crate::endpoint::resolve(addr)?;
+        addr: impl ToAddr<B::Addr>,
+        options: ClientOptions<B::Config>,
+    ) -> Result<Client<B>, Error> {
+        let addr = addr.to_addr()?;
         let options = options.busy_poll(false);
         let connecting =
-            ::tokio::task::spawn_blocking(move || crate::Client::connect(addr, options));
+            ::tokio::task::spawn_blocking(move || crate::Client::<B>::connect(addr, options));
         let client = match connecting.await {
             Ok(made) => made?,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => return Err(Error::Shutdown),
         };
-        let fd = client.event_fd()?;
+        let fd = client.ready_fd()?;
         let end = ClientEnd {
             client,
             acks: BTreeMap::new(),
@@ -265,7 +307,7 @@ impl Client {
             woken_below: 0,
         };
         Ok(Client {
-            handle: spawn(end, fd),
+            handle: spawn(end, fd)?,
         })
     }
 
@@ -289,7 +331,7 @@ impl Client {
     /// # Errors
     ///
     /// As [`send`](Self::send), for what is known before it is sent.
-    pub async fn submit(&self, data: &[u8]) -> Result<Receipt, Error> {
+    pub async fn submit(&self, data: &[u8]) -> Result<Receipt<B>, Error> {
         let sn = std::future::poll_fn(|cx| {
             let mut st = self.handle.shared.lock();
             match st.endpoint.client.try_send(data) {
@@ -302,7 +344,7 @@ impl Client {
             }
         })
         .await?;
-        self.handle.shared.wake_task.notify_one();
+        self.handle.shared.wake();
         Ok(Receipt {
             sn,
             shared: Arc::clone(&self.handle.shared),
@@ -335,7 +377,7 @@ impl Client {
     pub async fn close(self) -> Result<(), Error> {
         let flushed = self.flush().await;
         self.handle.shared.lock().endpoint.client.start_close();
-        self.handle.shared.wake_task.notify_one();
+        self.handle.shared.wake();
         let deadline = ::tokio::time::Instant::now() + Duration::from_secs(1);
         while !self.handle.shared.lock().endpoint.client.is_terminal()
             && ::tokio::time::Instant::now() < deadline
@@ -375,12 +417,12 @@ impl Client {
 /// A submitted message: resolves to its sn once acknowledged, or to why
 /// it never will be.
 #[must_use = "a receipt does nothing unless awaited"]
-pub struct Receipt {
+pub struct Receipt<B: Dial> {
     sn: u64,
-    shared: Arc<Shared<ClientEnd>>,
+    shared: Arc<Shared<ClientEnd<B>>>,
 }
 
-impl Receipt {
+impl<B: Dial> Receipt<B> {
     /// The message's sn.
     #[must_use]
     pub fn sn(&self) -> u64 {
@@ -388,7 +430,7 @@ impl Receipt {
     }
 }
 
-impl Future for Receipt {
+impl<B: Dial> Future for Receipt<B> {
     type Output = Result<u64, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -419,7 +461,7 @@ pub struct Delivered {
 /// A read answerer.
 type Respond = Box<dyn FnMut(ReadRequest<'_>, &mut [u8]) + Send>;
 
-/// The server's application inside the task: queues deliveries for the
+/// The server's application inside its thread: queues deliveries for the
 /// stream.
 struct Queue {
     items: VecDeque<Delivered>,
@@ -476,7 +518,7 @@ impl ServerHandler for Queue {
     }
 }
 
-impl Endpoint for crate::Server<Queue> {
+impl<B: Accept> Endpoint for crate::Server<B, Queue> {
     fn poll(&mut self) -> bool {
         crate::Server::poll(self)
     }
@@ -519,12 +561,12 @@ impl Endpoint for crate::Server<Queue> {
 /// application takes deliveries again, or fail once their `retry_for`
 /// (30 s by default) has passed: take deliveries promptly, or move them
 /// to storage of the application's own.
-pub struct Server {
-    handle: Handle<crate::Server<Queue>>,
-    addr: SocketAddr,
+pub struct Server<B: Accept> {
+    handle: Handle<crate::Server<B, Queue>>,
+    addr: B::Addr,
 }
 
-impl Server {
+impl<B: Accept> Server<B> {
     /// Listens on `addr` (see [`crate::Server::bind`]); reads are answered
     /// with zeros (see [`bind_answering`](Self::bind_answering)).
     ///
@@ -534,29 +576,24 @@ impl Server {
     /// [`ServerOptions::journal`] on (a journal needs a [`Keeper`]: see
     /// [`bind_keeping`](Self::bind_keeping)).
     pub async fn bind(
-        addr: impl std::net::ToSocketAddrs,
-        options: ServerOptions,
-    ) -> Result<Server, Error> {
-        Self::start(crate::endpoint::resolve(addr)?, options, None, None)
+        addr: impl ToAddr<B::Addr>,
+        options: ServerOptions<B::Config>,
+    ) -> Result<Server<B>, Error> {
+        Self::start(addr.to_addr()?, options, None, None)
     }
 
     /// Listens on `addr`, answering reads with `respond` (called on the
-    /// server's task: it must not block).
+    /// server's thread: it must not block).
     ///
     /// # Errors
     ///
     /// As [`crate::Server::bind`].
     pub async fn bind_answering(
-        addr: impl std::net::ToSocketAddrs,
-        options: ServerOptions,
+        addr: impl ToAddr<B::Addr>,
+        options: ServerOptions<B::Config>,
         respond: impl FnMut(ReadRequest<'_>, &mut [u8]) + Send + 'static,
-    ) -> Result<Server, Error> {
-        Self::start(
-            crate::endpoint::resolve(addr)?,
-            options,
-            Some(Box::new(respond)),
-            None,
-        )
+    ) -> Result<Server<B>, Error> {
+        Self::start(addr.to_addr()?, options, Some(Box::new(respond)), None)
     }
 
     /// Listens on `addr` with a journal: each batch of messages taken is
@@ -576,16 +613,16 @@ impl Server {
     /// does not restore (torn, changed, or no room: see
     /// [`crate::Server::restore`]).
     pub async fn bind_keeping<R: AsRef<[u8]>>(
-        addr: impl std::net::ToSocketAddrs,
-        options: ServerOptions,
+        addr: impl ToAddr<B::Addr>,
+        options: ServerOptions<B::Config>,
         keeper: impl Keeper,
         restore: impl IntoIterator<Item = R>,
-    ) -> Result<Server, Error> {
+    ) -> Result<Server<B>, Error> {
         let kept = Kept::new(Box::new(keeper));
         let records: Vec<R> = restore.into_iter().collect();
         let restore: Vec<&[u8]> = records.iter().map(AsRef::as_ref).collect();
         Self::start(
-            crate::endpoint::resolve(addr)?,
+            addr.to_addr()?,
             options.journal(true),
             None,
             Some((kept, &restore)),
@@ -593,11 +630,11 @@ impl Server {
     }
 
     fn start(
-        addr: SocketAddr,
-        options: ServerOptions,
+        addr: B::Addr,
+        options: ServerOptions<B::Config>,
         respond: Option<Respond>,
         journal: Option<(Kept, &[&[u8]])>,
-    ) -> Result<Server, Error> {
+    ) -> Result<Server<B>, Error> {
         if options.journal && journal.is_none() {
             return Err(Error::Unsupported(
                 "the async server keeps a journal only with a Keeper \
@@ -616,22 +653,22 @@ impl Server {
             events: EventQueue::default(),
             keeper,
         };
-        let mut server = crate::Server::bind(addr, options.busy_poll(false), queue)?;
+        let mut server = crate::Server::<B, Queue>::bind(addr, options.busy_poll(false), queue)?;
         for record in restore {
             server.restore(record)?;
         }
-        let fd = server.event_fd()?;
+        let fd = server.ready_fd()?;
         let addr = server.local_addr();
         Ok(Server {
-            handle: spawn(server, fd),
+            handle: spawn(server, fd)?,
             addr,
         })
     }
 
     /// The address it listens on.
     #[must_use]
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    pub fn local_addr(&self) -> B::Addr {
+        self.addr.clone()
     }
 
     /// The next message any client sent; `None` only once the server
@@ -651,7 +688,7 @@ impl Server {
                 q.bytes -= d.data.len();
                 drop(st);
                 if was_full {
-                    self.handle.shared.wake_task.notify_one();
+                    self.handle.shared.wake();
                 }
                 Poll::Ready(Some(d))
             }
@@ -729,7 +766,7 @@ impl Server {
     }
 }
 
-impl futures_core::Stream for Server {
+impl<B: Accept> futures_core::Stream for Server<B> {
     type Item = Delivered;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivered>> {

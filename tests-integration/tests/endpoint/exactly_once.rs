@@ -1,21 +1,17 @@
-//! Exactly once across a crash of each side, through the application API:
-//! a server that keeps a journal is stopped without its last batch and a
-//! new one restored from what it kept; a client is dropped mid-stream and
-//! resumed from what its outbox (here the test's own record) kept. Judged
-//! from each instance's committed record of what its handler took.
+// Exactly once across a crash of each side, through the application API:
+// a server that keeps a journal is stopped without its last batch and a
+// new one restored from what it kept; a client is dropped mid-stream and
+// resumed from what its outbox (here the test's own record) kept. Judged
+// from each instance's committed record of what its handler took.
 
-// Test setup that fails should stop the test where it failed.
-#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use iomsg_core::workload;
-use iomsg_ucx::{Client, ClientEvent, ClientOptions, Delivery, Server, ServerOptions};
 
 /// What one server instance kept: its committed deliveries (session, sn,
 /// hash) and journal records, each batch made durable at `flush`.
@@ -30,17 +26,17 @@ struct Durable {
     dead: bool,
 }
 
-impl iomsg_ucx::ServerHandler for Durable {
+impl ServerHandler for Durable {
     fn deliver(&mut self, d: Delivery<'_>) {
         self.pending.push((d.session, d.sn, workload::hash(d.data)));
     }
-    fn respond(&mut self, read: iomsg_ucx::ReadRequest<'_>, out: &mut [u8]) {
+    fn respond(&mut self, read: ReadRequest<'_>, out: &mut [u8]) {
         workload::fill(read.session, read.sn, out);
     }
     fn journal(&mut self, record: &[u8]) {
         self.pending_journal.push(record.to_vec());
     }
-    fn flush(&mut self) -> Result<(), iomsg_ucx::Unkept> {
+    fn flush(&mut self) -> Result<(), Unkept> {
         // One commit: the deliveries and the journal that covers them.
         self.taken.append(&mut self.pending);
         self.journal.append(&mut self.pending_journal);
@@ -55,11 +51,11 @@ impl iomsg_ucx::ServerHandler for Durable {
 /// thread until `stop`, or until it dies after committing `crash_after`
 /// messages. Returns what it committed.
 fn serve(
-    addr: SocketAddr,
+    addr: Addr,
     journal: &[Vec<u8>],
     stop: Arc<AtomicBool>,
     crash_after: Option<usize>,
-) -> (SocketAddr, JoinHandle<Durable>) {
+) -> (Addr, JoinHandle<Durable>) {
     let options = ServerOptions::default().journal(true);
     let handler = Durable {
         crash_after,
@@ -137,9 +133,7 @@ fn send(
 
 #[test]
 fn every_message_is_taken_exactly_once_across_a_server_crash_and_a_client_crash() {
-    std::env::set_var("UCX_NET_DEVICES", "lo");
-    std::env::set_var("UCX_TLS", "tcp");
-    std::env::set_var(iomsg_ucx::REUSE_ADDRESS.0, iomsg_ucx::REUSE_ADDRESS.1);
+    prepare();
     // Whether the dead instance's last acks got out is up to timing: run
     // until a restored instance confirmed sns whose acks died with its
     // predecessor (each run is judged in full either way).
@@ -152,13 +146,13 @@ fn every_message_is_taken_exactly_once_across_a_server_crash_and_a_client_crash(
 fn crash_both_sides() -> bool {
     let stop_a = Arc::new(AtomicBool::new(false));
     let (addr, a) = serve(
-        "127.0.0.1:0".parse().unwrap(),
+        any_addr(),
         &[],
         Arc::clone(&stop_a),
         Some(1500),
     );
     let options = || ClientOptions::default().retry_for(Duration::from_secs(20));
-    let mut client = Client::connect(addr, options()).unwrap();
+    let mut client = Client::connect(addr.clone(), options()).unwrap();
     let mut outbox = BTreeMap::new();
     let mut sent = BTreeMap::new();
     let mut watch = Watch::default();
@@ -167,6 +161,7 @@ fn crash_both_sides() -> bool {
     let stop_b = Arc::new(AtomicBool::new(false));
     let restart = {
         let stop_b = Arc::clone(&stop_b);
+        let addr = addr.clone();
         std::thread::spawn(move || {
             let a = a.join().unwrap();
             let (_, b) = serve(addr, &a.journal, stop_b, None);
