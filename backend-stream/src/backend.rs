@@ -4,7 +4,7 @@
 //! setters of their options.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
 use iomsg_endpoint::{Backend, BindSetup, DialSetup, Error};
@@ -25,8 +25,8 @@ macro_rules! stream_backend {
             fn sleep(&mut self, max: Duration) -> io::Result<()> {
                 StreamTransport::sleep(self, max).map(drop)
             }
-            fn ready_fd(&self) -> io::Result<RawFd> {
-                Ok(self.poller().as_raw_fd())
+            fn ready_fd(&self) -> io::Result<BorrowedFd<'_>> {
+                Ok(self.poller().as_fd())
             }
         }
     };

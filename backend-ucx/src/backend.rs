@@ -5,7 +5,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use iomsg_core::wire::Crc32c;
@@ -42,8 +42,12 @@ macro_rules! ucx_backend {
             fn sleep(&mut self, max: Duration) -> io::Result<()> {
                 UcxTransport::sleep(self, max).map(drop).map_err(io_error)
             }
-            fn ready_fd(&self) -> io::Result<RawFd> {
-                self.event_fd().map_err(io_error)
+            fn ready_fd(&self) -> io::Result<BorrowedFd<'_>> {
+                let fd = self.event_fd().map_err(io_error)?;
+                // SAFETY: the worker's event fd is open from the worker's
+                // creation until its destruction in the transport's drop,
+                // and the borrow lasts no longer than `&self`.
+                Ok(unsafe { BorrowedFd::borrow_raw(fd) })
             }
             fn take_wakeups(&self) -> io::Result<usize> {
                 UcxTransport::take_wakeups(self).map_err(io_error)

@@ -9,7 +9,7 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use iomsg_core::transport::{Connector, Listener, Transport};
@@ -51,13 +51,13 @@ pub trait Backend: Transport + Send + Sized + 'static {
     fn sleep(&mut self, max: Duration) -> io::Result<()>;
 
     /// A descriptor that becomes readable when the transport may have
-    /// work, for an async runtime to wait on; it stays open as long as
-    /// the transport does.
+    /// work, for an async runtime to wait on (the tokio driver registers
+    /// a duplicate of it).
     ///
     /// # Errors
     ///
     /// The transport has no such descriptor (it was built to spin).
-    fn ready_fd(&self) -> io::Result<RawFd>;
+    fn ready_fd(&self) -> io::Result<BorrowedFd<'_>>;
 
     /// Wakeups already pending that an edge-triggered waiter would miss
     /// (UCX reports some only here); zero by default.

@@ -303,7 +303,7 @@ impl<B: Dial> Client<B> {
 
     /// The backend's ready fd.
     #[cfg(feature = "tokio")]
-    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::RawFd, Error> {
+    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>, Error> {
         self.driver.transport().ready_fd().map_err(wait_error::<B>)
     }
 

@@ -205,7 +205,7 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
 
     /// The backend's ready fd.
     #[cfg(feature = "tokio")]
-    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::RawFd, Error> {
+    pub(crate) fn ready_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>, Error> {
         self.driver.transport().ready_fd().map_err(wait_error::<B>)
     }
 

@@ -4,11 +4,11 @@
 //! a stream.
 //!
 //! Each endpoint runs the blocking [`crate::Client`] / [`crate::Server`]
-//! on a thread of its own, on any backend. The thread sleeps on the
-//! backend's ready fd (UCX's event fd, the stream backend's socket
-//! poller) and on the endpoint's next timer, and is woken by the handles
-//! when they queue work: an idle endpoint costs no CPU, and the runtime's
-//! threads never block on it. Futures are woken from that thread.
+//! in a task of its own on the runtime, on any backend. The task sleeps
+//! on the backend's ready fd (through [`AsyncFd`]: UCX's event fd, the
+//! stream backend's socket poller) and on the endpoint's next timer, and
+//! is woken by the handles when they queue work: an idle endpoint costs
+//! no CPU. Create endpoints inside a runtime.
 //! Handles are `Send + Sync`: a multi-threaded runtime may run them on
 //! any of its threads, and a `Client` may be shared (`Arc`) by tasks that
 //! send concurrently. Create them inside a runtime; drop them there too.
@@ -29,14 +29,15 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Token};
+use ::tokio::io::unix::AsyncFd;
+use ::tokio::io::Interest;
+use ::tokio::sync::Notify;
 
 use iomsg_core::session::{
     ClientEvent, Delivery, ReadRequest, ServerEvent, ServerHandler, ServerStats, Unkept,
@@ -49,15 +50,19 @@ use crate::{Accept, ClientOptions, Dial, Error, ServerOptions, ToAddr};
 use keeper::Kept;
 pub use keeper::{Batch, Keeper};
 
-/// What the driving thread asks of the endpoint it runs.
+/// What the driving task asks of the endpoint it runs.
 trait Endpoint: Send + 'static {
+    /// Whether dropping the handle drops the endpoint at once.
+    const DROPPED_WITH_HANDLE: bool;
+    /// The backend's ready fd.
+    fn ready_fd(&self) -> Result<BorrowedFd<'_>, Error>;
     /// Does all the work possible now; whether anything happened.
     fn poll(&mut self) -> bool;
-    /// Arms the ready fd: whether the thread may sleep on it.
+    /// Arms the ready fd: whether the task may sleep on it.
     fn arm(&mut self) -> bool;
     /// When the endpoint must poll again at the latest.
     fn poll_timeout(&self) -> Option<Duration>;
-    /// Whether the thread should stop polling for now (the application is
+    /// Whether the task should stop polling for now (the application is
     /// behind on deliveries), or for good.
     fn paused(&self) -> bool {
         false
@@ -65,20 +70,20 @@ trait Endpoint: Send + 'static {
     fn finished(&self) -> bool;
     /// After a poll: wake the futures whose outcome it decided.
     fn wake(&mut self);
-    /// The thread ends: wake every future still waiting, to learn why.
+    /// The task ends: wake every future still waiting, to learn why.
     fn release(&mut self) {}
 }
 
-/// An endpoint, the waker of its thread, and whether its handles are gone.
+/// An endpoint (until its handle drops it) and the waker of its task.
 struct Shared<E> {
     state: Mutex<State<E>>,
-    /// Wakes the endpoint's thread out of its sleep.
-    waker: mio::Waker,
+    wake_task: Notify,
 }
 
 struct State<E> {
-    endpoint: E,
-    /// The handles were dropped: the thread ends.
+    /// `None` once a handle that takes its endpoint along was dropped.
+    endpoint: Option<E>,
+    /// The handle was dropped: the task ends.
     dropped: bool,
 }
 
@@ -89,136 +94,151 @@ impl<E> Shared<E> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes the endpoint's thread: the handles queued work.
+    /// Wakes the endpoint's task: the handles queued work.
     fn wake(&self) {
-        if let Err(e) = self.waker.wake() {
-            eprintln!("iomsg: cannot wake the endpoint's thread: {e}");
+        self.wake_task.notify_one();
+    }
+}
+
+/// What the task owns: its own descriptor of the backend's ready fd
+/// (a duplicate, open as long as the registration lives) and the
+/// endpoint.
+struct Task<E> {
+    fd: Option<AsyncFd<OwnedFd>>,
+    shared: Arc<Shared<E>>,
+}
+
+/// Registers the task's own duplicate of the backend's ready fd with
+/// tokio's reactor; `None` (the task then naps a millisecond at a time)
+/// if that fails.
+fn register(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
+    // `with_interest` is deprecated because an `AsRawFd` value may close
+    // or swap its fd while registered; an `OwnedFd` cannot, and it lives
+    // in the `AsyncFd` until the registration is dropped.
+    #[allow(deprecated)]
+    let registered = AsyncFd::with_interest(fd, Interest::READABLE);
+    match registered {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!(
+                "iomsg: cannot register the transport's ready fd with tokio ({e}); \
+                 polling every millisecond"
+            );
+            None
         }
     }
 }
 
-/// The thread's poller tokens: the backend's ready fd, the handles.
-const BACKEND: Token = Token(0);
-const HANDLES: Token = Token(1);
-
-/// What the endpoint's thread sleeps on: the backend's ready fd (UCX's
-/// event fd, the stream backend's socket poller) and the handles' waker.
-/// The fd belongs to the endpoint, which outlives the sleeper (see
-/// [`spawn`]).
-struct Sleeper {
-    poll: mio::Poll,
-    events: Events,
-    fd: RawFd,
-}
-
-impl Sleeper {
-    /// A sleeper on `fd`, and the waker of it for the handles.
-    fn new(fd: RawFd) -> Result<(Sleeper, mio::Waker), Error> {
-        let setup = |e| Error::setup("the async driver", e);
-        let poll = mio::Poll::new().map_err(setup)?;
-        poll.registry()
-            .register(&mut SourceFd(&fd), BACKEND, Interest::READABLE)
-            .map_err(setup)?;
-        let waker = mio::Waker::new(poll.registry(), HANDLES).map_err(setup)?;
-        let sleeper = Sleeper {
-            poll,
-            events: Events::with_capacity(4),
-            fd,
-        };
-        Ok((sleeper, waker))
-    }
-
-    /// Sleeps until the backend or a handle wakes it, `timeout` at most.
-    fn sleep(&mut self, timeout: Duration) {
-        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                eprintln!("iomsg: cannot sleep on the transport ({e}); napping");
-                std::thread::sleep(timeout.min(Duration::from_millis(1)));
-            }
-        }
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.poll.registry().deregister(&mut SourceFd(&self.fd));
-    }
-}
-
-/// Runs `shared`'s endpoint until its handles are dropped or it finished.
-fn drive<E: Endpoint>(shared: &Shared<E>, sleeper: &mut Sleeper) {
+/// Runs `shared`'s endpoint until its handle drops it or it finished.
+async fn drive<E: Endpoint>(shared: Arc<Shared<E>>, fd: OwnedFd) {
+    let task = Task {
+        fd: register(fd),
+        shared,
+    };
+    let (fd, shared) = (&task.fd, &task.shared);
     loop {
-        let sleep = {
+        let (busy, sleep) = {
             let mut st = shared.lock();
-            if st.dropped || st.endpoint.finished() {
-                st.endpoint.release();
+            let dropped = st.dropped;
+            let Some(end) = st.endpoint.as_mut() else {
+                return;
+            };
+            if dropped || end.finished() {
+                end.release();
                 return;
             }
-            let busy = !st.endpoint.paused() && st.endpoint.poll();
-            st.endpoint.wake();
-            if busy {
+            let busy = !end.paused() && end.poll();
+            end.wake();
+            let sleep = if busy || end.paused() || !end.arm() {
                 None
-            } else if st.endpoint.paused() {
-                // Until the application takes deliveries (it wakes us).
-                Some(Duration::from_millis(100))
-            } else if st.endpoint.arm() {
-                Some(st.endpoint.poll_timeout().unwrap_or(Duration::from_secs(1)))
             } else {
-                // Work the transport cannot arm for: a little at most.
-                Some(Duration::from_millis(1))
+                Some(end.poll_timeout())
+            };
+            (busy, sleep)
+        };
+        let Some(timeout) = sleep else {
+            if busy {
+                ::tokio::task::yield_now().await;
+            } else {
+                // Paused, or work the transport cannot arm for: wait for
+                // the handles, a little at most.
+                let _ =
+                    ::tokio::time::timeout(Duration::from_millis(1), shared.wake_task.notified())
+                        .await;
+            }
+            continue;
+        };
+        let timeout = timeout.unwrap_or(Duration::from_secs(1));
+        match fd {
+            Some(fd) => {
+                ::tokio::select! {
+                    ready = fd.readable() => {
+                        if let Ok(mut guard) = ready {
+                            guard.clear_ready();
+                        }
+                    }
+                    () = ::tokio::time::sleep(timeout) => {}
+                    () = shared.wake_task.notified() => {}
+                }
+            }
+            None => {
+                let nap = timeout.min(Duration::from_millis(1));
+                let _ = ::tokio::time::timeout(nap, shared.wake_task.notified()).await;
+            }
+        }
+    }
+}
+
+/// Stops the task when the handle goes; a server's endpoint goes with it
+/// (its address is free again at once), a client's stays while a
+/// receipt holds it (the receipt resolves to its outcome, or to
+/// [`Error::Dropped`] if it had none yet).
+struct Handle<E: Endpoint> {
+    shared: Arc<Shared<E>>,
+}
+
+impl<E: Endpoint> Handle<E> {
+    /// `f` on the endpoint; `None` only once the handle is dropped, which
+    /// cannot happen while `self` lives.
+    fn with<R>(&self, f: impl FnOnce(&mut E) -> R) -> Option<R> {
+        self.shared.lock().endpoint.as_mut().map(f)
+    }
+}
+
+impl<E: Endpoint> Drop for Handle<E> {
+    fn drop(&mut self) {
+        let gone = {
+            let mut st = self.shared.lock();
+            st.dropped = true;
+            if E::DROPPED_WITH_HANDLE {
+                st.endpoint.take()
+            } else {
+                None
             }
         };
-        match sleep {
-            Some(timeout) => sleeper.sleep(timeout),
-            None => std::thread::yield_now(),
+        if let Some(mut end) = gone {
+            end.release();
+            drop(end);
         }
-    }
-}
-
-/// Stops the thread when the last handle goes, and waits for it: once a
-/// handle is dropped its endpoint is gone (a server's address is free
-/// again), unless a receipt still holds the client.
-struct Handle<E> {
-    shared: Arc<Shared<E>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl<E> Drop for Handle<E> {
-    fn drop(&mut self) {
-        self.shared.lock().dropped = true;
         self.shared.wake();
-        if let Some(thread) = self.thread.take() {
-            // The thread ends at its next turn, which the wake starts.
-            let _ = thread.join();
-        }
     }
 }
 
-/// Starts the thread for `endpoint`, whose backend's ready fd is `fd`.
-/// The thread owns a reference to the endpoint until it ends, and drops
-/// its sleeper (the fd's registration) first.
-fn spawn<E: Endpoint>(endpoint: E, fd: RawFd) -> Result<Handle<E>, Error> {
-    let (mut sleeper, waker) = Sleeper::new(fd)?;
+/// Starts the task for `endpoint`.
+fn spawn<E: Endpoint>(endpoint: E) -> Result<Handle<E>, Error> {
+    let fd = endpoint
+        .ready_fd()?
+        .try_clone_to_owned()
+        .map_err(|e| Error::setup("the async driver", e))?;
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
-            endpoint,
+            endpoint: Some(endpoint),
             dropped: false,
         }),
-        waker,
+        wake_task: Notify::new(),
     });
-    let driven = Arc::clone(&shared);
-    let thread = std::thread::Builder::new()
-        .name("iomsg-endpoint".into())
-        .spawn(move || {
-            drive(&driven, &mut sleeper);
-            drop(sleeper);
-            drop(driven);
-        })
-        .map_err(Error::Thread)?;
-    Ok(Handle {
-        shared,
-        thread: Some(thread),
-    })
+    drop(::tokio::spawn(drive(Arc::clone(&shared), fd)));
+    Ok(Handle { shared })
 }
 
 /// The client's endpoint: the blocking client and the futures waiting on
@@ -234,6 +254,10 @@ struct ClientEnd<B: Dial> {
 }
 
 impl<B: Dial> Endpoint for ClientEnd<B> {
+    const DROPPED_WITH_HANDLE: bool = false;
+    fn ready_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        self.client.ready_fd()
+    }
     fn poll(&mut self) -> bool {
         self.client.poll()
     }
@@ -299,7 +323,6 @@ impl<B: Dial> Client<B> {
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => return Err(Error::Shutdown),
         };
-        let fd = client.ready_fd()?;
         let end = ClientEnd {
             client,
             acks: BTreeMap::new(),
@@ -307,7 +330,7 @@ impl<B: Dial> Client<B> {
             woken_below: 0,
         };
         Ok(Client {
-            handle: spawn(end, fd)?,
+            handle: spawn(end)?,
         })
     }
 
@@ -334,10 +357,13 @@ impl<B: Dial> Client<B> {
     pub async fn submit(&self, data: &[u8]) -> Result<Receipt<B>, Error> {
         let sn = std::future::poll_fn(|cx| {
             let mut st = self.handle.shared.lock();
-            match st.endpoint.client.try_send(data) {
+            let Some(end) = st.endpoint.as_mut() else {
+                return Poll::Ready(Err(Error::Dropped));
+            };
+            match end.client.try_send(data) {
                 Ok(Some(sn)) => Poll::Ready(Ok(sn)),
                 Ok(None) => {
-                    st.endpoint.room.push(cx.waker().clone());
+                    end.room.push(cx.waker().clone());
                     Poll::Pending
                 }
                 Err(e) => Poll::Ready(Err(e)),
@@ -357,7 +383,7 @@ impl<B: Dial> Client<B> {
     ///
     /// As [`send`](Self::send), for the last message.
     pub async fn flush(&self) -> Result<(), Error> {
-        let next = self.handle.shared.lock().endpoint.client.next_sn();
+        let next = self.handle.with(|e| e.client.next_sn()).unwrap_or(0);
         match next.checked_sub(1) {
             Some(last) => Receipt {
                 sn: last,
@@ -376,10 +402,10 @@ impl<B: Dial> Client<B> {
     /// As [`flush`](Self::flush).
     pub async fn close(self) -> Result<(), Error> {
         let flushed = self.flush().await;
-        self.handle.shared.lock().endpoint.client.start_close();
+        self.handle.with(|e| e.client.start_close());
         self.handle.shared.wake();
         let deadline = ::tokio::time::Instant::now() + Duration::from_secs(1);
-        while !self.handle.shared.lock().endpoint.client.is_terminal()
+        while !self.handle.with(|e| e.client.is_terminal()).unwrap_or(true)
             && ::tokio::time::Instant::now() < deadline
         {
             ::tokio::time::sleep(Duration::from_millis(1)).await;
@@ -390,13 +416,13 @@ impl<B: Dial> Client<B> {
     /// Every sn below this is acknowledged or given up.
     #[must_use]
     pub fn acked_below(&self) -> u64 {
-        self.handle.shared.lock().endpoint.client.acked_below()
+        self.handle.with(|e| e.client.acked_below()).unwrap_or(0)
     }
 
     /// The session's id.
     #[must_use]
     pub fn session_id(&self) -> u64 {
-        self.handle.shared.lock().endpoint.client.session_id()
+        self.handle.with(|e| e.client.session_id()).unwrap_or(0)
     }
 
     /// The next thing the session told (connections, acks, restarts,
@@ -404,13 +430,13 @@ impl<B: Dial> Client<B> {
     /// says what waits and what is folded. A `ServerRestarted` names the
     /// sns that may arrive twice; nothing else tells it.
     pub fn next_event(&self) -> Option<ClientEvent> {
-        self.handle.shared.lock().endpoint.client.next_event()
+        self.handle.with(|e| e.client.next_event()).flatten()
     }
 
     /// As [`crate::Client::events_folded`].
     #[must_use]
     pub fn events_folded(&self) -> u64 {
-        self.handle.shared.lock().endpoint.client.events_folded()
+        self.handle.with(|e| e.client.events_folded()).unwrap_or(0)
     }
 }
 
@@ -435,13 +461,17 @@ impl<B: Dial> Future for Receipt<B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut st = self.shared.lock();
-        if let Some(outcome) = st.endpoint.client.outcome(self.sn) {
+        let dropped = st.dropped;
+        let Some(end) = st.endpoint.as_mut() else {
+            return Poll::Ready(Err(Error::Dropped));
+        };
+        if let Some(outcome) = end.client.outcome(self.sn) {
             return Poll::Ready(outcome.map(|()| self.sn));
         }
-        if st.dropped {
+        if dropped {
             return Poll::Ready(Err(Error::Dropped));
         }
-        st.endpoint.acks.insert(self.sn, cx.waker().clone());
+        end.acks.insert(self.sn, cx.waker().clone());
         Poll::Pending
     }
 }
@@ -461,7 +491,7 @@ pub struct Delivered {
 /// A read answerer.
 type Respond = Box<dyn FnMut(ReadRequest<'_>, &mut [u8]) + Send>;
 
-/// The server's application inside its thread: queues deliveries for the
+/// The server's application inside its task: queues deliveries for the
 /// stream.
 struct Queue {
     items: VecDeque<Delivered>,
@@ -519,6 +549,10 @@ impl ServerHandler for Queue {
 }
 
 impl<B: Accept> Endpoint for crate::Server<B, Queue> {
+    const DROPPED_WITH_HANDLE: bool = true;
+    fn ready_fd(&self) -> Result<BorrowedFd<'_>, Error> {
+        crate::Server::ready_fd(self)
+    }
     fn poll(&mut self) -> bool {
         crate::Server::poll(self)
     }
@@ -583,7 +617,7 @@ impl<B: Accept> Server<B> {
     }
 
     /// Listens on `addr`, answering reads with `respond` (called on the
-    /// server's thread: it must not block).
+    /// server's task: it must not block).
     ///
     /// # Errors
     ///
@@ -657,10 +691,9 @@ impl<B: Accept> Server<B> {
         for record in restore {
             server.restore(record)?;
         }
-        let fd = server.ready_fd()?;
         let addr = server.local_addr();
         Ok(Server {
-            handle: spawn(server, fd)?,
+            handle: spawn(server)?,
             addr,
         })
     }
@@ -680,8 +713,11 @@ impl<B: Accept> Server<B> {
 
     fn poll_next_delivery(&self, cx: &mut Context<'_>) -> Poll<Option<Delivered>> {
         let mut st = self.handle.shared.lock();
-        let halted = st.endpoint.halted();
-        let q = st.endpoint.handler_mut();
+        let Some(server) = st.endpoint.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let halted = server.halted();
+        let q = server.handler_mut();
         match q.items.pop_front() {
             Some(d) => {
                 let was_full = q.items.len() + 1 >= QUEUE_ITEMS || q.bytes >= QUEUE_BYTES;
@@ -706,17 +742,16 @@ impl<B: Accept> Server<B> {
     /// once the cause is fixed.
     #[must_use]
     pub fn halted(&self) -> Option<String> {
-        let st = self.handle.shared.lock();
-        if !st.endpoint.halted() {
-            return None;
-        }
-        let failed = st
-            .endpoint
-            .handler()
-            .keeper
-            .as_ref()
-            .and_then(|k| k.failed.as_ref().map(ToString::to_string));
-        Some(failed.unwrap_or_else(|| Error::Halted.to_string()))
+        self.handle
+            .with(|server| {
+                if !server.halted() {
+                    return None;
+                }
+                let failed = (server.handler().keeper.as_ref())
+                    .and_then(|k| k.failed.as_ref().map(ToString::to_string));
+                Some(failed.unwrap_or_else(|| Error::Halted.to_string()))
+            })
+            .flatten()
     }
 
     /// The next thing the server reported (sessions, gaps, losses), if
@@ -743,12 +778,8 @@ impl<B: Accept> Server<B> {
     /// and losses whether or not their events are read.
     pub fn next_event(&self) -> Option<ServerEvent> {
         self.handle
-            .shared
-            .lock()
-            .endpoint
-            .handler_mut()
-            .events
-            .pop()
+            .with(|server| server.handler_mut().events.pop())
+            .flatten()
     }
 
     /// Events that [`next_event`](Self::next_event) does not return one by
@@ -756,13 +787,17 @@ impl<B: Accept> Server<B> {
     /// beyond the newest 1,024.
     #[must_use]
     pub fn events_folded(&self) -> u64 {
-        self.handle.shared.lock().endpoint.handler().events.folded()
+        (self.handle)
+            .with(|server| server.handler().events.folded())
+            .unwrap_or(0)
     }
 
     /// Counters: delivered, duplicates, gaps, losses, ...
     #[must_use]
     pub fn stats(&self) -> ServerStats {
-        *self.handle.shared.lock().endpoint.stats()
+        (self.handle)
+            .with(|server| *server.stats())
+            .unwrap_or_default()
     }
 }
 
