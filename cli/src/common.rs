@@ -53,11 +53,13 @@ pub fn clock(start: Wall) -> Instant {
     Instant::since(start)
 }
 
-/// The UCX transport's settings from the command line.
-pub fn ucx_config(blocking: bool, shared_memory: bool, api: Api) -> UcxConfig {
+/// The UCX transport's settings from the command line; `sleeps`: the
+/// worker has an event fd to sleep on (every progress mode but busy
+/// polling).
+pub fn ucx_config(sleeps: bool, shared_memory: bool, api: Api) -> UcxConfig {
     UcxConfig::default()
         .api(api)
-        .mode(if blocking {
+        .mode(if sleeps {
             WaitMode::Blocking
         } else {
             WaitMode::BusyPoll

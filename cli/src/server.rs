@@ -20,6 +20,7 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Readiness, Server};
 use iomsg_core::workload;
+use iomsg_endpoint::{Idle, Progress};
 use iomsg_ucx::{Accept, UcxTransport};
 
 use crate::common::{self, Audit, Record};
@@ -48,8 +49,8 @@ pub struct ServerJob {
     pub verbose: bool,
     /// A status line this often (none when zero).
     pub report_interval: Duration,
-    /// Sleep on the worker's event fd when quiet.
-    pub blocking: bool,
+    /// How it waits when quiet.
+    pub progress: Progress,
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
     /// The UCX API that carries the frames.
@@ -398,7 +399,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     }
     let transport = UcxTransport::server(
         job.listen,
-        common::ucx_config(job.blocking, job.shared_memory, job.api),
+        common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api),
     )
     .map_err(|e| format!("cannot listen on {}: {e}", job.listen))?;
     let local = transport.local_addr();
@@ -418,6 +419,7 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         observer: iomsg_ucx::observe::ServerObserver::new(),
     };
     let start = Wall::now();
+    let mut idle = Idle::default();
     let mut last_report = Wall::now();
     let mut last_metrics = Wall::now();
     let mut last_delivered = 0u64;
@@ -425,6 +427,9 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     while !stop.load(Ordering::Relaxed) {
         let now = common::clock(start);
         let busy = server.poll(now, &mut app);
+        if busy {
+            idle.busy();
+        }
         if server.halted() {
             // The refusals the halt queued go out before the process ends.
             server.poll(now, &mut app);
@@ -453,7 +458,10 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
             last_delivered = s.delivered;
             last_report = Wall::now();
         }
-        if job.blocking && !busy && server.arm(common::clock(start)) == Readiness::Armed {
+        if !busy
+            && idle.may_sleep(job.progress)
+            && server.arm(common::clock(start)) == Readiness::Armed
+        {
             let mut wait = Duration::from_millis(100);
             if let Some(d) = server.transport().poll_delay() {
                 wait = wait.min(d);

@@ -12,7 +12,7 @@ use iomsg_core::Instant;
 use crate::backend::{Dial, DialSetup};
 use crate::events::{EventQueue, GivenUp};
 use crate::observe::ClientObserver;
-use crate::{random_u64, sooner, ClientOptions, Clock, Error, ToAddr, WINDOW};
+use crate::{random_u64, sooner, ClientOptions, Clock, Error, Idle, Progress, ToAddr, WINDOW};
 
 /// The sans-IO driver under a [`Client`] on backend `B`.
 pub type ClientDriver<B> = transport::Client<B, WINDOW, Box<[u8]>>;
@@ -45,7 +45,8 @@ pub struct Client<B: Dial> {
     clock: Clock,
     seen: Seen,
     addr: B::Addr,
-    blocking: bool,
+    progress: Progress,
+    idle: Idle,
     /// Sns below it were reported by an earlier `flush`.
     flushed: u64,
 }
@@ -187,7 +188,11 @@ impl<B: Dial> Client<B> {
         config.retry_full_table = options.retry_full_table;
         config.validate = options.validate;
         config.crc = B::crc();
-        let blocking = !options.busy_poll;
+        let progress = if options.busy_poll {
+            Progress::BusyPoll
+        } else {
+            Progress::Adaptive
+        };
         let setup = DialSetup {
             config: options.transport,
             busy_poll: options.busy_poll,
@@ -208,7 +213,8 @@ impl<B: Dial> Client<B> {
             clock,
             seen: Seen::default(),
             addr,
-            blocking,
+            progress,
+            idle: Idle::default(),
             flushed: 0,
         };
         let started = Wall::now();
@@ -421,8 +427,10 @@ impl<B: Dial> Client<B> {
         )
     }
 
-    /// Polls, and when there was nothing to do sleeps on the transport
-    /// until something arrives or a timer is due, at most `max`.
+    /// Polls, and when there was nothing to do for a moment
+    /// ([`SPIN_FOR`](crate::progress::SPIN_FOR), unless busy polling)
+    /// sleeps on the transport until something arrives or a timer is due,
+    /// at most `max`.
     ///
     /// # Errors
     ///
@@ -509,14 +517,18 @@ impl<B: Dial> Client<B> {
         }
     }
 
-    /// Polls; when idle, sleeps (blocking mode, once the transport armed)
-    /// at most `max` and until the next timer. Returns whether the poll
-    /// did anything.
+    /// Polls; when idle for [`SPIN_FOR`](crate::progress::SPIN_FOR)
+    /// (unless busy polling), sleeps once the transport armed, at most
+    /// `max` and until the next timer. Returns whether the poll did
+    /// anything.
     fn step(&mut self, max: Duration) -> Result<bool, Error> {
         if self.poll() {
+            self.idle.busy();
             return Ok(true);
         }
-        if self.blocking && self.driver.arm(self.clock.now()) == Readiness::Armed {
+        if self.idle.may_sleep(self.progress)
+            && self.driver.arm(self.clock.now()) == Readiness::Armed
+        {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
             self.driver
                 .transport_mut()

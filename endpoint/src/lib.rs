@@ -26,6 +26,7 @@ mod error;
 pub mod events;
 pub mod observe;
 mod options;
+pub mod progress;
 mod server;
 #[cfg(feature = "tokio")]
 pub mod tokio;
@@ -35,6 +36,7 @@ pub use backend::{Accept, Backend, BindSetup, Dial, DialSetup};
 pub use client::{Client, ClientDriver};
 pub use error::{BoxError, Error};
 pub use options::{ClientOptions, ServerOptions};
+pub use progress::{Idle, Progress};
 pub use server::{Server, ServerCore, ServerDriver, CONNS, SESSIONS, WORDS};
 
 use std::time::{Duration, Instant as Wall};

@@ -33,7 +33,8 @@ pub struct ClientOptions<C> {
 }
 
 impl<C: Default> Default for ClientOptions<C> {
-    /// The backend's defaults, sleeping when idle, as many messages in
+    /// The backend's defaults, adaptive progress (a moment's polling after
+    /// the last work, then sleeping), as many messages in
     /// flight as the backend allows and 4 MiB of them, replay on, 10 s
     /// for the first handshake, reconnects tried for 30 s of an outage.
     fn default() -> ClientOptions<C> {
@@ -52,8 +53,10 @@ impl<C: Default> Default for ClientOptions<C> {
 }
 
 impl<C> ClientOptions<C> {
-    /// Spin on the transport instead of sleeping when idle: lower
-    /// latency, one core busy (default off).
+    /// Never sleep: poll the transport even when idle (lowest latency,
+    /// one core busy). Default off: [`Progress::Adaptive`](crate::Progress::Adaptive),
+    /// polling for a moment after the last work and then sleeping on the
+    /// transport, so an idle client costs no CPU.
     #[must_use]
     pub fn busy_poll(mut self, on: bool) -> Self {
         self.busy_poll = on;
@@ -151,7 +154,7 @@ pub struct ServerOptions<C> {
 }
 
 impl<C: Default> Default for ServerOptions<C> {
-    /// The backend's defaults, sleeping when idle, 1024 connections and
+    /// The backend's defaults, adaptive progress, 1024 connections and
     /// sessions, 5 s for a handshake, no journal.
     fn default() -> ServerOptions<C> {
         ServerOptions {
@@ -178,7 +181,9 @@ impl<C> ServerOptions<C> {
         self.journal = on;
         self
     }
-    /// Spin on the transport instead of sleeping when idle (default off).
+    /// Never sleep: poll the transport even when idle (default off:
+    /// [`Progress::Adaptive`](crate::Progress::Adaptive), so an idle
+    /// server costs no CPU).
     #[must_use]
     pub fn busy_poll(mut self, on: bool) -> Self {
         self.busy_poll = on;

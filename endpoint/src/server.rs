@@ -10,7 +10,7 @@ use crate::backend::{Accept, BindSetup};
 use crate::client::wait_error;
 #[cfg(any(feature = "metrics", feature = "tracing"))]
 use crate::observe::{server::Observed, ServerObserver};
-use crate::{random_u64, sooner, Clock, Error, ServerOptions, ToAddr};
+use crate::{random_u64, sooner, Clock, Error, Idle, Progress, ServerOptions, ToAddr};
 
 /// Sessions the server's table holds.
 pub const SESSIONS: usize = 1024;
@@ -70,7 +70,8 @@ pub struct Server<B: Accept, H> {
     handler: H,
     clock: Clock,
     addr: B::Addr,
-    blocking: bool,
+    progress: Progress,
+    idle: Idle,
     /// Metrics and traces.
     #[cfg(any(feature = "metrics", feature = "tracing"))]
     observer: ServerObserver,
@@ -100,7 +101,11 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
         config.max_sessions = SESSIONS;
         config.crc = B::crc();
         config.journal = options.journal;
-        let blocking = !options.busy_poll;
+        let progress = if options.busy_poll {
+            Progress::BusyPoll
+        } else {
+            Progress::Adaptive
+        };
         let setup = BindSetup {
             config: options.transport,
             busy_poll: options.busy_poll,
@@ -114,7 +119,8 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
             handler,
             clock: Clock::start(),
             addr,
-            blocking,
+            progress,
+            idle: Idle::default(),
             #[cfg(any(feature = "metrics", feature = "tracing"))]
             observer: ServerObserver::new(),
         })
@@ -154,8 +160,10 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
         )
     }
 
-    /// Polls, and when there was nothing to do sleeps on the transport
-    /// until something arrives or a timer is due, at most `max`.
+    /// Polls, and when there was nothing to do for a moment
+    /// ([`SPIN_FOR`](crate::progress::SPIN_FOR), unless busy polling)
+    /// sleeps on the transport until something arrives or a timer is due,
+    /// at most `max`.
     ///
     /// # Errors
     ///
@@ -163,10 +171,11 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
     /// the handler's `flush` failed.
     pub fn wait(&mut self, max: Duration) -> Result<(), Error> {
         if self.poll() {
+            self.idle.busy();
             return self.check();
         }
         self.check()?;
-        if self.blocking && self.arm() {
+        if self.idle.may_sleep(self.progress) && self.arm() {
             let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
             self.driver
                 .transport_mut()

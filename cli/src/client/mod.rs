@@ -24,6 +24,7 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Client, ClientHandler, Readiness};
 use iomsg_core::workload;
+use iomsg_endpoint::{Idle, Progress};
 use iomsg_ucx::{Dial, UcxTransport};
 use serde::Serialize;
 
@@ -76,8 +77,8 @@ pub struct ClientJob {
     pub validate: bool,
     /// A status line this often (none when zero).
     pub report_interval: Duration,
-    /// Sleep on the workers' event fds when quiet.
-    pub blocking: bool,
+    /// How it waits when quiet.
+    pub progress: Progress,
     /// Replay what was unacknowledged after a reconnect.
     pub replay: bool,
     /// Rebuild the UCX context and worker after every disconnect.
@@ -209,7 +210,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
-    let ucx = common::ucx_config(job.blocking, job.shared_memory, job.api);
+    let ucx = common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     let start = Wall::now();
     let mut peers = Vec::new();
@@ -242,6 +243,7 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     }
     let mut work = Submitter::new(job.seed, max);
     let mut stopped_at: Option<Wall> = None;
+    let mut idle = Idle::default();
     // A session resumed from an outbox counts its acknowledgements from
     // its resume point: the first rate is over this run's alone.
     let mut status = Status {
@@ -292,12 +294,14 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if peers.iter().all(|p| p.client.session().is_terminal()) {
             break;
         }
-        if !busy {
+        if busy {
+            idle.busy();
+        } else {
             let cap = peers
                 .iter()
                 .filter_map(|p| p.outbox.as_ref()?.sync_wait())
                 .min();
-            wait_for_work(job, &mut peers, start, cap)?;
+            wait_for_work(job, &mut peers, start, cap, &mut idle)?;
         }
     }
     close(&mut peers, start);
@@ -557,15 +561,17 @@ impl Status {
     }
 }
 
-/// Waits while there is nothing to do: a nap while unconnected when
-/// busy polling, on the UCX event fds with `--blocking`.
+/// Waits while there is nothing to do: on the UCX event fds once `idle`
+/// says the progress mode may sleep; otherwise (busy polling, or the
+/// adaptive mode's first moments) a nap only while unconnected.
 fn wait_for_work(
     job: &ClientJob,
     peers: &mut [Peer],
     start: Wall,
     cap: Option<Duration>,
+    idle: &mut Idle,
 ) -> Result<(), String> {
-    if !job.blocking {
+    if !idle.may_sleep(job.progress) {
         if let Some(nap) = unconnected_nap(peers, common::clock(start)) {
             std::thread::sleep(nap);
         }

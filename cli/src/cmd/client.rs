@@ -171,7 +171,7 @@ pub(crate) fn run_client(a: ClientArgs) -> ExitCode {
         verbose: a.common.verbose,
         validate: a.validate,
         report_interval: a.common.report_interval,
-        blocking: a.common.blocking,
+        progress: a.common.progress(),
         replay: w.replay,
         recreate_context: w.recreate_context,
         shared_memory: a.common.shared_memory,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use iomsg_cli::args::{self, Ops, SizeRange};
+use iomsg_endpoint::Progress;
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     args::duration(s)
@@ -22,10 +23,15 @@ pub(crate) struct Common {
     /// Print a status line this often (0: never).
     #[arg(long, value_name = "TIME", default_value = "1s", value_parser = duration)]
     pub(crate) report_interval: Duration,
-    /// Sleep on UCX's event fd when there is nothing to do, instead of
-    /// busy polling.
-    #[arg(short = 'b', long)]
+    /// Sleep on UCX's event fd as soon as there is nothing to do. The
+    /// default polls for 50 µs after the last work, then sleeps: an idle
+    /// process uses no CPU.
+    #[arg(short = 'b', long, conflicts_with = "busy_poll")]
     pub(crate) blocking: bool,
+    /// Never sleep: poll UCX even when idle (lowest latency, one core
+    /// busy; the behaviour before adaptive progress).
+    #[arg(long)]
+    pub(crate) busy_poll: bool,
     /// Carry frames over shared memory (posix, sysv, cma) when both ends
     /// are on one host and UCX_TLS allows it; both ends must say so.
     #[arg(long)]
@@ -105,4 +111,17 @@ pub(crate) struct Workload {
     /// field report's clients did; the session lives on above them.
     #[arg(long)]
     pub(crate) recreate_context: bool,
+}
+
+impl Common {
+    /// How the process waits when it has nothing to do.
+    pub(crate) fn progress(&self) -> Progress {
+        if self.busy_poll {
+            Progress::BusyPoll
+        } else if self.blocking {
+            Progress::Sleep
+        } else {
+            Progress::Adaptive
+        }
+    }
 }

@@ -125,7 +125,7 @@ pub(crate) fn run_server(a: ServerArgs) -> ExitCode {
         validate: a.validate,
         verbose: a.common.verbose,
         report_interval: a.common.report_interval,
-        blocking: a.common.blocking,
+        progress: a.common.progress(),
         shared_memory: a.common.shared_memory,
         api: a.api,
         audit: audit(&a.common, "server"),
