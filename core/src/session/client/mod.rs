@@ -712,17 +712,25 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
 /// The wire version refusal a `Malformed` rejection's `detail` states (see
 /// [`malformed_detail`](super::server::malformed_detail)), if it states
 /// one: the server received this client's version byte and does not speak
-/// it. A rejection naming another byte than the one sent is damage on the
-/// way, not a refusal.
+/// it. A rejection naming another byte than the one sent, or naming this
+/// client's own version as the server's, is damage on the way (a version
+/// byte flipped before the server could check the header's CRC), not a
+/// refusal. A detail that states neither byte (bits 8 to 23 zero) is
+/// taken at its word.
 fn version_refused(detail: u64) -> Option<FailReason> {
     if detail & 0xff != wire_error_code(&WireError::UnsupportedVersion(0)) {
         return None;
     }
     let received = (detail >> 8) as u8;
-    if received != 0 && received != VERSION {
+    let theirs = (detail >> 16) as u8;
+    let damaged = if theirs == 0 {
+        received != 0 && received != VERSION
+    } else {
+        received != VERSION || theirs == VERSION
+    };
+    if damaged {
         return None;
     }
-    let theirs = (detail >> 16) as u8;
     Some(FailReason::WireVersion {
         ours: VERSION,
         theirs: (theirs != 0).then_some(theirs),

@@ -283,3 +283,21 @@ fn a_version_byte_damaged_on_the_way_is_retried() {
     assert!(retries(&c), "{:?}", c.state());
     assert_eq!(c.stats().rejects, 1);
 }
+
+#[test]
+fn a_version_byte_zeroed_on_the_way_is_retried_not_taken_for_a_refusal() {
+    // The server names the byte it got (0) and its own version, which is
+    // this client's: nothing was refused, the byte was damaged.
+    let (mut c, mut s, mut out) = setup();
+    c.start(t(0));
+    assert_eq!(c.poll_action(), Some(Action::Connect));
+    c.handle_connected(t(0));
+    let mut hello = client_frames(&mut c, t(0)).remove(0);
+    hello[4] = 0;
+    serve(&mut s, &mut out, cid(1), &hello, t(0));
+    let said = 3 | u64::from(VERSION) << 16;
+    assert_eq!(out.last_reject(), Some((RejectReason::Malformed, said)));
+    to_client(&mut c, &mut out, 1, t(1));
+    assert!(retries(&c), "{:?}", c.state());
+    assert_eq!(c.stats().rejects, 1);
+}
