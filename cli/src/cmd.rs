@@ -2,6 +2,7 @@
 
 pub(crate) mod client;
 pub(crate) mod common;
+#[cfg(feature = "ucx")]
 pub(crate) mod hostile;
 pub(crate) mod info;
 pub(crate) mod server;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Wall, SystemTime, UNIX_EPOCH};
 
 use iomsg_core::Instant;
+#[cfg(feature = "ucx")]
 use iomsg_ucx::{Api, UcxConfig, WaitMode};
 
 /// A flag that SIGINT or SIGTERM raises: the loops stop, flush what they
@@ -27,7 +28,7 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
 }
 
 /// 64 random bits, non-zero, from the operating system
-/// ([`iomsg_ucx::random_u64`]): session ids, tokens and server instances,
+/// ([`iomsg_endpoint::random_u64`]): session ids, tokens and server instances,
 /// never from `--seed`, so that the same command line started on many
 /// hosts makes distinct sessions.
 ///
@@ -36,7 +37,8 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>, String> {
 /// The operating system gave no random bytes (the error says what it
 /// said).
 pub fn os_random() -> Result<u64, String> {
-    iomsg_ucx::random_u64().map_err(|e| format!("no random bits from the operating system: {e}"))
+    iomsg_endpoint::random_u64()
+        .map_err(|e| format!("no random bits from the operating system: {e}"))
 }
 
 /// Microseconds since the Unix epoch: the clock every process of a soak
@@ -56,6 +58,7 @@ pub fn clock(start: Wall) -> Instant {
 /// The UCX transport's settings from the command line; `sleeps`: the
 /// worker has an event fd to sleep on (every progress mode but busy
 /// polling).
+#[cfg(feature = "ucx")]
 pub fn ucx_config(sleeps: bool, shared_memory: bool, api: Api) -> UcxConfig {
     UcxConfig::default()
         .api(api)

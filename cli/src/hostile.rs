@@ -29,7 +29,7 @@ pub struct HostileJob {
     /// Connections a flood opens at once.
     pub conns: usize,
     /// The UCX API the server uses.
-    pub api: iomsg_ucx::Api,
+    pub api: crate::transport::Api,
     /// The protocol the server speaks.
     pub protocol: hostile::Protocol,
 }

@@ -2,7 +2,19 @@
 //! iomsg's protocol version. The soak across hosts runs it on each host
 //! and reads it back ([`crate::soak::remote::parse_info`]).
 
+/// What `iomsg info` prints, in a build without UCX.
+#[cfg(not(feature = "ucx"))]
+pub fn text() -> String {
+    format!(
+        "iomsg {}\nprotocol version {}\nUCX: not in this build (cargo feature `ucx`); \
+         transports: tcp, unix\n",
+        env!("CARGO_PKG_VERSION"),
+        iomsg_core::wire::VERSION,
+    )
+}
+
 /// What `iomsg info` prints.
+#[cfg(feature = "ucx")]
 pub fn text() -> String {
     let v = iomsg_ucx::version::ucx_version();
     let mut text = format!(

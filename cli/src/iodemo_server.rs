@@ -39,9 +39,7 @@ use iomsg_ucx::iodemo::{IoDemoEvent, IoDemoOptions, IoDemoServer};
 
 use crate::common::{self, Audit, Record};
 
-/// The kind bit of a record that says a request was taken (see the
-/// module's docs); shared with the judge that reads the records.
-pub const ARRIVED: u64 = 2;
+pub use crate::audit::iodemo::ARRIVED;
 
 /// What `iomsg server --io-demo` is asked to do.
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
-//! `iomsg`: io_demo-style server and client over UCX, `info`, and `soak`,
-//! the field report's reproduction on real UCX in one command.
+//! `iomsg`: io_demo-style server and client over UCX, TCP or Unix
+//! sockets, `info`, and `soak`, the field report's reproduction, in one
+//! command.
 
 mod cmd;
 
@@ -7,9 +8,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cmd::client::{ClientArgs, CLIENT_HELP};
+#[cfg(feature = "ucx")]
 use cmd::hostile::HostileArgs;
 use cmd::server::{server_help, ServerArgs};
 use cmd::soak::{soak_help, SoakArgs};
+#[cfg(feature = "ucx")]
 use iomsg_cli::hostile;
 
 #[derive(Parser)]
@@ -17,10 +20,11 @@ use iomsg_cli::hostile;
     name = "iomsg",
     max_term_width = 100,
     version,
-    about = "io_msgs over UCX that are never lost unnoticed",
-    long_about = "io_msgs over UCX tag matching with sequence numbers, acknowledgements and \
-                  replay: a server restart or a reconnect loses nothing unnoticed, and with \
-                  replay on loses nothing.\n\nSubcommands: `server` and `client` (io_demo's \
+    about = "io_msgs over UCX, TCP or Unix sockets that are never lost unnoticed",
+    long_about = "io_msgs over UCX tag matching or active messages, TCP or Unix sockets \
+                  (--transport), with sequence numbers, acknowledgements and replay: a server \
+                  restart or a reconnect loses nothing unnoticed, and with replay on loses \
+                  nothing.\n\nSubcommands: `server` and `client` (io_demo's \
                   options), `info` (which UCX), `soak` (a server killed again and again while \
                   clients reconnect, judged from audit files), `hostile` (raw UCX traffic \
                   aimed at a server)."
@@ -52,6 +56,7 @@ enum Cmd {
     /// Attack a server with raw UCX traffic (random tags, wrong keys,
     /// broken and oversized frames, stalls, floods) and print what it sent
     /// and what the server answered.
+    #[cfg(feature = "ucx")]
     #[command(after_help = hostile::modes_help())]
     Hostile(HostileArgs),
 }
@@ -60,13 +65,16 @@ fn main() -> ExitCode {
     // Before any thread and any UCX context: a restarted server listens on
     // its port again at once, and the open-files limit admits a full
     // connection table.
-    let ucx = iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default());
-    for (name, value) in ucx.environment() {
-        if std::env::var_os(name).is_none() {
-            std::env::set_var(name, value);
+    #[cfg(feature = "ucx")]
+    {
+        let ucx = iomsg_cli::common::ucx_config(false, false, iomsg_cli::transport::Api::default());
+        for (name, value) in ucx.environment() {
+            if std::env::var_os(name).is_none() {
+                std::env::set_var(name, value);
+            }
         }
+        iomsg_ucx::raise_open_files(ucx.open_files());
     }
-    iomsg_ucx::raise_open_files(ucx.open_files());
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -91,6 +99,7 @@ fn main() -> ExitCode {
         Cmd::Client(a) => cmd::client::run_client(a),
         Cmd::Info => cmd::info::run_info(),
         Cmd::Soak(a) => cmd::soak::run_soak(*a),
+        #[cfg(feature = "ucx")]
         Cmd::Hostile(a) => cmd::hostile::run_hostile(a),
     }
 }

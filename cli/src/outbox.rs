@@ -85,7 +85,7 @@ impl OutboxJob {
     pub fn for_server(
         &self,
         servers: usize,
-        addr: std::net::SocketAddr,
+        place: &crate::transport::Place,
     ) -> Result<OutboxJob, String> {
         if servers <= 1 {
             return Ok(self.clone());
@@ -99,7 +99,15 @@ impl OutboxJob {
                 self.dir.join("outbox").display()
             ));
         }
-        let name = format!("server-{}-{}", addr.ip(), addr.port()).replace(':', "_");
+        let name = match place {
+            crate::transport::Place::Ucx(addr)
+            | crate::transport::Place::Stream(iomsg_stream::Addr::Tcp(addr)) => {
+                format!("server-{}-{}", addr.ip(), addr.port()).replace(':', "_")
+            }
+            crate::transport::Place::Stream(iomsg_stream::Addr::Unix(path)) => {
+                format!("server-unix-{}", path.display()).replace(['/', ':'], "_")
+            }
+        };
         Ok(OutboxJob {
             dir: self.dir.join(name),
             ..self.clone()

@@ -1,4 +1,5 @@
-//! `iomsg server`: takes io_msgs from any number of clients over UCX,
+//! `iomsg server`: takes io_msgs from any number of clients over UCX, TCP
+//! or a Unix socket (`--transport`),
 //! answers reads, and (with `--audit-dir`) records every message it hands
 //! to the application before any acknowledgement of it leaves.
 //!
@@ -10,7 +11,6 @@
 //! disconnect, replay off), and the gauges `iomsg_server_connections` and
 //! `iomsg_server_sessions`.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
@@ -20,11 +20,14 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Readiness, Server};
 use iomsg_core::workload;
-use iomsg_endpoint::{Idle, Progress};
-use iomsg_ucx::{Accept, UcxTransport};
+use iomsg_endpoint::{Accept, Backend, Idle, Progress};
+use iomsg_stream::{StreamConfig, StreamTransport};
+#[cfg(feature = "ucx")]
+use iomsg_ucx::UcxTransport;
 
 use crate::common::{self, Audit, Record};
 use crate::journal::{self, Journal, JournalJob, Rollback};
+use crate::transport::Place;
 
 /// Sessions the server's table holds at most (`--sessions` lowers it).
 pub const SESSIONS: usize = 1024;
@@ -39,8 +42,8 @@ pub type Core = ServerCore<SESSIONS, CONNS, WORDS>;
 /// What `iomsg server` is asked to do.
 #[derive(Clone, Debug)]
 pub struct ServerJob {
-    /// Where to listen.
-    pub listen: SocketAddr,
+    /// Where to listen, and so over which transport.
+    pub listen: Place,
     /// Sessions held at most.
     pub sessions: usize,
     /// Check every write's bytes against the io_demo pattern.
@@ -54,15 +57,15 @@ pub struct ServerJob {
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
     /// The UCX API that carries the frames.
-    pub api: iomsg_ucx::Api,
+    pub api: crate::transport::Api,
     /// Where to keep the audit files, and their name.
     pub audit: Option<(PathBuf, String)>,
     /// Keep a journal (`--journal`).
     pub journal: Option<JournalJob>,
 }
 
-/// The driver over UCX.
-type Driver = Server<UcxTransport<Accept>, SESSIONS, CONNS, WORDS, Box<Core>>;
+/// The driver over backend `B`.
+type Driver<B> = Server<B, SESSIONS, CONNS, WORDS, Box<Core>>;
 
 /// The server's application: io_demo's (it takes writes and answers reads
 /// with the pattern), plus the audit and the counts.
@@ -75,7 +78,7 @@ struct App {
     corrupt: u64,
     error: Option<String>,
     /// The library's metrics and tracing (see `iomsg_ucx::observe`).
-    observer: iomsg_ucx::observe::ServerObserver,
+    observer: iomsg_endpoint::observe::ServerObserver,
 }
 
 impl ServerHandler for App {
@@ -230,7 +233,7 @@ impl App {
     /// Syncs the journal when `--sync batch` says, and compacts it once it
     /// is too large: everything delivered is flushed first, so the
     /// snapshot of the sessions matches the audit records' length.
-    fn keep_journal(&mut self, server: &mut Driver) -> Result<(), String> {
+    fn keep_journal<B: Accept>(&mut self, server: &mut Driver<B>) -> Result<(), String> {
         let Some(j) = self.journal.as_mut() else {
             return Ok(());
         };
@@ -378,14 +381,20 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
     let instance = common::os_random()?;
     let mut config = ServerConfig::new(instance);
     config.max_sessions = job.sessions.clamp(1, SESSIONS);
-    config.crc = iomsg_ucx::crc32c_provider();
+    config.crc = match job.listen {
+        #[cfg(feature = "ucx")]
+        Place::Ucx(_) => <UcxTransport<iomsg_ucx::Accept> as Backend>::crc(),
+        #[cfg(not(feature = "ucx"))]
+        Place::Ucx(_) => return Err(crate::transport::NO_UCX.into()),
+        Place::Stream(_) => <StreamTransport<iomsg_stream::Accept> as Backend>::crc(),
+    };
     config.journal = job.journal.is_some();
     let mut core = Box::new(Core::new(config));
     let mut journal = match &job.journal {
         Some(j) => Some(recover(j, &mut core, start)?),
         None => None,
     };
-    let mut audit = match &job.audit {
+    let audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
@@ -397,17 +406,105 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         };
         j.sync_in_background(records)?;
     }
-    let transport = UcxTransport::server(
-        job.listen,
-        common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api),
-    )
-    .map_err(|e| format!("cannot listen on {}: {e}", job.listen))?;
-    let local = transport.local_addr();
+    let listening = |e: &dyn std::fmt::Display| format!("cannot listen on {}: {e}", job.listen);
+    match &job.listen {
+        #[cfg(not(feature = "ucx"))]
+        Place::Ucx(_) => Err(crate::transport::NO_UCX.into()),
+        #[cfg(feature = "ucx")]
+        Place::Ucx(addr) => {
+            let config = common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api);
+            let transport = UcxTransport::server(*addr, config).map_err(|e| listening(&e))?;
+            serve(job, transport, core, journal, audit, stop)
+        }
+        Place::Stream(addr) => {
+            let mut config = StreamConfig::default();
+            config.max_connections = CONNS;
+            let transport = StreamTransport::server(addr, config).map_err(|e| listening(&e))?;
+            serve(job, transport, core, journal, audit, stop)
+        }
+    }
+}
+
+/// The status line, every `--report-interval`.
+struct Status {
+    last: Wall,
+    delivered: u64,
+}
+
+impl Status {
+    fn new() -> Status {
+        Status {
+            last: Wall::now(),
+            delivered: 0,
+        }
+    }
+
+    /// Prints the status line when it is due.
+    fn show(&mut self, job: &ServerJob, core: &Core, start: Wall, corrupt: u64) {
+        if job.report_interval.is_zero() || self.last.elapsed() < job.report_interval {
+            return;
+        }
+        let s = *core.stats();
+        let rate = (s.delivered - self.delivered) as f64 / self.last.elapsed().as_secs_f64();
+        println!(
+            "status t={:.1} conns={} sessions={} delivered={} rate={rate:.0} duplicates={} stale={} live_gaps={} lost_live={} corrupt={corrupt}",
+            start.elapsed().as_secs_f64(),
+            core.conn_count(),
+            core.session_count(),
+            s.delivered,
+            s.duplicates,
+            s.stale,
+            s.live_gap_sns,
+            s.lost_live,
+        );
+        self.delivered = s.delivered;
+        self.last = Wall::now();
+    }
+}
+
+/// Sleeps on the transport once it armed, until work comes or the next
+/// timer (the core's, the transport's, the journal's sync) is due, 100 ms
+/// at most.
+fn sleep_when_armed<B: Accept>(
+    server: &mut Driver<B>,
+    app: &App,
+    start: Wall,
+) -> Result<(), String> {
+    if server.arm(common::clock(start)) != Readiness::Armed {
+        return Ok(());
+    }
+    let mut wait = Duration::from_millis(100);
+    if let Some(d) = Backend::poll_delay(server.transport()) {
+        wait = wait.min(d);
+    }
+    if let Some(t) = server.poll_timeout() {
+        wait = wait.min(t.saturating_since(common::clock(start)));
+    }
+    if let Some(w) = app.journal.as_ref().and_then(Journal::sync_wait) {
+        wait = wait.min(w);
+    }
+    Backend::sleep(server.transport_mut(), wait)
+        .map_err(|e| format!("cannot wait for {}: {e}", B::NAME))
+}
+
+/// Serves over `transport` until SIGINT or SIGTERM (`stop`).
+fn serve<B: Accept>(
+    job: &ServerJob,
+    transport: B,
+    core: Box<Core>,
+    journal: Option<Journal>,
+    mut audit: Option<Audit>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(), String> {
+    let instance = core.config().instance;
+    let local = transport
+        .local_addr()
+        .map_err(|e| format!("cannot tell where it listens: {e}"))?;
     if let Some(a) = audit.as_mut() {
         a.event(format_args!("listening {local} instance {instance:016x}"));
         a.flush()?;
     }
-    let mut server: Driver = Server::with_core(transport, core).map_err(|e| e.to_string())?;
+    let mut server: Driver<B> = Server::with_core(transport, core).map_err(|e| e.to_string())?;
     println!("listening on {local} (instance {instance:016x})");
     let mut app = App {
         audit,
@@ -416,13 +513,12 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
         verbose: job.verbose,
         corrupt: 0,
         error: None,
-        observer: iomsg_ucx::observe::ServerObserver::new(),
+        observer: iomsg_endpoint::observe::ServerObserver::new(),
     };
     let start = Wall::now();
     let mut idle = Idle::default();
-    let mut last_report = Wall::now();
+    let mut status = Status::new();
     let mut last_metrics = Wall::now();
-    let mut last_delivered = 0u64;
     describe_metrics();
     while !stop.load(Ordering::Relaxed) {
         let now = common::clock(start);
@@ -440,42 +536,9 @@ pub fn run(job: &ServerJob) -> Result<(), String> {
             publish_metrics(server.core());
             last_metrics = Wall::now();
         }
-        if !job.report_interval.is_zero() && last_report.elapsed() >= job.report_interval {
-            let s = *server.core().stats();
-            let rate = (s.delivered - last_delivered) as f64 / last_report.elapsed().as_secs_f64();
-            println!(
-                "status t={:.1} conns={} sessions={} delivered={} rate={rate:.0} duplicates={} stale={} live_gaps={} lost_live={} corrupt={}",
-                start.elapsed().as_secs_f64(),
-                server.core().conn_count(),
-                server.core().session_count(),
-                s.delivered,
-                s.duplicates,
-                s.stale,
-                s.live_gap_sns,
-                s.lost_live,
-                app.corrupt,
-            );
-            last_delivered = s.delivered;
-            last_report = Wall::now();
-        }
-        if !busy
-            && idle.may_sleep(job.progress)
-            && server.arm(common::clock(start)) == Readiness::Armed
-        {
-            let mut wait = Duration::from_millis(100);
-            if let Some(d) = server.transport().poll_delay() {
-                wait = wait.min(d);
-            }
-            if let Some(t) = server.poll_timeout() {
-                wait = wait.min(t.saturating_since(common::clock(start)));
-            }
-            if let Some(w) = app.journal.as_ref().and_then(Journal::sync_wait) {
-                wait = wait.min(w);
-            }
-            server
-                .transport()
-                .sleep(wait)
-                .map_err(|e| format!("cannot wait for UCX: {e}"))?;
+        status.show(job, server.core(), start, app.corrupt);
+        if !busy && idle.may_sleep(job.progress) {
+            sleep_when_armed(&mut server, &app, start)?;
         }
     }
     // What was delivered since the last flush is kept with its journal.

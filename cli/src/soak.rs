@@ -51,7 +51,9 @@ pub struct SoakJob {
     /// `UCX_TLS` for every process.
     pub tls: String,
     /// The UCX API of the server and the clients.
-    pub api: iomsg_ucx::Api,
+    pub api: crate::transport::Api,
+    /// What carries the frames (`ucx` or `tcp`).
+    pub transport: crate::transport::Transport,
     /// Mean time between kills (each jittered ±30 % by the seed).
     pub kill_every: Duration,
     /// Kills to do (with no `duration`).
@@ -132,7 +134,12 @@ pub const CLIENT_KILL_AFTER: (f64, f64) = (0.05, 0.65);
 /// The silence timeout of the UCX transport the server and the clients
 /// run with (their default liveness): a peer silent this long is dead.
 pub fn silence_timeout() -> Duration {
-    iomsg_ucx::Liveness::default().timeout
+    #[cfg(feature = "ucx")]
+    return iomsg_ucx::Liveness::default().timeout;
+    // Without UCX the soak runs over tcp, whose silent peers the clients'
+    // --reply-timeout finds.
+    #[cfg(not(feature = "ucx"))]
+    REPLY_TIMEOUT
 }
 
 /// What a client may take to be back once the outage is over: two
@@ -169,9 +176,19 @@ pub const SERVER_BASE_RSS: u64 = 64 << 20;
 /// instance's peak RSS to it (`--max-server-rss`); `iomsg server --help`
 /// states it.
 pub fn server_memory_bound() -> u64 {
-    SERVER_BASE_RSS
-        + std::mem::size_of::<crate::server::Core>() as u64
-        + crate::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound()
+    let core = SERVER_BASE_RSS + std::mem::size_of::<crate::server::Core>() as u64;
+    #[cfg(feature = "ucx")]
+    return core
+        + crate::common::ucx_config(false, false, crate::transport::Api::default()).memory_bound();
+    // Without UCX: the stream transport's per-connection bound, a frame
+    // being received (the largest, and a read's chunk) and a send buffer
+    // that takes one more frame whole past its 256 KiB.
+    #[cfg(not(feature = "ucx"))]
+    {
+        let frame = u64::from(iomsg_core::wire::MAX_DATA_LEN) + 64;
+        let per_conn = 2 * frame + (64 << 10) + (256 << 10);
+        core + crate::server::CONNS as u64 * per_conn
+    }
 }
 
 /// `iomsg hostile`'s arguments for run `i` of a soak of `seed`: against
@@ -180,7 +197,7 @@ pub fn server_memory_bound() -> u64 {
 pub(crate) fn hostile_args(
     server: &str,
     modes: &str,
-    api: iomsg_ucx::Api,
+    api: crate::transport::Api,
     io_demo: bool,
     seed: u64,
     i: usize,
@@ -204,12 +221,19 @@ pub(crate) fn hostile_args(
 /// The hostile fault's modes against a server on `api`: every one, but
 /// on active messages not `oversized`, whose memory UCX 1.13.1 spends
 /// before the transport can refuse it (docs/guarantees.md, "One peer affects only itself").
-pub fn hostile_modes(api: iomsg_ucx::Api) -> String {
+#[cfg(feature = "ucx")]
+pub fn hostile_modes(api: crate::transport::Api) -> String {
     use iomsg_ucx::hostile::Mode;
     Mode::ALL
         .iter()
-        .filter(|m| api == iomsg_ucx::Api::Tag || **m != Mode::Oversized)
+        .filter(|m| api == crate::transport::Api::Tag || **m != Mode::Oversized)
         .map(|m| m.name())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// No hostile modes without UCX: the hostile peer speaks UCX.
+#[cfg(not(feature = "ucx"))]
+pub fn hostile_modes(_api: crate::transport::Api) -> String {
+    String::new()
 }

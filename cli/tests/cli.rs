@@ -42,6 +42,12 @@ fn bad_arguments_give_one_clear_line_and_exit_code_2() {
         &["soak", "--window", "0"],
         &["soak", "--exactly-once", "--replay", "off"],
         &["soak", "--exactly-once", "--sim"],
+        &["soak", "--transport", "unix"],
+        &["soak", "--transport", "tcp", "--faults", "hostile"],
+        &["server", "--transport", "rdma"],
+        &["server", "--transport", "unix", "--listen", "127.0.0.1:1"],
+        &["client", "--transport", "unix", "127.0.0.1:1"],
+        &["client", "--transport", "tcp", "--io-demo", "127.0.0.1:1"],
         &["frobnicate"],
     ];
     for args in cases {
@@ -51,6 +57,73 @@ fn bad_arguments_give_one_clear_line_and_exit_code_2() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("iomsg"), "{args:?}: {err}");
     }
+}
+
+/// A server and a client of the command over `transport`, at `listen`
+/// (the client connects where the server says it listens): every message
+/// acknowledged, and the server's audit records hold each sn the client
+/// sent, once.
+fn serve_and_send(transport: &str, listen: &str, dir: &Path) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_iomsg"))
+        .args(["server", "--transport", transport, "--listen", listen])
+        .args([
+            "--report-interval",
+            "0",
+            "--audit-name",
+            "server",
+            "--audit-dir",
+        ])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(server.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let addr = line.split_whitespace().nth(2).unwrap().to_string();
+    assert!(line.starts_with("listening on "), "{line}");
+    let client = iomsg(&[
+        "client",
+        "--transport",
+        transport,
+        &addr,
+        "-i",
+        "3000",
+        "--report-interval",
+        "0",
+    ]);
+    let text = String::from_utf8_lossy(&client.stdout);
+    assert!(client.status.success(), "{transport}: {text}");
+    assert!(
+        text.contains("submitted=3000 acked=3000"),
+        "{transport}: {text}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(server.wait().unwrap().success());
+    let mut sns: Vec<u64> = records(&dir.join("server.records"))
+        .into_iter()
+        .map(|(_, sn)| sn)
+        .collect();
+    sns.sort_unstable();
+    assert_eq!(sns, (0..3000).collect::<Vec<u64>>(), "{transport}");
+}
+
+#[test]
+fn a_server_and_a_client_speak_tcp_and_unix_sockets_too() {
+    let _one = one_at_a_time();
+    let dir = scratch("transports");
+    serve_and_send("tcp", "127.0.0.1:0", &dir.join("tcp"));
+    let sock = dir.join("server.sock");
+    serve_and_send(
+        "unix",
+        &format!("unix:{}", sock.display()),
+        &dir.join("unix"),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

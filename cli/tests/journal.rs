@@ -343,7 +343,11 @@ fn help_explains_the_journal_the_outbox_and_the_sync_policies() {
         .args(["server", "--help"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    // Wrapped at 100 columns: read as one line.
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for s in [
         "--journal",
         "--sync",
@@ -359,7 +363,10 @@ fn help_explains_the_journal_the_outbox_and_the_sync_policies() {
         .args(["client", "--help"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for s in ["--outbox", "--sync", "DIR/server-ADDR-PORT", "finished"] {
         assert!(text.contains(s), "client --help lacks {s}: {text}");
     }

@@ -86,6 +86,14 @@ pub struct DialSetup<C> {
     pub busy_poll: bool,
 }
 
+impl<C> DialSetup<C> {
+    /// A client transport's setup: `config`, spinning when idle if
+    /// `busy_poll`.
+    pub fn new(config: C, busy_poll: bool) -> DialSetup<C> {
+        DialSetup { config, busy_poll }
+    }
+}
+
 /// What a server's transport is built with.
 #[derive(Clone, Debug)]
 #[non_exhaustive]

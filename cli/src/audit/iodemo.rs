@@ -53,7 +53,7 @@ use serde::Serialize;
 pub mod files;
 pub mod link;
 
-pub use files::{parse_client_log, read_servers, ClientLog, Disconnect, ServerFiles};
+pub use files::{parse_client_log, read_servers, ClientLog, Disconnect, ServerFiles, ARRIVED};
 
 /// The rule that names the operations io_demo forgot, for the report.
 pub const NAMING_RULE: &str = "forgotten at a disconnect = every sn of its segment no instance \

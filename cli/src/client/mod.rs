@@ -12,7 +12,6 @@
 
 mod seen;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant as Wall};
@@ -24,13 +23,16 @@ use iomsg_core::session::{
 };
 use iomsg_core::transport::{Client, ClientHandler, Readiness};
 use iomsg_core::workload;
-use iomsg_endpoint::{Idle, Progress};
-use iomsg_ucx::{Dial, UcxTransport};
+use iomsg_endpoint::{Backend, Dial, DialSetup, Idle, Progress};
+use iomsg_stream::{StreamConfig, StreamTransport};
+#[cfg(feature = "ucx")]
+use iomsg_ucx::UcxTransport;
 use serde::Serialize;
 
 use crate::args::{Op, Retries, SizeRange};
 use crate::common::{self, Audit, Record};
 use crate::outbox::{Outbox, OutboxJob, Stored};
+use crate::transport::{Place, Transport};
 
 use seen::Seen;
 
@@ -42,7 +44,9 @@ pub const MAX_CONN_WINDOW: u32 = 1024;
 #[derive(Clone, Debug)]
 pub struct ClientJob {
     /// The servers; one session each, operations spread over them.
-    pub servers: Vec<SocketAddr>,
+    pub servers: Vec<Place>,
+    /// What carries the frames (every server's address is of it).
+    pub transport: Transport,
     /// The operations to draw from.
     pub ops: Vec<Op>,
     /// Each operation's size, drawn uniformly.
@@ -86,7 +90,7 @@ pub struct ClientJob {
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
     /// The UCX API that carries the frames.
-    pub api: iomsg_ucx::Api,
+    pub api: crate::transport::Api,
     /// Write a JSON report here at the end.
     pub report: Option<PathBuf>,
     /// Where to keep the audit files, and their name.
@@ -148,7 +152,7 @@ pub struct ClientReport {
     pub sessions: Vec<SessionReport>,
 }
 
-type Driver = Client<UcxTransport<Dial>, { MAX_CONN_WINDOW as usize }, Vec<u8>>;
+type Driver<B> = Client<B, { MAX_CONN_WINDOW as usize }, Vec<u8>>;
 
 /// The longest a busy-polling client naps between two polls while a
 /// connection of its is being opened or awaits its first acknowledgement.
@@ -166,7 +170,7 @@ const BACKOFF_NAP: Duration = Duration::from_millis(20);
 /// each step waits for the scheduler's next tick (4 ms at 250 Hz), so a
 /// client spinning then slows its own connection down. `None`: a session
 /// is acknowledged on its connection (keep polling) or none is waiting.
-fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Duration> {
+fn unconnected_nap<B: Dial>(peers: &[Peer<B>], now: iomsg_core::time::Instant) -> Option<Duration> {
     let mut nap = BACKOFF_NAP;
     let mut waiting = false;
     for p in peers {
@@ -189,9 +193,9 @@ fn unconnected_nap(peers: &[Peer], now: iomsg_core::time::Instant) -> Option<Dur
     (waiting && !nap.is_zero()).then_some(nap)
 }
 
-struct Peer {
-    addr: SocketAddr,
-    client: Driver,
+struct Peer<B: Dial> {
+    addr: B::Addr,
+    client: Driver<B>,
     seen: Seen,
     rebuilds: u64,
     /// Its session's outbox (`--outbox`).
@@ -205,42 +209,44 @@ struct Peer {
 ///
 /// A transport could not be made, or the audit could not be written.
 pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
+    match job.transport {
+        #[cfg(not(feature = "ucx"))]
+        Transport::Ucx => Err(crate::transport::NO_UCX.into()),
+        #[cfg(feature = "ucx")]
+        Transport::Ucx => {
+            let setup = DialSetup::new(
+                common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api),
+                !job.progress.sleeps(),
+            );
+            run_over::<UcxTransport<iomsg_ucx::Dial>>(job, &setup, |place| match place {
+                Place::Ucx(a) => Some(*a),
+                Place::Stream(_) => None,
+            })
+        }
+        Transport::Tcp | Transport::Unix => {
+            let setup = DialSetup::new(StreamConfig::default(), !job.progress.sleeps());
+            run_over::<StreamTransport<iomsg_stream::Dial>>(job, &setup, |place| match place {
+                Place::Stream(a) => Some(a.clone()),
+                Place::Ucx(_) => None,
+            })
+        }
+    }
+}
+
+/// [`run`] over backend `B`; `addr` gives a server's address for it.
+fn run_over<B: Dial>(
+    job: &ClientJob,
+    setup: &DialSetup<B::Config>,
+    addr: impl Fn(&Place) -> Option<B::Addr>,
+) -> Result<ClientReport, String> {
     let stop = common::stop_on_signals()?;
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
     };
-    let ucx = common::ucx_config(job.progress.sleeps(), job.shared_memory, job.api);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     let start = Wall::now();
-    let mut peers = Vec::new();
-    for (k, &addr) in job.servers.iter().enumerate() {
-        let (outbox, stored) = match &job.outbox {
-            Some(o) => {
-                let (o, s) = Outbox::open(&o.for_server(job.servers.len(), addr)?)?;
-                (Some(o), Some(s))
-            }
-            None => (None, None),
-        };
-        let resume = stored.as_ref().filter(|s| s.resumes());
-        let mut p = connect(job, k, addr, &ucx, start, resume)?;
-        p.outbox = outbox;
-        if let Some(s) = stored.as_ref() {
-            begin_outbox(s, &mut p, &mut audit)?;
-        }
-        p.client.start(common::clock(start));
-        if let Some(a) = audit.as_mut() {
-            a.event(format_args!(
-                "session {:016x} server {addr}",
-                p.seen.session
-            ));
-        }
-        println!("session {:016x} to {addr}", p.seen.session);
-        peers.push(p);
-    }
-    if let Some(a) = audit.as_mut() {
-        a.flush()?;
-    }
+    let mut peers = open_sessions::<B>(job, setup, addr, start, &mut audit)?;
     let mut work = Submitter::new(job.seed, max);
     let mut stopped_at: Option<Wall> = None;
     let mut idle = Idle::default();
@@ -265,19 +271,10 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         if !done_submitting {
             busy = work.fill_window(job, &mut peers, &mut audit)?;
         }
-        // What was submitted is kept before a poll can send it and before
-        // its audit record is written; with an outbox the record is written
-        // before the poll too, so that a message the poll gets acknowledged
-        // (and the outbox then releases) always has its record.
         if job.outbox.is_some() {
-            for o in peers.iter_mut().filter_map(|p| p.outbox.as_mut()) {
-                o.write()?;
-            }
-            if let Some(a) = audit.as_mut() {
-                a.flush()?;
-            }
+            keep_before_sending(&mut peers, &mut audit)?;
         }
-        busy |= poll_peers(job, &mut peers, &ucx, now, &mut audit)?;
+        busy |= poll_peers(job, &mut peers, setup, now, &mut audit)?;
         keep_outboxes(&mut peers)?;
         status.show(job, &peers, start, work.submitted, &mut audit);
         if let Some(a) = audit.as_mut() {
@@ -305,34 +302,99 @@ pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
         }
     }
     close(&mut peers, start);
-    keep_outboxes(&mut peers)?;
-    for p in &mut peers {
+    close_outboxes(&mut peers)?;
+    let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
+    finish(job, &report, &mut audit)?;
+    Ok(report)
+}
+
+/// Keeps the outboxes once the sessions closed: synced, and finished
+/// where everything was acknowledged and `Bye` said (the next run starts
+/// a new session there rather than resume this one).
+fn close_outboxes<B: Dial>(peers: &mut [Peer<B>]) -> Result<(), String> {
+    keep_outboxes(peers)?;
+    for p in peers {
         let Some(o) = p.outbox.as_mut() else {
             continue;
         };
         o.sync_now()?;
         let s = p.client.session();
         if s.state() == ClientState::Closed && s.outstanding() == 0 {
-            // Everything acknowledged and Bye said: the next run starts a
-            // new session here rather than resume this one.
             o.finished()?;
         }
     }
-    let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
-    finish(job, &report, &mut audit)?;
-    Ok(report)
+    Ok(())
+}
+
+/// Keeps what was submitted before a poll can send it: each outbox
+/// written, then the audit records flushed, so that a message the poll
+/// gets acknowledged (and the outbox then releases) always has its
+/// record.
+fn keep_before_sending<B: Dial>(
+    peers: &mut [Peer<B>],
+    audit: &mut Option<Audit>,
+) -> Result<(), String> {
+    for o in peers.iter_mut().filter_map(|p| p.outbox.as_mut()) {
+        o.write()?;
+    }
+    if let Some(a) = audit.as_mut() {
+        a.flush()?;
+    }
+    Ok(())
+}
+
+/// One session per server, each connected (or resumed from its outbox)
+/// and started, its outbox begun.
+fn open_sessions<B: Dial>(
+    job: &ClientJob,
+    setup: &DialSetup<B::Config>,
+    addr: impl Fn(&Place) -> Option<B::Addr>,
+    start: Wall,
+    audit: &mut Option<Audit>,
+) -> Result<Vec<Peer<B>>, String> {
+    let mut peers = Vec::new();
+    for (k, place) in job.servers.iter().enumerate() {
+        let addr = addr(place)
+            .ok_or_else(|| format!("server {place} is not a {} address", job.transport))?;
+        let (outbox, stored) = match &job.outbox {
+            Some(o) => {
+                let (o, s) = Outbox::open(&o.for_server(job.servers.len(), place)?)?;
+                (Some(o), Some(s))
+            }
+            None => (None, None),
+        };
+        let resume = stored.as_ref().filter(|s| s.resumes());
+        let mut p = connect::<B>(job, k, addr.clone(), setup, start, resume)?;
+        p.outbox = outbox;
+        if let Some(s) = stored.as_ref() {
+            begin_outbox(s, &mut p, audit)?;
+        }
+        p.client.start(common::clock(start));
+        if let Some(a) = audit.as_mut() {
+            a.event(format_args!(
+                "session {:016x} server {addr}",
+                p.seen.session
+            ));
+        }
+        println!("session {:016x} to {addr}", p.seen.session);
+        peers.push(p);
+    }
+    if let Some(a) = audit.as_mut() {
+        a.flush()?;
+    }
+    Ok(peers)
 }
 
 /// The session to the server at `addr` (the `k`th), its transport made,
 /// not started; resumed from an outbox's identity and point when given.
-fn connect(
+fn connect<B: Dial>(
     job: &ClientJob,
     k: usize,
-    addr: SocketAddr,
-    ucx: &iomsg_ucx::UcxConfig,
+    addr: B::Addr,
+    setup: &DialSetup<B::Config>,
     start: Wall,
     resume: Option<&Stored>,
-) -> Result<Peer, String> {
+) -> Result<Peer<B>, String> {
     let conn_window = job.conn_window.clamp(1, MAX_CONN_WINDOW);
     let max = usize::try_from(job.sizes.max).map_err(|_| "data size too large".to_string())?;
     // Room for a full window of the largest messages, within 256 MiB, and
@@ -358,17 +420,17 @@ fn connect(
     };
     config.replay = job.replay;
     config.validate = job.validate;
-    config.crc = iomsg_ucx::crc32c_provider();
+    config.crc = B::crc();
     config.seed = job.seed.wrapping_add(k as u64);
     let limit = u32::try_from(job.sizes.max).unwrap_or(u32::MAX);
     config.max_payload = limit.max(1);
-    let transport = UcxTransport::client(addr, ucx.clone()).map_err(|e| e.to_string())?;
+    let transport = B::dial(&addr, setup.clone()).map_err(|e| e.to_string())?;
     let now = common::clock(start);
     let s = match resume {
         Some(r) => ClientSession::resume(config, now, vec![0u8; storage], r.resume_point()),
         None => ClientSession::new(config, now, vec![0u8; storage]),
     };
-    let client = Driver::new(transport, s).map_err(|e| e.to_string())?;
+    let client = Driver::<B>::new(transport, s).map_err(|e| e.to_string())?;
     let limits = client.session().limits();
     let most = limits.configured.min(limits.transport).min(limits.storage);
     if job.sizes.max > most as u64 {
@@ -416,10 +478,10 @@ impl Submitter {
 
     /// Submits operations until the window is full, every session
     /// refused one, or the iterations are done; whether any was.
-    fn fill_window(
+    fn fill_window<B: Dial>(
         &mut self,
         job: &ClientJob,
-        peers: &mut [Peer],
+        peers: &mut [Peer<B>],
         audit: &mut Option<Audit>,
     ) -> Result<bool, String> {
         let mut busy = false;
@@ -490,10 +552,10 @@ impl Submitter {
 /// Polls every session (rebuilding its transport after a disconnect
 /// with `--recreate-context`) and passes on its event lines; whether any
 /// had work.
-fn poll_peers(
+fn poll_peers<B: Dial>(
     job: &ClientJob,
-    peers: &mut [Peer],
-    ucx: &iomsg_ucx::UcxConfig,
+    peers: &mut [Peer<B>],
+    setup: &DialSetup<B::Config>,
     now: iomsg_core::time::Instant,
     audit: &mut Option<Audit>,
 ) -> Result<bool, String> {
@@ -503,7 +565,7 @@ fn poll_peers(
         busy |= p.client.poll(now, &mut p.seen);
         p.seen.observer.on_stats(p.client.session().stats());
         if job.recreate_context && std::mem::take(&mut p.seen.disconnected) {
-            let fresh = UcxTransport::client(p.addr, ucx.clone()).map_err(|e| e.to_string())?;
+            let fresh = B::dial(&p.addr, setup.clone()).map_err(|e| e.to_string())?;
             drop(
                 p.client
                     .replace_transport(now, fresh)
@@ -530,10 +592,10 @@ struct Status {
 }
 
 impl Status {
-    fn show(
+    fn show<B: Dial>(
         &mut self,
         job: &ClientJob,
-        peers: &[Peer],
+        peers: &[Peer<B>],
         start: Wall,
         submitted: u64,
         audit: &mut Option<Audit>,
@@ -544,7 +606,7 @@ impl Status {
         }
         let secs = self.last.elapsed().as_secs_f64();
         let rate = (acked - self.last_acked) as f64 / secs;
-        let s = |f: fn(&Peer) -> u64| peers.iter().map(f).sum::<u64>();
+        let s = |f: fn(&Peer<B>) -> u64| peers.iter().map(f).sum::<u64>();
         println!(
             "status t={:.1} submitted={submitted} acked={acked} rate={rate:.0} restarts={} disconnects={} not_replayed={} reads_corrupt={}",
             start.elapsed().as_secs_f64(),
@@ -564,9 +626,9 @@ impl Status {
 /// Waits while there is nothing to do: on the UCX event fds once `idle`
 /// says the progress mode may sleep; otherwise (busy polling, or the
 /// adaptive mode's first moments) a nap only while unconnected.
-fn wait_for_work(
+fn wait_for_work<B: Dial>(
     job: &ClientJob,
-    peers: &mut [Peer],
+    peers: &mut [Peer<B>],
     start: Wall,
     cap: Option<Duration>,
     idle: &mut Idle,
@@ -584,28 +646,53 @@ fn wait_for_work(
     let mut all_armed = true;
     for p in peers.iter_mut() {
         all_armed &= p.client.arm(now) == Readiness::Armed;
-        if let Some(d) = p.client.transport().poll_delay() {
+        if let Some(d) = Backend::poll_delay(p.client.transport()) {
             wait = wait.min(d);
         }
         if let Some(t) = p.client.poll_timeout() {
             wait = wait.min(t.saturating_since(now));
         }
     }
-    if all_armed {
+    if !all_armed {
+        return Ok(());
+    }
+    let waited = if let [p] = peers {
+        Backend::sleep(p.client.transport_mut(), wait)
+    } else {
         let fds = peers
             .iter()
-            .map(|p| p.client.transport().event_fd())
-            .collect::<Result<Vec<i32>, _>>()
-            .map_err(|e| format!("no UCX event fd: {e}"))?;
-        iomsg_ucx::sleep_any(&fds, wait).map_err(|e| format!("cannot wait for UCX: {e}"))?;
+            .map(|p| Backend::ready_fd(p.client.transport()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("no {} fd to sleep on: {e}", B::NAME))?;
+        sleep_any(&fds, wait)
+    };
+    waited.map_err(|e| format!("cannot wait for {}: {e}", B::NAME))
+}
+
+/// Sleeps until one of `fds` (the sessions' transports, each armed) is
+/// readable or `timeout` passed: one thread waiting on several
+/// transports.
+fn sleep_any(fds: &[std::os::fd::BorrowedFd<'_>], timeout: Duration) -> std::io::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut polled: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|fd| PollFd::new(*fd, PollFlags::POLLIN))
+        .collect();
+    let ms = u16::try_from(timeout.as_millis().max(1)).unwrap_or(u16::MAX);
+    match poll(&mut polled, PollTimeout::from(ms)) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// Starts the outbox of a new session (its identity first), or resubmits
 /// the messages a resumed one kept, in sn order and with their old sns,
 /// recorded again in the audit (identical records); then keeps the point.
-fn begin_outbox(stored: &Stored, p: &mut Peer, audit: &mut Option<Audit>) -> Result<(), String> {
+fn begin_outbox<B: Dial>(
+    stored: &Stored,
+    p: &mut Peer<B>,
+    audit: &mut Option<Audit>,
+) -> Result<(), String> {
     let session = p.seen.session;
     let token = p.client.session().config().token;
     let Some(o) = p.outbox.as_mut() else {
@@ -652,7 +739,7 @@ fn begin_outbox(stored: &Stored, p: &mut Peer, audit: &mut Option<Audit>) -> Res
 /// Keeps each session's point (releases, server record, epoch
 /// reservation) and the reads answered after a poll; syncs and compacts
 /// when due.
-fn keep_outboxes(peers: &mut [Peer]) -> Result<(), String> {
+fn keep_outboxes<B: Dial>(peers: &mut [Peer<B>]) -> Result<(), String> {
     for p in peers {
         let Some(o) = p.outbox.as_mut() else {
             continue;
@@ -671,7 +758,7 @@ fn keep_outboxes(peers: &mut [Peer]) -> Result<(), String> {
 }
 
 /// Closes the sessions (a Bye each), for a bounded while.
-fn close(peers: &mut [Peer], start: Wall) {
+fn close<B: Dial>(peers: &mut [Peer<B>], start: Wall) {
     let closing = Wall::now();
     for p in peers.iter_mut() {
         p.client.close(common::clock(start));
@@ -686,7 +773,7 @@ fn close(peers: &mut [Peer], start: Wall) {
 }
 
 /// The report from the sessions' figures.
-fn report(peers: &[Peer], seconds: f64, bytes_submitted: u64) -> ClientReport {
+fn report<B: Dial>(peers: &[Peer<B>], seconds: f64, bytes_submitted: u64) -> ClientReport {
     let mut report = ClientReport {
         seconds,
         ..ClientReport::default()

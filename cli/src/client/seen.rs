@@ -26,7 +26,7 @@ pub(super) struct Seen {
     pub(super) lines: Vec<String>,
     /// The library's metrics and tracing of this session (see
     /// `iomsg_ucx::observe`), and the time of the poll under way.
-    pub(super) observer: iomsg_ucx::observe::ClientObserver,
+    pub(super) observer: iomsg_endpoint::observe::ClientObserver,
     pub(super) now: iomsg_core::time::Instant,
 }
 

@@ -8,15 +8,20 @@ use iomsg_cli::args::{self, Retries};
 use iomsg_cli::client;
 use iomsg_cli::durable::{SyncPolicy, COMPACT_OVER};
 use iomsg_cli::outbox::OutboxJob;
+use iomsg_cli::transport::{Place, Transport};
 
 use super::common::{audit, duration, serve_metrics, Common, Workload};
 
 #[derive(clap::Args)]
 pub(crate) struct ClientArgs {
-    /// Servers, `HOST[:PORT]`; operations are spread over them, one
-    /// session each.
+    /// Servers, `HOST[:PORT]` (`unix:PATH` with `--transport unix`);
+    /// operations are spread over them, one session each.
     #[arg(required = true, value_name = "ADDR[:PORT]")]
     pub(crate) servers: Vec<String>,
+    /// What carries the frames: `ucx` (the default), `tcp` or `unix`; the
+    /// servers must use the same.
+    #[arg(long, value_name = "ucx|tcp|unix", default_value_t = Transport::default())]
+    pub(crate) transport: Transport,
     /// Port of servers given without one.
     #[arg(short, long, default_value_t = 1337)]
     pub(crate) port: u16,
@@ -120,19 +125,41 @@ pub(crate) const CLIENT_HELP: &str =
      iomsg_client_reconnects_total (counters), iomsg_client_handshake_seconds, \
      iomsg_client_ack_latency_seconds (histograms, shown as count and sum).";
 
+/// The servers given, as addresses of `--transport`.
+fn servers(a: &ClientArgs) -> Result<Vec<Place>, String> {
+    a.servers
+        .iter()
+        .map(|s| Place::parse(a.transport, s, a.port))
+        .collect()
+}
+
+/// The servers' UCX addresses; `None` if one is not of UCX.
+fn ucx_servers(servers: &[Place]) -> Option<Vec<std::net::SocketAddr>> {
+    servers
+        .iter()
+        .map(|p| match p {
+            Place::Ucx(a) => Some(*a),
+            Place::Stream(_) => None,
+        })
+        .collect()
+}
+
 pub(crate) fn run_client(a: ClientArgs) -> ExitCode {
-    let mut servers = Vec::new();
-    for s in &a.servers {
-        match args::server_addr(s, a.port) {
-            Ok(addr) => servers.push(addr),
-            Err(e) => {
-                eprintln!("iomsg client: {e}");
-                return ExitCode::from(2);
-            }
+    let servers = match servers(&a) {
+        Ok(servers) => servers,
+        Err(e) => {
+            eprintln!("iomsg client: {e}");
+            return ExitCode::from(2);
         }
-    }
+    };
     if a.io_demo {
-        return run_iodemo_client(a, &servers);
+        return match ucx_servers(&servers) {
+            Some(ucx) => run_iodemo_client(a, &ucx),
+            None => {
+                eprintln!("iomsg client --io-demo: io_demo speaks UCX only (--transport ucx)");
+                ExitCode::from(2)
+            }
+        };
     }
     let w = a.workload;
     if w.data_size.max > u64::from(iomsg_core::wire::MAX_DATA_LEN) {
@@ -155,6 +182,7 @@ pub(crate) fn run_client(a: ClientArgs) -> ExitCode {
     }
     let job = client::ClientJob {
         servers,
+        transport: a.transport,
         ops: w.ops.0,
         sizes: w.data_size,
         iterations: a.iterations,
@@ -195,6 +223,13 @@ pub(crate) fn run_client(a: ClientArgs) -> ExitCode {
     }
 }
 
+#[cfg(not(feature = "ucx"))]
+pub(crate) fn run_iodemo_client(_: ClientArgs, _: &[std::net::SocketAddr]) -> ExitCode {
+    eprintln!("iomsg client --io-demo: {}", iomsg_cli::transport::NO_UCX);
+    ExitCode::from(2)
+}
+
+#[cfg(feature = "ucx")]
 pub(crate) fn run_iodemo_client(a: ClientArgs, servers: &[std::net::SocketAddr]) -> ExitCode {
     let [server] = servers else {
         eprintln!(
@@ -210,7 +245,7 @@ pub(crate) fn run_iodemo_client(a: ClientArgs, servers: &[std::net::SocketAddr])
     }
     let job = iomsg_cli::iodemo_client::IoDemoClientJob {
         server: *server,
-        tag: w.api == iomsg_ucx::Api::Tag,
+        tag: w.api == iomsg_cli::transport::Api::Tag,
         ops: w.ops.0.clone(),
         sizes: w.data_size,
         window: w.window,

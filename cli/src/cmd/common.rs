@@ -82,8 +82,8 @@ pub(crate) struct Workload {
     /// The UCX API that carries the frames: `am` (active messages, like
     /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
     /// a connection between ends that differ fails saying so.
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
-    pub(crate) api: iomsg_ucx::Api,
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_cli::transport::Api::default())]
+    pub(crate) api: iomsg_cli::transport::Api,
     /// Operations, drawn at random: `read`, `write` or `read,write`.
     #[arg(short, long, default_value = "write")]
     pub(crate) ops: Ops,

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use iomsg_cli::args;
 use iomsg_cli::durable::{SyncPolicy, COMPACT_OVER};
 use iomsg_cli::journal::JournalJob;
+use iomsg_cli::transport::{Place, Transport};
 use iomsg_cli::{server, soak};
 
 use super::common::{audit, serve_metrics, Common};
@@ -15,9 +16,16 @@ pub(crate) struct ServerArgs {
     /// Port to listen on.
     #[arg(short, long, default_value_t = 1337)]
     pub(crate) port: u16,
-    /// Address to listen on (`ADDR:PORT`; overrides --port).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Address to listen on (`ADDR:PORT`, overriding --port; with
+    /// `--transport unix`, `unix:PATH`).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH")]
+    pub(crate) listen: Option<String>,
+    /// What carries the frames: `ucx` (UCX, the default; --api and
+    /// --shared-memory choose how), `tcp` (plain TCP sockets) or `unix`
+    /// (a Unix domain socket, --listen unix:PATH). Clients must use the
+    /// same.
+    #[arg(long, value_name = "ucx|tcp|unix", default_value_t = Transport::default())]
+    pub(crate) transport: Transport,
     /// Sessions held at most (past it, idle ones are evicted).
     #[arg(long, default_value_t = server::SESSIONS)]
     pub(crate) sessions: usize,
@@ -27,8 +35,8 @@ pub(crate) struct ServerArgs {
     /// The UCX API that carries the frames: `am` (active messages, like
     /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
     /// a connection between ends that differ fails saying so.
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_ucx::Api::default())]
-    pub(crate) api: iomsg_ucx::Api,
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_cli::transport::Api::default())]
+    pub(crate) api: iomsg_cli::transport::Api,
     /// Keep a journal in this directory (DIR/journal, locked by DIR/lock:
     /// one server per journal). A server started on it takes back every
     /// session the last one knew, so that clients' replays of what was
@@ -89,10 +97,11 @@ pub(crate) fn server_help() -> String {
         "Capacity: {} sessions and {} connections at most (a connection past them is \
          refused at once: the client prints \"connection table full ({})\"), a receive \
          window of 2,048 sns per session; the session table takes {} KiB.\n\n\
-         Memory: at most {:.0} MiB whatever the peers send ({:.0} MiB for the program and \
-         UCX, {:.0} MiB of frames in the transport: 64 MiB received, 64 MiB being sent, \
-         32 KiB of batch per connection, the buffer pool). A peer that floods, stalls \
-         mid-message or stops reading is closed alone; the others are not delayed.\n\n\
+         Memory over UCX: at most {:.0} MiB whatever the peers send ({:.0} MiB for the \
+         program and UCX, {:.0} MiB of frames in the transport: 64 MiB received, 64 MiB \
+         being sent, 32 KiB of batch per connection, the buffer pool). A peer that floods, \
+         stalls mid-message or stops reading is closed alone; the others are not \
+         delayed.\n\n\
          Metrics (--metrics): iomsg_server_delivered_total, iomsg_server_duplicates_total, \
          iomsg_server_live_loss_sns_total, iomsg_server_in_flight_loss_sns_total, \
          iomsg_server_sessions_opened_total, iomsg_server_rejected_total (counters, as \
@@ -104,8 +113,9 @@ pub(crate) fn server_help() -> String {
         std::mem::size_of::<server::Core>() / 1024,
         soak::server_memory_bound() as f64 / f64::from(1 << 20),
         soak::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
-        iomsg_cli::common::ucx_config(false, false, iomsg_ucx::Api::default()).memory_bound()
-            as f64
+        (soak::server_memory_bound()
+            - soak::SERVER_BASE_RSS
+            - std::mem::size_of::<server::Core>() as u64) as f64
             / f64::from(1 << 20),
     )
 }
@@ -117,10 +127,16 @@ pub(crate) fn run_server(a: ServerArgs) -> ExitCode {
     if a.io_demo {
         return run_iodemo_server(a);
     }
+    let listen = a.listen.as_deref().unwrap_or("0.0.0.0");
+    let listen = match Place::parse(a.transport, listen, a.port) {
+        Ok(place) => place,
+        Err(e) => {
+            eprintln!("iomsg server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let job = server::ServerJob {
-        listen: a
-            .listen
-            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], a.port))),
+        listen,
         sessions: a.sessions,
         validate: a.validate,
         verbose: a.common.verbose,
@@ -144,6 +160,13 @@ pub(crate) fn run_server(a: ServerArgs) -> ExitCode {
     }
 }
 
+#[cfg(not(feature = "ucx"))]
+pub(crate) fn run_iodemo_server(_: ServerArgs) -> ExitCode {
+    eprintln!("iomsg server --io-demo: {}", iomsg_cli::transport::NO_UCX);
+    ExitCode::from(2)
+}
+
+#[cfg(feature = "ucx")]
 pub(crate) fn run_iodemo_server(a: ServerArgs) -> ExitCode {
     let mut opts = iomsg_ucx::iodemo::IoDemoOptions {
         max_data: a.io_demo_max_data,
@@ -153,10 +176,19 @@ pub(crate) fn run_iodemo_server(a: ServerArgs) -> ExitCode {
     if let Some(chunk) = a.io_demo_chunk {
         opts.chunk = chunk.max(1);
     }
+    if !a.transport.is_ucx() {
+        eprintln!("iomsg server --io-demo: io_demo speaks UCX only (--transport ucx)");
+        return ExitCode::from(2);
+    }
+    let listen = match args::server_addr(a.listen.as_deref().unwrap_or("0.0.0.0"), a.port) {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("iomsg server --io-demo: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let job = iomsg_cli::iodemo_server::IoDemoJob {
-        listen: a
-            .listen
-            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], a.port))),
+        listen,
         opts,
         verbose: a.common.verbose,
         report_interval: a.common.report_interval,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use iomsg_cli::args;
+use iomsg_cli::transport::Transport;
 use iomsg_cli::{client, soak};
 
 use super::common::{duration, Workload};
@@ -32,6 +33,12 @@ pub(crate) struct SoakArgs {
     /// UCX picks on each host (verbs where there is RDMA)].
     #[arg(long)]
     pub(crate) tls: Option<String>,
+    /// What carries the frames between the soak's servers and clients:
+    /// `ucx` (the default) or `tcp` (plain sockets: no UCX needed). The
+    /// judges are the same; the hostile fault and io_demo clients speak
+    /// UCX only.
+    #[arg(long, value_name = "ucx|tcp", default_value_t = Transport::default())]
+    pub(crate) transport: Transport,
     /// Mean time between server kills (SIGKILL), jittered ±30 % by the
     /// seed [default: 5s; 1.5s with --exactly-once].
     #[arg(long, value_name = "TIME", value_parser = duration)]
@@ -282,6 +289,25 @@ fn kill_every(a: &SoakArgs) -> Result<Duration, String> {
 /// or the usage error that refuses it.
 fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJob>), String> {
     let (faults, hosts) = faults_and_hosts(&a)?;
+    match a.transport {
+        Transport::Ucx => {}
+        Transport::Unix => {
+            return Err(
+                "--transport unix: the soak runs over ucx or tcp (its hosts may be \
+                        network namespaces or other machines)"
+                    .into(),
+            )
+        }
+        Transport::Tcp if faults.contains(&soak::Fault::Hostile) => {
+            return Err("--transport tcp: the hostile fault speaks UCX; leave it out".into())
+        }
+        Transport::Tcp if a.io_demo_clients.is_some() => {
+            return Err(
+                "--transport tcp: io_demo clients speak UCX; leave out --io-demo-clients".into(),
+            )
+        }
+        Transport::Tcp => {}
+    }
     let kill_every = kill_every(&a)?;
     let audit_dir = a.audit_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!(
@@ -310,6 +336,7 @@ fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJo
             }
         }),
         api: a.workload.api,
+        transport: a.transport,
         kill_every,
         kills: a.kills,
         duration: a.duration,
@@ -340,12 +367,12 @@ fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJo
 /// The lines that say what the soak will do, before it starts.
 fn print_plan(job: &soak::SoakJob) {
     println!(
-        "iomsg soak: 1 server, {} clients, UCX_TLS={}, {} kills about every {}, replay {}{}, audit in {}",
+        "iomsg soak: 1 server, {} clients, {}, {} kills about every {}, replay {}{}, audit in {}",
         job.clients,
-        if job.tls.is_empty() {
-            "unset (UCX picks on each host)"
-        } else {
-            &job.tls
+        match (job.transport.is_ucx(), job.tls.is_empty()) {
+            (false, _) => format!("over {} (no UCX)", job.transport),
+            (true, true) => "UCX_TLS unset (UCX picks on each host)".into(),
+            (true, false) => format!("UCX_TLS={}", job.tls),
         },
         job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
         iomsg_cli::common::human(job.kill_every),

@@ -252,17 +252,31 @@ fn answered_reads_and_a_finished_session_are_kept_across_reopening_and_compactio
 fn several_servers_keep_an_outbox_each_and_a_one_server_outbox_is_not_mixed_in() {
     let dir = scratch("servers");
     let j = job(&dir, u64::MAX);
-    let a: std::net::SocketAddr = "127.0.0.1:1000".parse().unwrap();
-    let b: std::net::SocketAddr = "[::1]:2000".parse().unwrap();
-    assert_eq!(j.for_server(1, a).unwrap().dir, dir);
+    use crate::transport::{Place, Transport};
+    let a = Place::parse(Transport::Ucx, "127.0.0.1:1000", 1).unwrap();
+    let b = Place::parse(Transport::Ucx, "[::1]:2000", 1).unwrap();
+    let c = Place::parse(Transport::Tcp, "[::1]:2000", 1).unwrap();
+    let d = Place::parse(Transport::Unix, "unix:/run/x.sock", 1).unwrap();
+    assert_eq!(j.for_server(1, &a).unwrap().dir, dir);
     assert_eq!(
-        j.for_server(2, a).unwrap().dir,
+        j.for_server(2, &a).unwrap().dir,
         dir.join("server-127.0.0.1-1000")
     );
-    assert_eq!(j.for_server(2, b).unwrap().dir, dir.join("server-__1-2000"));
+    assert_eq!(
+        j.for_server(2, &b).unwrap().dir,
+        dir.join("server-__1-2000")
+    );
+    assert_eq!(
+        j.for_server(2, &c).unwrap().dir,
+        dir.join("server-__1-2000")
+    );
+    assert_eq!(
+        j.for_server(2, &d).unwrap().dir,
+        dir.join("server-unix-_run_x.sock")
+    );
     let (o, _) = Outbox::open(&j).unwrap();
     drop(o);
-    let e = j.for_server(2, a).unwrap_err();
+    let e = j.for_server(2, &a).unwrap_err();
     assert!(
         e.contains("holds the outbox of a client of one server"),
         "{e}"

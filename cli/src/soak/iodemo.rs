@@ -125,7 +125,7 @@ pub fn client_args(job: &SoakJob, k: usize, server: &str, run_time: Duration) ->
         .collect();
     let seed = (job.seed.wrapping_add(k as u64 + 1) & 0xffff_ffff).to_string();
     let mut a: Vec<String> = vec!["-q".into()];
-    if job.api == iomsg_ucx::Api::Am {
+    if job.api == crate::transport::Api::Am {
         a.push("-A".into());
     }
     for (flag, value) in [
@@ -189,7 +189,7 @@ struct HostileProc {
     name: String,
     child: Child,
     /// The API it spoke.
-    api: iomsg_ucx::Api,
+    api: crate::transport::Api,
     exit: Option<Exit>,
 }
 
@@ -312,9 +312,9 @@ impl World<'_> {
         let out = self.job.audit_dir.join(format!("{name}.out"));
         let file = fs::File::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
         let api = if i % 2 == 0 {
-            iomsg_ucx::Api::Tag
+            crate::transport::Api::Tag
         } else {
-            iomsg_ucx::Api::Am
+            crate::transport::Api::Am
         };
         let mut c = self.command(exe, None);
         let seed = self.job.seed;

@@ -540,6 +540,20 @@ fn fault_report(
 }
 
 /// Which UCX ran.
+#[cfg(not(feature = "ucx"))]
+fn ucx_info(job: &SoakJob) -> UcxInfo {
+    UcxInfo {
+        version: "none (built without UCX)".into(),
+        library_path: None,
+        tls: job.tls.clone(),
+        api: job.api.name().to_string(),
+        transports: Vec::new(),
+        carried_by: job.transport.name().to_string(),
+    }
+}
+
+/// Which UCX ran.
+#[cfg(feature = "ucx")]
 fn ucx_info(job: &SoakJob) -> UcxInfo {
     let version = iomsg_ucx::version::ucx_version();
     let transports = iomsg_ucx::resources::transports()
@@ -555,6 +569,7 @@ fn ucx_info(job: &SoakJob) -> UcxInfo {
         tls: job.tls.clone(),
         api: job.api.name().to_string(),
         transports,
+        carried_by: job.transport.name().to_string(),
     }
 }
 

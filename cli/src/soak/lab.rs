@@ -641,7 +641,8 @@ impl Runner<'_> {
         let mut c = self.command(None, &self.server_device());
         c.args(["server", "--listen", bind, "--audit-dir"])
             .arg(dir)
-            .args(["--audit-name", name]);
+            .args(["--audit-name", name])
+            .args(["--transport", self.job.transport.name()]);
         if self.shared_memory() {
             c.arg("--shared-memory");
         }
@@ -679,6 +680,7 @@ impl Runner<'_> {
             .wrapping_add(u64::from(gen) << 32);
         let mut c = self.command(Some(k), &device);
         c.args(["client", &self.server_addr()])
+            .args(["--transport", self.job.transport.name()])
             .args(["--ops", &ops.join(",")])
             .args(["--data-size", &self.job.sizes.to_string()])
             .args(["--window", &self.job.window.to_string()])

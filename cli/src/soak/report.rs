@@ -86,6 +86,8 @@ pub struct UcxInfo {
     pub api: String,
     /// The transports UCX offers on this machine (`name/device`).
     pub transports: Vec<String>,
+    /// What carried the frames: `ucx`, or `tcp` without UCX.
+    pub carried_by: String,
 }
 
 /// The soak's settings, for the report.
@@ -566,7 +568,9 @@ pub fn table(r: &SoakReport) -> String {
         format!("{:.1} s", r.seconds),
         format!("{} msgs/s acknowledged", grouped(r.msgs_per_second as u64)),
     );
-    if r.hosts.is_empty() {
+    if r.ucx.carried_by != "ucx" {
+        let _ = writeln!(s, "  carried by {} (no UCX)", r.ucx.carried_by);
+    } else if r.hosts.is_empty() {
         let _ = writeln!(
             s,
             "  UCX {} ({}), UCX_TLS={}, API {}",

@@ -7,7 +7,10 @@ use std::path::Path;
 
 use crate::audit::each_line;
 use crate::common::Record;
-use crate::iodemo_server::ARRIVED;
+/// The kind bit of an `iomsg server --io-demo` record that says a
+/// request was taken (not answered): the server writes it, the judge
+/// reads it.
+pub const ARRIVED: u64 = 2;
 
 /// A line of an io_demo client's log that cuts its sn chain: a
 /// `disconnecting` line (completed/sent per operation on the connection

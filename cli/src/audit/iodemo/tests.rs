@@ -2,8 +2,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::audit::iodemo::ARRIVED;
 use crate::common::Record;
-use crate::iodemo_server::ARRIVED;
 
 /// A scratch directory of its own per test.
 fn scratch(test: &str) -> PathBuf {

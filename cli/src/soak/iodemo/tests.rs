@@ -7,11 +7,12 @@ use std::time::Duration;
 use super::*;
 use crate::args::{Op, SizeRange};
 
-fn job(api: iomsg_ucx::Api) -> SoakJob {
+fn job(api: crate::transport::Api) -> SoakJob {
     SoakJob {
         clients: 2,
         tls: "tcp".into(),
         api,
+        transport: crate::transport::Transport::default(),
         kill_every: Duration::from_secs(5),
         kills: 12,
         duration: None,
@@ -43,7 +44,7 @@ fn job(api: iomsg_ucx::Api) -> SoakJob {
 
 #[test]
 fn the_server_is_iomsg_in_io_demo_mode_with_its_audit_files() {
-    let j = job(iomsg_ucx::Api::Tag);
+    let j = job(crate::transport::Api::Tag);
     let mut io = IoDemoJob {
         clients: 1,
         bin: "io_demo".into(),
@@ -62,14 +63,19 @@ fn the_server_is_iomsg_in_io_demo_mode_with_its_audit_files() {
 
 #[test]
 fn clients_validate_read_and_write_and_retry_quickly_until_their_limit() {
-    let j = job(iomsg_ucx::Api::Tag);
+    let j = job(crate::transport::Api::Tag);
     let a = client_args(&j, 1, "169.254.78.1:13337", Duration::from_millis(66_500)).join(" ");
     assert_eq!(
         a,
         "-q -o read,write -d 4096:4096 -w 16 -i 0 -y 0.2s -t 10s -l 66.5s -s 9 \
          169.254.78.1:13337"
     );
-    let am = client_args(&job(iomsg_ucx::Api::Am), 0, "x:1", Duration::from_secs(1));
+    let am = client_args(
+        &job(crate::transport::Api::Am),
+        0,
+        "x:1",
+        Duration::from_secs(1),
+    );
     assert_eq!(&am[..2], &["-q".to_string(), "-A".to_string()]);
 }
 
@@ -109,7 +115,7 @@ fn each_client_has_an_address_of_its_own_in_the_lab() {
     let local = Placement::new(1, false, 4242);
     assert_eq!(local.server, "127.0.0.1:4242");
     assert_eq!(local.client_ips, vec!["127.0.0.1".to_string()]);
-    let mut j = job(iomsg_ucx::Api::Tag);
+    let mut j = job(crate::transport::Api::Tag);
     assert!(
         !lab_needed(&j),
         "clients on one loopback are told apart by their ids"

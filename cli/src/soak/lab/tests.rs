@@ -11,7 +11,8 @@ fn job(exactly_once: bool) -> SoakJob {
     SoakJob {
         clients: 3,
         tls: "tcp".into(),
-        api: iomsg_ucx::Api::default(),
+        api: crate::transport::Api::default(),
+        transport: crate::transport::Transport::default(),
         kill_every: Duration::from_millis(1500),
         kills: 100,
         duration: None,
