@@ -75,6 +75,7 @@ fn main() -> ExitCode {
         }
         iomsg_ucx::raise_open_files(ucx.open_files());
     }
+    warn_renamed_flags();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -101,5 +102,21 @@ fn main() -> ExitCode {
         Cmd::Soak(a) => cmd::soak::run_soak(*a),
         #[cfg(feature = "ucx")]
         Cmd::Hostile(a) => cmd::hostile::run_hostile(a),
+    }
+}
+
+/// Flags renamed for what they mean, still taken under their old names
+/// for one release: each old name used is told once on stderr.
+fn warn_renamed_flags() {
+    const RENAMED: [(&str, &str); 3] = [
+        ("--tls", "--ucx-tls"),
+        ("--hosts", "--network"),
+        ("--report", "--report-json"),
+    ];
+    for arg in std::env::args().skip(1) {
+        let name = arg.split('=').next().unwrap_or("");
+        if let Some((old, new)) = RENAMED.iter().find(|(old, _)| *old == name) {
+            eprintln!("iomsg: {old} is now {new}; the old name goes in the next release");
+        }
     }
 }

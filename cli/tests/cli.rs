@@ -37,7 +37,7 @@ fn bad_arguments_give_one_clear_line_and_exit_code_2() {
         &["client", "no such host..", "-i", "1"],
         &["server", "--port", "99999"],
         &["server", "--bogus"],
-        &["soak", "--hosts", "mars"],
+        &["soak", "--network", "mars"],
         &["soak", "--kills", "3", "--duration", "10s"],
         &["soak", "--window", "0"],
         &["soak", "--exactly-once", "--replay", "off"],
@@ -127,6 +127,33 @@ fn a_server_and_a_client_speak_tcp_and_unix_sockets_too() {
 }
 
 #[test]
+fn renamed_flags_are_still_taken_and_say_their_new_names() {
+    for (old, new, args) in [
+        ("--hosts", "--network", &["soak", "--hosts", "mars"][..]),
+        (
+            "--tls",
+            "--ucx-tls",
+            &["soak", "--tls", "tcp", "--window", "0"][..],
+        ),
+        (
+            "--report",
+            "--report-json",
+            &["soak", "--report", "x.json", "--window", "0"][..],
+        ),
+    ] {
+        let out = iomsg(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{old} is now {new}")),
+            "{args:?}: {err}"
+        );
+        // The flag itself was taken: the refusal is about something else.
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn every_help_line_fits_in_100_columns() {
     for sub in [
         &[][..],
@@ -181,7 +208,7 @@ fn help_explains_every_option_and_its_default() {
         "--blocking",
         "--replay",
         "--recreate-context",
-        "--report",
+        "--report-json",
         "--metrics",
         "iomsg_client_acked_total",
     ] {
@@ -425,7 +452,7 @@ fn a_soak_across_network_namespaces_with_cut_links_passes() {
     let dir = scratch("netns");
     let (r, text) = soak(
         &dir,
-        &["--hosts", "netns", "--cut-links", "--cut-for", "3500ms"],
+        &["--network", "netns", "--cut-links", "--cut-for", "3500ms"],
     );
     assert_eq!(r["verdict"], "pass", "{text}");
     assert!(r["link_cuts"].as_u64().unwrap() >= 1, "{text}");

@@ -117,7 +117,7 @@ fn metrics_endpoints_show_what_the_audit_files_record() {
         d,
         "--audit-name",
         "client",
-        "--report",
+        "--report-json",
         report.to_str().unwrap(),
         "--report-interval",
         "0",

@@ -130,7 +130,7 @@ fn lab_soak(lab: &SshLab, launcher: &str, dir: &Path, extra: &[&str]) -> Command
     let mut c = lab.in_ctl(env!("CARGO_BIN_EXE_iomsg"));
     c.args(["soak", "--launcher", launcher, "--ssh-config"])
         .arg(&lab.config)
-        .args(["--server", "h0", "--client", "h1", "h2", "--tls", "tcp"]);
+        .args(["--server", "h0", "--client", "h1", "h2", "--ucx-tls", "tcp"]);
     short_run(&mut c, dir, &lab.dir.join("remote"));
     c.args(extra);
     c
@@ -443,7 +443,7 @@ fn a_soak_over_slurm_steps_on_a_one_node_cluster_passes_with_server_kills() {
             "--clients",
             "2",
         ])
-        .args(["--tls", "tcp", "--kills", "3", "--kill-every", "2s"]);
+        .args(["--ucx-tls", "tcp", "--kills", "3", "--kill-every", "2s"]);
     short_run(&mut cmd, &dir, &remote);
     let (code, text, r) = soak(cmd, &dir, Duration::from_secs(180));
     assert_eq!(r["verdict"], "pass", "{text}");

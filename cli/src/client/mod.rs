@@ -810,7 +810,7 @@ fn report<B: Dial>(peers: &[Peer<B>], seconds: f64, bytes_submitted: u64) -> Cli
     report
 }
 
-/// Puts the report in the audit, on stdout and in `--report`.
+/// Puts the report in the audit, on stdout and in `--report-json`.
 fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> Result<(), String> {
     if let Some(a) = audit.as_mut() {
         for s in &report.sessions {

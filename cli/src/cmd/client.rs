@@ -71,8 +71,9 @@ pub(crate) struct ClientArgs {
     /// Payload CRCs on every frame, checked by the receiver.
     #[arg(short = 'q', long)]
     pub(crate) validate: bool,
-    /// Write a JSON report here at the end.
-    #[arg(long, value_name = "FILE.json")]
+    /// Write a JSON report here at the end (was --report, still taken
+    /// for one release).
+    #[arg(long = "report-json", alias = "report", value_name = "FILE.json")]
     pub(crate) report: Option<PathBuf>,
     /// Keep an outbox in this directory (DIR/outbox, the directory locked
     /// while the client runs; with several servers one per server, in

@@ -31,7 +31,7 @@ pub(crate) struct SoakArgs {
     /// UCX_TLS for every process (`tcp`; `tcp,posix,sysv,cma,self` for
     /// shared memory on one host) [default: tcp; with --launcher unset,
     /// UCX picks on each host (verbs where there is RDMA)].
-    #[arg(long)]
+    #[arg(long = "ucx-tls", alias = "tls")]
     pub(crate) tls: Option<String>,
     /// What carries the frames between the soak's servers and clients:
     /// `ucx` (the default) or `tcp` (plain sockets: no UCX needed). The
@@ -77,7 +77,7 @@ pub(crate) struct SoakArgs {
     /// host and a host per client, network namespaces joined by veth
     /// pairs, 169.254.78.0/24) [default: local; netns when the faults
     /// include link-cut].
-    #[arg(long, value_name = "local|netns")]
+    #[arg(long = "network", alias = "hosts", value_name = "local|netns")]
     pub(crate) hosts: Option<String>,
     /// Faults besides the server kills, at moments drawn from the seed:
     /// `all`, `none`, or a comma list of client-kill, client-pause,
@@ -93,7 +93,7 @@ pub(crate) struct SoakArgs {
     #[arg(long, value_name = "SIZE", value_parser = args::size)]
     pub(crate) max_server_rss: Option<u64>,
     /// Also take client links down for a while: the link-cut fault
-    /// (needs --hosts netns).
+    /// (needs --network netns).
     #[arg(long)]
     pub(crate) cut_links: bool,
     /// How long a cut link stays down.
@@ -104,7 +104,7 @@ pub(crate) struct SoakArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) audit_dir: Option<PathBuf>,
     /// The JSON report (default `report.json` in the audit directory).
-    #[arg(long, value_name = "FILE.json")]
+    #[arg(long = "report-json", alias = "report", value_name = "FILE.json")]
     pub(crate) report: Option<PathBuf>,
     /// The timeline picture (default: the report's name with `.svg`).
     #[arg(long, value_name = "FILE.svg")]
@@ -235,7 +235,7 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
 }
 
 /// The faults asked (`--faults`, `--cut-links`) and where the processes
-/// run (`--hosts`; a link cut needs network namespaces).
+/// run (`--network`; a link cut needs network namespaces).
 fn faults_and_hosts(a: &SoakArgs) -> Result<(Vec<soak::Fault>, soak::Hosts), String> {
     let mut faults = soak::faults::parse_list(&a.faults).map_err(|e| format!("--faults: {e}"))?;
     if a.cut_links && !faults.contains(&soak::Fault::LinkCut) {
@@ -244,15 +244,15 @@ fn faults_and_hosts(a: &SoakArgs) -> Result<(Vec<soak::Fault>, soak::Hosts), Str
     let cut = faults.contains(&soak::Fault::LinkCut);
     let hosts = match a.hosts.as_deref() {
         None if cut => {
-            println!("iomsg soak: link-cut cuts veth links: running with --hosts netns");
+            println!("iomsg soak: link-cut cuts veth links: running with --network netns");
             soak::Hosts::Netns
         }
         None | Some("local") if cut => {
-            return Err("the link-cut fault needs --hosts netns (root), not local".into());
+            return Err("the link-cut fault needs --network netns (root), not local".into());
         }
         None | Some("local") => soak::Hosts::Local,
         Some("netns") => soak::Hosts::Netns,
-        Some(other) => return Err(format!("--hosts {other:?}: local or netns")),
+        Some(other) => return Err(format!("--network {other:?}: local or netns")),
     };
     Ok((faults, hosts))
 }

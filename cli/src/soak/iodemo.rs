@@ -8,7 +8,7 @@
 //!
 //! The judge links a server connection to its client by the ids both
 //! logged ([`crate::audit::iodemo::link`]), so every process may run on
-//! the loopback device (`--hosts local`, the default); with `--hosts
+//! the loopback device (`--network local`, the default); with `--network
 //! netns` (root) each runs in a network namespace of its own, each client
 //! at its own link-local address.
 
@@ -610,7 +610,7 @@ pub fn hostile_times(job: &SoakJob, kills: &[Duration]) -> Vec<(Duration, Durati
         .collect()
 }
 
-/// Whether the run needs the namespaces: `--hosts netns`.
+/// Whether the run needs the namespaces: `--network netns`.
 fn lab_needed(job: &SoakJob) -> bool {
     job.hosts == Hosts::Netns
 }

@@ -1,6 +1,6 @@
 //! The soak's lab: the processes it starts (server instances, clients,
 //! runs of the hostile peer), how they are started, and the network
-//! namespaces of `--hosts netns` (a server host and a host per client on a
+//! namespaces of `--network netns` (a server host and a host per client on a
 //! bridge, link-local addresses; a client's link can be cut and restored).
 
 use std::fs;
@@ -15,7 +15,7 @@ use super::{hostile_args, hostile_modes, SoakJob, CONNECT_TIMEOUT, REPLY_TIMEOUT
 use crate::args::Op;
 use crate::common::epoch_us;
 
-/// The network namespaces of `--hosts netns`, deleted on drop.
+/// The network namespaces of `--network netns`, deleted on drop.
 pub struct Lab {
     /// The server's namespace.
     pub server_ns: String,
@@ -64,7 +64,7 @@ impl Lab {
             client_dev: Vec::new(),
         };
         ip(&["netns", "add", &lab.server_ns])
-            .map_err(|e| format!("--hosts netns needs root and iproute2: {e}"))?;
+            .map_err(|e| format!("--network netns needs root and iproute2: {e}"))?;
         let s = lab.server_ns.clone();
         ip(&["-n", &s, "link", "set", "lo", "up"])?;
         ip(&["-n", &s, "link", "add", &lab.bridge, "type", "bridge"])?;
@@ -326,7 +326,7 @@ impl Runner<'_> {
     fn command(&self, host: Option<usize>, device: &str) -> Command {
         if self.remote.is_some() {
             // UCX on the hosts picks its transports and devices, unless
-            // --tls says.
+            // --ucx-tls says.
             let mut c = Command::new(&self.exe);
             if !self.job.tls.is_empty() {
                 c.env("UCX_TLS", &self.job.tls);

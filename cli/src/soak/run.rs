@@ -105,7 +105,7 @@ fn check(job: &SoakJob) -> Result<std::path::PathBuf, String> {
     }
     if job.faults.contains(&Fault::LinkCut) && job.hosts != Hosts::Netns {
         return Err(
-            "the link-cut fault needs --hosts netns (root): client links are veth pairs there"
+            "the link-cut fault needs --network netns (root): client links are veth pairs there"
                 .into(),
         );
     }
@@ -145,7 +145,7 @@ fn check_remote(job: &SoakJob, r: &super::remote::RemoteJob) -> Result<(), Strin
         return refuse("--exactly-once");
     }
     if job.hosts == Hosts::Netns {
-        return refuse("--hosts netns");
+        return refuse("--network netns");
     }
     if r.clients.is_empty() {
         return Err("--launcher needs at least one --client HOST".into());
@@ -165,7 +165,7 @@ fn check_remote(job: &SoakJob, r: &super::remote::RemoteJob) -> Result<(), Strin
 /// What the run's hosts are: their reports with `--launcher`.
 type HostReports = Vec<super::remote::HostReport>;
 
-/// The lab (namespaces for `--hosts netns`) or the hosts (`--launcher`),
+/// The lab (namespaces for `--network netns`) or the hosts (`--launcher`),
 /// the server's port, the faults log.
 fn set_up(job: &SoakJob, exe: std::path::PathBuf) -> Result<(Runner<'_>, HostReports), String> {
     let lab = match job.hosts {
