@@ -5,18 +5,11 @@ use super::*;
 
 impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
     pub(super) fn handle_welcome(&mut self, now: Instant, welcome: Welcome) {
-        let Welcome {
-            ack,
-            instance,
-            resume_from,
-            incarnation,
-            window,
-            known,
-        } = welcome;
         let (base_sn, next_sn) = self.hello;
+        let resume_from = welcome.resume_from;
         let in_range = base_sn <= resume_from && resume_from <= next_sn;
         // A record new to the server starts at base_sn.
-        if !in_range || !(known || resume_from == base_sn) {
+        if !in_range || !(welcome.known || resume_from == base_sn) {
             let e = ProtocolError::BadResume {
                 base_sn,
                 resume_from,
@@ -24,53 +17,14 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             };
             return self.protocol_error(now, e);
         }
-        if window == 0 {
+        if welcome.window == 0 {
             return self.protocol_error(now, ProtocolError::ZeroWindow);
         }
         // Every sn below `resume_from` was handed to this record's
         // application: the server never answers past an sn it did not
         // deliver.
+        let proven = self.judge_record(&welcome);
         let confirmed = resume_from;
-        let previous = self.instance;
-        // Only the record that answered the last Welcome is known to have
-        // seen every frame sent so far. Any other (a restart, an eviction,
-        // or a record whose own first Welcome was lost) may be missing
-        // what another one processed: what is past `confirmed` may arrive
-        // twice, and is announced.
-        // A record younger than what was acknowledged (its journal lost
-        // commits, or the session) says where its knowledge begins: what
-        // lies between was released as acknowledged, and its fate is now
-        // unknown. Named the first time this incarnation is met (every
-        // Welcome of it says so, in case the first was lost).
-        let regressed = ack < base_sn && self.trusted != Some(incarnation);
-        if regressed {
-            self.stats.state_lost += base_sn - ack;
-            self.push_event(ClientEvent::StateLost {
-                instance,
-                unknown: ack..base_sn,
-            });
-        }
-        let proven = known && !regressed && self.trusted == Some(incarnation);
-        let changed = previous.is_some_and(|p| p != instance);
-        if !proven && (confirmed < next_sn || changed) {
-            // Each sn past `confirmed` is named once: here when it is
-            // replayed (it may arrive twice), in `NotReplayed` below when
-            // it is given up. A record that lost the session while the
-            // instance stayed is told only by the latter with replay off.
-            let unconfirmed = if self.config.replay {
-                confirmed..next_sn
-            } else {
-                next_sn..next_sn
-            };
-            if changed || !unconfirmed.is_empty() {
-                self.stats.server_restarts += 1;
-                self.push_event(ClientEvent::ServerRestarted {
-                    previous,
-                    instance,
-                    unconfirmed,
-                });
-            }
-        }
         // The Welcome acknowledges what the last connection's acks had not
         // reached yet: said as any ack is, before what is given up.
         if self.ack_to(confirmed) > 0 {
@@ -92,9 +46,66 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
             self.give_up_to(next_sn);
         }
         self.schedule_reasks();
+        self.establish(now, &welcome);
+    }
+
+    /// What the record that answered tells of what it holds: whether it
+    /// is the one that answered the last `Welcome` and so has seen every
+    /// frame sent so far (`proven`). Any other (a restart, an eviction, or
+    /// a record whose own first Welcome was lost) may be missing what
+    /// another one processed: what is past `resume_from` may arrive twice,
+    /// and is announced (`ServerRestarted`). A record younger than what
+    /// was acknowledged (its journal lost commits, or the session) says
+    /// where its knowledge begins: what lies between was released as
+    /// acknowledged and its fate is now unknown, named (`StateLost`) the
+    /// first time this incarnation is met (every Welcome of it says so,
+    /// in case the first was lost).
+    fn judge_record(&mut self, welcome: &Welcome) -> bool {
+        let (base_sn, next_sn) = self.hello;
+        let (instance, incarnation) = (welcome.instance, welcome.incarnation);
+        let (ack, confirmed) = (welcome.ack, welcome.resume_from);
+        let previous = self.instance;
+        let regressed = ack < base_sn && self.trusted != Some(incarnation);
+        if regressed {
+            self.stats.state_lost += base_sn - ack;
+            self.push_event(ClientEvent::StateLost {
+                instance,
+                unknown: ack..base_sn,
+            });
+        }
+        let proven = welcome.known && !regressed && self.trusted == Some(incarnation);
+        let changed = previous.is_some_and(|p| p != instance);
+        if !proven && (confirmed < next_sn || changed) {
+            // Each sn past `confirmed` is named once: here when it is
+            // replayed (it may arrive twice), in `NotReplayed` when it is
+            // given up. A record that lost the session while the instance
+            // stayed is told only by the latter with replay off.
+            let unconfirmed = if self.config.replay {
+                confirmed..next_sn
+            } else {
+                next_sn..next_sn
+            };
+            if changed || !unconfirmed.is_empty() {
+                self.stats.server_restarts += 1;
+                self.push_event(ClientEvent::ServerRestarted {
+                    previous,
+                    instance,
+                    unconfirmed,
+                });
+            }
+        }
+        proven
+    }
+
+    /// The connection is established on `welcome`'s terms: its instance
+    /// and incarnation trusted, the window agreed, the retry counters
+    /// reset, and what went out unprobed noted.
+    fn establish(&mut self, now: Instant, welcome: &Welcome) {
+        let (_, next_sn) = self.hello;
+        let instance = welcome.instance;
         self.instance = Some(instance);
-        self.trusted = Some(incarnation);
-        self.agreed = u64::from(window).min(self.own_window());
+        self.trusted = Some(welcome.incarnation);
+        self.agreed = u64::from(welcome.window).min(self.own_window());
         self.attempt = 0;
         self.quick_retries = 0;
         self.failing_since = None;
@@ -111,8 +122,8 @@ impl<const N: usize, S: AsRef<[u8]> + AsMut<[u8]>> ClientSession<N, S> {
         self.push_event(ClientEvent::Established {
             epoch: self.epoch,
             instance,
-            known,
-            resume_from,
+            known: welcome.known,
+            resume_from: welcome.resume_from,
         });
         self.check_close(now);
     }

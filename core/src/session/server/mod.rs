@@ -576,29 +576,9 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
         sink: &mut impl ServerHandler,
     ) {
         self.stats.frames += 1;
-        // One lookup of the connection for everything below (nothing
-        // changes it before the frame is processed or refused).
-        let mut known = self.conns.get(&conn).map(Conn::state);
-        if known.is_none() {
-            if !self.handle_accepted(now, conn, sink) {
-                return;
-            }
-            known = self.conns.get(&conn).map(Conn::state);
-        }
-        let Some((closing, room_gone, bound)) = known else {
+        let Some(bound) = self.admit_frame(now, conn, sink) else {
             return;
         };
-        if closing {
-            // Sent before the peer heard of the rejection: the client
-            // sends again whatever is not acknowledged.
-            self.stats.after_close += 1;
-            return;
-        }
-        if room_gone {
-            // Its transport took none of its replies: this connection
-            // alone pays for it. The client sends the frame again.
-            return self.slow_consumer(conn, sink);
-        }
         let msg = match wire::parse_with(frame, &self.config.crc) {
             Ok(msg) => msg,
             Err(e) => {
@@ -612,6 +592,68 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             let (s, e) = (msg.session, msg.epoch);
             return self.reject(conn, s, e, RejectReason::Malformed, UNCHECKED_BODY, sink);
         }
+        let Some(data) = self.request_of(now, conn, &msg, sink) else {
+            return;
+        };
+        if bound.is_none() {
+            // Frames of a connection arrive in order and its Hello comes
+            // first: this peer skipped it. Nothing is delivered; the
+            // client sends these sns again after its handshake.
+            let (s, e) = (data.session, data.epoch);
+            let op = u64::from(msg.body.op() as u8);
+            return self.reject(conn, s, e, RejectReason::NotBound, op, sink);
+        }
+        self.process(now, conn, bound, data, sink);
+    }
+
+    /// Whether a frame of `conn` is taken at all, and the session the
+    /// connection is bound to: a connection the transport just accepted is
+    /// let in (or refused) first; a closing one drops it (its client sends
+    /// again what is not acknowledged); one whose replies no longer fit
+    /// is closed as a slow consumer.
+    #[inline(always)]
+    fn admit_frame(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        sink: &mut impl ServerHandler,
+    ) -> Option<Option<u64>> {
+        // One lookup of the connection for everything below (nothing
+        // changes it before the frame is processed or refused).
+        let mut known = self.conns.get(&conn).map(Conn::state);
+        if known.is_none() {
+            if !self.handle_accepted(now, conn, sink) {
+                return None;
+            }
+            known = self.conns.get(&conn).map(Conn::state);
+        }
+        let (closing, room_gone, bound) = known?;
+        if closing {
+            // Sent before the peer heard of the rejection.
+            self.stats.after_close += 1;
+            return None;
+        }
+        if room_gone {
+            // Its transport took none of its replies: this connection
+            // alone pays for it. The client sends the frame again.
+            self.slow_consumer(conn, sink);
+            return None;
+        }
+        Some(bound)
+    }
+
+    /// The request `msg` carries, for [`process`](Self::process); `None`
+    /// when it was something else and is done with: a `Hello` or a `Bye`
+    /// taken, a read past the largest refused, a frame no client sends
+    /// refused.
+    #[inline(always)]
+    fn request_of<'f>(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        msg: &IoMsg<'f>,
+        sink: &mut impl ServerHandler,
+    ) -> Option<Data<'f>> {
         let (session, epoch, sn, validate) = (msg.session, msg.epoch, msg.sn, msg.validate);
         let data = |kind: Kind, bytes, read_len: u32| Data {
             session,
@@ -622,7 +664,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             read_len,
             validate,
         };
-        let data = match msg.body {
+        match msg.body {
             Body::Hello {
                 base_sn,
                 next_sn,
@@ -637,47 +679,37 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
                     window,
                     replay,
                 };
-                return self.handle_hello(now, conn, session, epoch, hello, sink);
+                self.handle_hello(now, conn, session, epoch, hello, sink);
+                None
             }
-            Body::Bye => return self.handle_bye(now, conn, session, sink),
+            Body::Bye => {
+                self.handle_bye(now, conn, session, sink);
+                None
+            }
             Body::Write { data: bytes } => {
                 let op = if msg.stream {
                     RequestOp::StreamWrite
                 } else {
                     RequestOp::Write
                 };
-                data(Kind::Request(op), bytes, 0)
+                Some(data(Kind::Request(op), bytes, 0))
             }
             Body::Read { len, request } => {
                 let max = self.max_read();
                 if len as usize > max || request.len() > MAX_READ_REQUEST {
-                    let detail = max as u64;
-                    return self.reject(
-                        conn,
-                        session,
-                        epoch,
-                        RejectReason::ReadTooLong,
-                        detail,
-                        sink,
-                    );
+                    let too_long = RejectReason::ReadTooLong;
+                    self.reject(conn, session, epoch, too_long, max as u64, sink);
+                    return None;
                 }
-                data(Kind::Request(RequestOp::Read), request, len)
+                Some(data(Kind::Request(RequestOp::Read), request, len))
             }
-            Body::Probe => data(Kind::Probe, &[], 0),
-            other => {
+            Body::Probe => Some(data(Kind::Probe, &[], 0)),
+            ref other => {
                 let op = u64::from(other.op() as u8);
-                return self.reject(conn, session, epoch, RejectReason::Unexpected, op, sink);
+                self.reject(conn, session, epoch, RejectReason::Unexpected, op, sink);
+                None
             }
-        };
-        if bound.is_none() {
-            // Frames of a connection arrive in order and its Hello comes
-            // first: this peer skipped it. Nothing is delivered; the
-            // client sends these sns again after its handshake.
-            let (s, e) = (data.session, data.epoch);
-            let op = u64::from(msg.body.op() as u8);
-            return self.reject(conn, s, e, RejectReason::NotBound, op, sink);
         }
-        self.process(now, conn, bound, data, sink);
     }
 
     /// Unbinds `conn` and marks its close due (after the replies queued
