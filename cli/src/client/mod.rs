@@ -10,6 +10,7 @@
 //! after reconnects) and `iomsg_client_not_replayed_total` (sns given up at
 //! disconnects, replay off).
 
+mod outboxes;
 mod seen;
 
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ use crate::common::{self, Audit, Record};
 use crate::outbox::{Outbox, OutboxJob, Stored};
 use crate::transport::{Place, Transport};
 
+use outboxes::{begin_outbox, close_outboxes, keep_before_sending, keep_outboxes};
 use seen::Seen;
 
 /// The most messages one session keeps unacknowledged (`--conn-window`
@@ -306,41 +308,6 @@ fn run_over<B: Dial>(
     let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
     finish(job, &report, &mut audit)?;
     Ok(report)
-}
-
-/// Keeps the outboxes once the sessions closed: synced, and finished
-/// where everything was acknowledged and `Bye` said (the next run starts
-/// a new session there rather than resume this one).
-fn close_outboxes<B: Dial>(peers: &mut [Peer<B>]) -> Result<(), String> {
-    keep_outboxes(peers)?;
-    for p in peers {
-        let Some(o) = p.outbox.as_mut() else {
-            continue;
-        };
-        o.sync_now()?;
-        let s = p.client.session();
-        if s.state() == ClientState::Closed && s.outstanding() == 0 {
-            o.finished()?;
-        }
-    }
-    Ok(())
-}
-
-/// Keeps what was submitted before a poll can send it: each outbox
-/// written, then the audit records flushed, so that a message the poll
-/// gets acknowledged (and the outbox then releases) always has its
-/// record.
-fn keep_before_sending<B: Dial>(
-    peers: &mut [Peer<B>],
-    audit: &mut Option<Audit>,
-) -> Result<(), String> {
-    for o in peers.iter_mut().filter_map(|p| p.outbox.as_mut()) {
-        o.write()?;
-    }
-    if let Some(a) = audit.as_mut() {
-        a.flush()?;
-    }
-    Ok(())
 }
 
 /// One session per server, each connected (or resumed from its outbox)
@@ -683,78 +650,6 @@ fn sleep_any(fds: &[std::os::fd::BorrowedFd<'_>], timeout: Duration) -> std::io:
         Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// Starts the outbox of a new session (its identity first), or resubmits
-/// the messages a resumed one kept, in sn order and with their old sns,
-/// recorded again in the audit (identical records); then keeps the point.
-fn begin_outbox<B: Dial>(
-    stored: &Stored,
-    p: &mut Peer<B>,
-    audit: &mut Option<Audit>,
-) -> Result<(), String> {
-    let session = p.seen.session;
-    let token = p.client.session().config().token;
-    let Some(o) = p.outbox.as_mut() else {
-        return Ok(());
-    };
-    if let Some(t) = &stored.torn {
-        println!("outbox {}: {t}", o.path().display());
-    }
-    if stored.finished {
-        o.start_over(session, token)?;
-        println!(
-            "outbox {}: its session {:016x} finished in an earlier run (everything \
-             acknowledged); new session {session:016x}",
-            o.path().display(),
-            stored.identity.map_or(0, |(id, _)| id)
-        );
-    } else if stored.identity.is_none() {
-        o.identity(session, token);
-        println!("outbox {}: new session {session:016x}", o.path().display());
-    } else {
-        let client = &mut p.client;
-        stored.resubmit(
-            |msg| client.submit(msg),
-            |sn, data| {
-                if let Some(a) = audit.as_mut() {
-                    a.record(Record {
-                        session,
-                        sn,
-                        hash: workload::hash(data),
-                    });
-                }
-            },
-        )?;
-        // Reads whose answers the crashed process handed over: not again.
-        for &sn in &stored.answered {
-            client.settle_read(sn);
-        }
-        println!("{}", stored.describe(o.path(), session));
-    }
-    o.note(p.client.session().resume_point());
-    o.write()
-}
-
-/// Keeps each session's point (releases, server record, epoch
-/// reservation) and the reads answered after a poll; syncs and compacts
-/// when due.
-fn keep_outboxes<B: Dial>(peers: &mut [Peer<B>]) -> Result<(), String> {
-    for p in peers {
-        let Some(o) = p.outbox.as_mut() else {
-            continue;
-        };
-        for sn in p.seen.answered.drain(..) {
-            o.answered(sn);
-        }
-        o.note(p.client.session().resume_point());
-        o.write()?;
-        o.tick()?;
-        if o.compact_if_large()? {
-            println!("outbox compacted to {} bytes", o.len());
-        }
-    }
-    Ok(())
 }
 
 /// Closes the sessions (a Bye each), for a bounded while.
