@@ -129,15 +129,21 @@ fn summary(dir: &Dir) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn wait(mut p: Proc, limit: Duration) -> bool {
+/// Waits up to `limit` for `p` to exit with success; the error says
+/// whether it failed (and how) or was still running.
+fn wait(mut p: Proc, limit: Duration) -> Result<(), String> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if let Ok(Some(status)) = p.0.try_wait() {
-            return status.success();
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(format!("it exited with {status}"))
+            };
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    false
+    Err(format!("it was still running after {limit:?}"))
 }
 
 /// Waits until server `n` recorded at least `at` messages.
@@ -190,10 +196,9 @@ fn stream_every_size(name: &str, extra: &[&str]) {
         let dir = Dir::new(&format!("{name}-{size}"));
         let (_server, addr) = server_with(&dir, "127.0.0.1:0", 1, extra);
         let client = run_client_with(&dir, &addr, count, size, true, extra);
-        assert!(
-            wait(client, Duration::from_secs(60)),
-            "client {size} B failed"
-        );
+        if let Err(e) = wait(client, Duration::from_secs(60)) {
+            panic!("client {size} B: {e}\n{}", dir.tails(20));
+        }
         let a = audit(&dir, 1);
         assert_eq!(a.submitted.len() as u64, count);
         assert!(
@@ -252,10 +257,9 @@ fn kill_and_restart(
     drop(first);
     let (_second, again) = server_with(&dir, &addr, 2, &server_extra);
     assert_eq!(again, addr, "the restarted server listens on the same port");
-    assert!(
-        wait(client, Duration::from_secs(90)),
-        "the client did not finish"
-    );
+    if let Err(e) = wait(client, Duration::from_secs(90)) {
+        panic!("the client did not finish: {e}\n{}", dir.tails(20));
+    }
     (audit(&dir, 2), summary(&dir))
 }
 
@@ -355,15 +359,12 @@ fn a_raw_peers_malformed_frames_are_rejected_with_a_log_line_while_a_good_client
     let (_server, addr) = server(&dir, "127.0.0.1:0", 1);
     let good = run_client(&dir, &addr, 100_000, 64, true);
     let bad = peer(&["raw", &addr], &dir.file("raw.out"));
-    assert!(
-        wait(bad, Duration::from_secs(40)),
-        "the raw peer failed: {}",
-        fs::read_to_string(dir.file("raw.out")).unwrap_or_default()
-    );
-    assert!(
-        wait(good, Duration::from_secs(60)),
-        "the good client failed"
-    );
+    if let Err(e) = wait(bad, Duration::from_secs(40)) {
+        panic!("the raw peer: {e}\n{}", dir.tails(20));
+    }
+    if let Err(e) = wait(good, Duration::from_secs(60)) {
+        panic!("the good client: {e}\n{}", dir.tails(20));
+    }
     let out = fs::read_to_string(dir.file("server1.out")).unwrap_or_default();
     let reasons: Vec<&str> = out
         .lines()
@@ -408,10 +409,9 @@ fn a_client_killed_mid_stream_leaves_the_other_unharmed_and_its_connection_freed
         std::thread::sleep(Duration::from_millis(10));
     }
     drop(doomed); // SIGKILL, by pid
-    assert!(
-        wait(survivor, Duration::from_secs(60)),
-        "the survivor did not finish"
-    );
+    if let Err(e) = wait(survivor, Duration::from_secs(60)) {
+        panic!("the survivor did not finish: {e}\n{}", dir.tails(20));
+    }
     let a = audit(&dir, 1);
     assert_eq!(a.submitted.len(), 100_000);
     assert!(a.lost.is_empty() && a.mismatched.is_empty(), "{a:?}");
@@ -634,11 +634,9 @@ fn hosts_in_network_namespaces_survive_a_cut_client_link() {
     std::thread::sleep((cut + Duration::from_secs(4)).saturating_duration_since(Instant::now()));
     assert!(ip(&["-n", ca, "link", "set", &links[0].2, "up"]));
     for (k, (p, sub)) in clients.into_iter().enumerate() {
-        assert!(
-            wait(p, Duration::from_secs(90)),
-            "client {k} did not finish: {}",
-            fs::read_to_string(sub.file("client.out")).unwrap_or_default()
-        );
+        if let Err(e) = wait(p, Duration::from_secs(90)) {
+            panic!("client {k} did not finish: {e}\n{}", sub.tails(20));
+        }
         // Each client's own record against the server's.
         fs::copy(dir.file("server1.rec"), sub.file("server1.rec")).unwrap();
         let a = audit(&sub, 1);

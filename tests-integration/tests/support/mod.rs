@@ -33,6 +33,28 @@ impl Dir {
     pub fn file(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+    /// The last `n` lines of every `*.out` file here, each under its name:
+    /// what a failed test prints so that a run that cannot be repeated
+    /// still says what its processes saw.
+    pub fn tails(&self, n: usize) -> String {
+        let mut names: Vec<PathBuf> = fs::read_dir(&self.0)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        names.retain(|p| p.extension().is_some_and(|e| e == "out"));
+        names.sort();
+        let mut text = String::new();
+        for p in names {
+            let body = fs::read_to_string(&p).unwrap_or_default();
+            let lines: Vec<&str> = body.lines().collect();
+            let from = lines.len().saturating_sub(n);
+            text += &format!("--- {} (last {} lines)\n", p.display(), lines.len() - from);
+            for l in &lines[from..] {
+                text += l;
+                text.push('\n');
+            }
+        }
+        text
+    }
 }
 
 impl Drop for Dir {
