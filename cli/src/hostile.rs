@@ -29,7 +29,7 @@ pub struct HostileJob {
     /// Connections a flood opens at once.
     pub conns: usize,
     /// The UCX API the server uses.
-    pub api: crate::transport::Api,
+    pub api: iomsg_lab::transport::Api,
     /// The protocol the server speaks.
     pub protocol: hostile::Protocol,
 }

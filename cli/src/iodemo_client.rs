@@ -19,8 +19,9 @@ use iomsg_core::iodemo::Op;
 use iomsg_core::rng::SplitMix64;
 use iomsg_ucx::iodemo::{IoDemoClient, IoDemoClientEvent};
 
-use crate::args::{self, SizeRange};
-use crate::common::{self, Audit, Record};
+use crate::common;
+use iomsg_lab::args::{self, SizeRange};
+use iomsg_lab::common::{Audit, Record};
 
 /// What `iomsg client --io-demo` is asked to do.
 #[derive(Clone, Debug)]
@@ -96,7 +97,7 @@ struct Run<'a> {
 ///
 /// As above, each with its cause.
 pub fn run(job: &IoDemoClientJob) -> Result<IoDemoTally, String> {
-    let stop = common::stop_on_signals()?;
+    let stop = iomsg_lab::common::stop_on_signals()?;
     let audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,
@@ -191,7 +192,7 @@ impl Run<'_> {
             if quiet {
                 c.close(format!(
                     "no answer for {}",
-                    common::human(job.reply_timeout)
+                    iomsg_lab::common::human(job.reply_timeout)
                 ));
             } else if stopping.is_some_and(|s| c.in_flight() == 0 || Instant::now() >= s) {
                 c.close("end of the run".into());

@@ -37,9 +37,9 @@ use std::time::{Duration, Instant};
 use iomsg_core::iodemo::Op;
 use iomsg_ucx::iodemo::{IoDemoEvent, IoDemoOptions, IoDemoServer};
 
-use crate::common::{self, Audit, Record};
+use iomsg_lab::common::{Audit, Record};
 
-pub use crate::audit::iodemo::ARRIVED;
+pub use iomsg_lab::audit::iodemo::ARRIVED;
 
 /// What `iomsg server --io-demo` is asked to do.
 #[derive(Clone, Debug)]
@@ -74,12 +74,12 @@ struct Tally {
 
 /// The io_demo server's worst-case memory whatever its peers send: the
 /// program, the UCX libraries and UCX's own per-connection state (as
-/// `iomsg server`'s, [`SERVER_BASE_RSS`](crate::soak::SERVER_BASE_RSS)),
+/// `iomsg server`'s, [`SERVER_BASE_RSS`](crate::server::SERVER_BASE_RSS)),
 /// and the server's buffers ([`IoDemoOptions::memory_bound`]).
 ///
 /// [`IoDemoOptions::memory_bound`]: iomsg_ucx::iodemo::IoDemoOptions::memory_bound
 pub fn memory_bound(opts: &iomsg_ucx::iodemo::IoDemoOptions) -> u64 {
-    crate::soak::SERVER_BASE_RSS + opts.memory_bound()
+    crate::server::SERVER_BASE_RSS + opts.memory_bound()
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -88,7 +88,7 @@ pub fn memory_bound(opts: &iomsg_ucx::iodemo::IoDemoOptions) -> u64 {
 ///
 /// UCX could not listen, or an audit file could not be written.
 pub fn run(job: &IoDemoJob) -> Result<(), String> {
-    let stop = common::stop_on_signals()?;
+    let stop = iomsg_lab::common::stop_on_signals()?;
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,

@@ -67,7 +67,7 @@ fn main() -> ExitCode {
     // connection table.
     #[cfg(feature = "ucx")]
     {
-        let ucx = iomsg_cli::common::ucx_config(false, false, iomsg_cli::transport::Api::default());
+        let ucx = iomsg_cli::common::ucx_config(false, false, iomsg_lab::transport::Api::default());
         for (name, value) in ucx.environment() {
             if std::env::var_os(name).is_none() {
                 std::env::set_var(name, value);

@@ -19,9 +19,9 @@ use std::process::ExitStatus;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use iomsg_cli::durable::{self, SyncPolicy, Torn, COMPACT_OVER, FRAME_HEADER};
-use iomsg_cli::journal::{Journal, BATCH_MAGIC};
-use iomsg_cli::outbox::{Outbox, OutboxJob, OUTBOX_MAGIC};
+use iomsg_lab::durable::{self, SyncPolicy, Torn, COMPACT_OVER, FRAME_HEADER};
+use iomsg_lab::journal::{Journal, BATCH_MAGIC};
+use iomsg_lab::outbox::{Outbox, OutboxJob, OUTBOX_MAGIC};
 mod procs;
 
 use procs::{free_port, one_at_a_time, Proc};

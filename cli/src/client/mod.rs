@@ -30,17 +30,18 @@ use iomsg_stream::{StreamConfig, StreamTransport};
 use iomsg_ucx::UcxTransport;
 use serde::Serialize;
 
-use crate::args::{Op, Retries, SizeRange};
-use crate::common::{self, Audit, Record};
-use crate::outbox::{Outbox, OutboxJob, Stored};
-use crate::transport::{Place, Transport};
+use crate::common;
+use iomsg_lab::args::{Op, Retries, SizeRange};
+use iomsg_lab::common::{Audit, Record};
+use iomsg_lab::outbox::{Outbox, OutboxJob, Stored};
+use iomsg_lab::transport::{Place, Transport};
 
 use outboxes::{begin_outbox, close_outboxes, keep_before_sending, keep_outboxes};
 use seen::Seen;
 
 /// The most messages one session keeps unacknowledged (`--conn-window`
-/// is capped here).
-pub const MAX_CONN_WINDOW: u32 = 1024;
+/// is capped here): the endpoint's window.
+pub const MAX_CONN_WINDOW: u32 = iomsg_endpoint::WINDOW as u32;
 
 /// What `iomsg client` is asked to do.
 #[derive(Clone, Debug)]
@@ -92,7 +93,7 @@ pub struct ClientJob {
     /// Frames over shared memory where both ends are on one host.
     pub shared_memory: bool,
     /// The UCX API that carries the frames.
-    pub api: crate::transport::Api,
+    pub api: iomsg_lab::transport::Api,
     /// Write a JSON report here at the end.
     pub report: Option<PathBuf>,
     /// Where to keep the audit files, and their name.
@@ -213,7 +214,7 @@ struct Peer<B: Dial> {
 pub fn run(job: &ClientJob) -> Result<ClientReport, String> {
     match job.transport {
         #[cfg(not(feature = "ucx"))]
-        Transport::Ucx => Err(crate::transport::NO_UCX.into()),
+        Transport::Ucx => Err(iomsg_lab::transport::NO_UCX.into()),
         #[cfg(feature = "ucx")]
         Transport::Ucx => {
             let setup = DialSetup::new(
@@ -241,7 +242,7 @@ fn run_over<B: Dial>(
     setup: &DialSetup<B::Config>,
     addr: impl Fn(&Place) -> Option<B::Addr>,
 ) -> Result<ClientReport, String> {
-    let stop = common::stop_on_signals()?;
+    let stop = iomsg_lab::common::stop_on_signals()?;
     let mut audit = match &job.audit {
         Some((dir, name)) => Some(Audit::create(dir, name)?),
         None => None,

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use iomsg_cli::args::{self, Retries};
 use iomsg_cli::client;
-use iomsg_cli::durable::{SyncPolicy, COMPACT_OVER};
-use iomsg_cli::outbox::OutboxJob;
-use iomsg_cli::transport::{Place, Transport};
+use iomsg_lab::args::{self, Retries};
+use iomsg_lab::durable::{SyncPolicy, COMPACT_OVER};
+use iomsg_lab::outbox::OutboxJob;
+use iomsg_lab::transport::{Place, Transport};
 
 use super::common::{audit, duration, serve_metrics, Common, Workload};
 
@@ -226,7 +226,7 @@ pub(crate) fn run_client(a: ClientArgs) -> ExitCode {
 
 #[cfg(not(feature = "ucx"))]
 pub(crate) fn run_iodemo_client(_: ClientArgs, _: &[std::net::SocketAddr]) -> ExitCode {
-    eprintln!("iomsg client --io-demo: {}", iomsg_cli::transport::NO_UCX);
+    eprintln!("iomsg client --io-demo: {}", iomsg_lab::transport::NO_UCX);
     ExitCode::from(2)
 }
 
@@ -246,7 +246,7 @@ pub(crate) fn run_iodemo_client(a: ClientArgs, servers: &[std::net::SocketAddr])
     }
     let job = iomsg_cli::iodemo_client::IoDemoClientJob {
         server: *server,
-        tag: w.api == iomsg_cli::transport::Api::Tag,
+        tag: w.api == iomsg_lab::transport::Api::Tag,
         ops: w.ops.0.clone(),
         sizes: w.data_size,
         window: w.window,

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use iomsg_cli::args::{self, Ops, SizeRange};
 use iomsg_endpoint::Progress;
+use iomsg_lab::args::{self, Ops, SizeRange};
 
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     args::duration(s)
@@ -82,8 +82,8 @@ pub(crate) struct Workload {
     /// The UCX API that carries the frames: `am` (active messages, like
     /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
     /// a connection between ends that differ fails saying so.
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_cli::transport::Api::default())]
-    pub(crate) api: iomsg_cli::transport::Api,
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_lab::transport::Api::default())]
+    pub(crate) api: iomsg_lab::transport::Api,
     /// Operations, drawn at random: `read`, `write` or `read,write`.
     #[arg(short, long, default_value = "write")]
     pub(crate) ops: Ops,

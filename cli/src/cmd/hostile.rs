@@ -27,8 +27,8 @@ pub(crate) struct HostileArgs {
     pub(crate) conns: usize,
     /// The UCX API the server uses (`am` or `tag`): the attack speaks it
     /// (the `am-*` modes send active messages whatever it is).
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_cli::transport::Api::default())]
-    pub(crate) api: iomsg_cli::transport::Api,
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_lab::transport::Api::default())]
+    pub(crate) api: iomsg_lab::transport::Api,
     /// The server speaks UCX io_demo's protocol (`iomsg server --io-demo`):
     /// connections open with io_demo's id exchange instead of iomsg's keys.
     #[arg(long)]

@@ -7,6 +7,6 @@ pub(crate) fn run_info() -> ExitCode {
     // A reader that stops early (`| head`) is no error of ours.
     let _ = std::io::stdout()
         .lock()
-        .write_all(iomsg_cli::info::text().as_bytes());
+        .write_all(iomsg_lab::info::text().as_bytes());
     ExitCode::SUCCESS
 }

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use iomsg_cli::args;
-use iomsg_cli::durable::{SyncPolicy, COMPACT_OVER};
-use iomsg_cli::journal::JournalJob;
-use iomsg_cli::transport::{Place, Transport};
-use iomsg_cli::{server, soak};
+use iomsg_cli::server;
+use iomsg_lab::args;
+use iomsg_lab::durable::{SyncPolicy, COMPACT_OVER};
+use iomsg_lab::journal::JournalJob;
+use iomsg_lab::transport::{Place, Transport};
 
 use super::common::{audit, serve_metrics, Common};
 
@@ -35,8 +35,8 @@ pub(crate) struct ServerArgs {
     /// The UCX API that carries the frames: `am` (active messages, like
     /// io_demo's -A) or `tag` (tag matching). Both ends must use the same;
     /// a connection between ends that differ fails saying so.
-    #[arg(long, value_name = "am|tag", default_value_t = iomsg_cli::transport::Api::default())]
-    pub(crate) api: iomsg_cli::transport::Api,
+    #[arg(long, value_name = "am|tag", default_value_t = iomsg_lab::transport::Api::default())]
+    pub(crate) api: iomsg_lab::transport::Api,
     /// Keep a journal in this directory (DIR/journal, locked by DIR/lock:
     /// one server per journal). A server started on it takes back every
     /// session the last one knew, so that clients' replays of what was
@@ -111,10 +111,10 @@ pub(crate) fn server_help() -> String {
         server::CONNS,
         server::CONNS,
         std::mem::size_of::<server::Core>() / 1024,
-        soak::server_memory_bound() as f64 / f64::from(1 << 20),
-        soak::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
-        (soak::server_memory_bound()
-            - soak::SERVER_BASE_RSS
+        server::server_memory_bound() as f64 / f64::from(1 << 20),
+        server::SERVER_BASE_RSS as f64 / f64::from(1 << 20),
+        (server::server_memory_bound()
+            - server::SERVER_BASE_RSS
             - std::mem::size_of::<server::Core>() as u64) as f64
             / f64::from(1 << 20),
     )
@@ -162,7 +162,7 @@ pub(crate) fn run_server(a: ServerArgs) -> ExitCode {
 
 #[cfg(not(feature = "ucx"))]
 pub(crate) fn run_iodemo_server(_: ServerArgs) -> ExitCode {
-    eprintln!("iomsg server --io-demo: {}", iomsg_cli::transport::NO_UCX);
+    eprintln!("iomsg server --io-demo: {}", iomsg_lab::transport::NO_UCX);
     ExitCode::from(2)
 }
 

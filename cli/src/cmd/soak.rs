@@ -4,11 +4,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use iomsg_cli::args;
-use iomsg_cli::transport::Transport;
-use iomsg_cli::{client, soak};
+use iomsg_cli::{client, server};
+use iomsg_lab::args;
+use iomsg_lab::soak;
+use iomsg_lab::transport::Transport;
 
 use super::common::{duration, Workload};
+
+mod across;
 
 #[derive(clap::Args)]
 #[command(
@@ -147,7 +150,7 @@ pub(crate) struct SoakArgs {
     )]
     pub(crate) io_demo_plant_drop: u64,
     #[command(flatten)]
-    pub(crate) across: soak::remote::cli::LauncherArgs,
+    pub(crate) across: across::LauncherArgs,
     #[command(flatten)]
     pub(crate) workload: Workload,
 }
@@ -188,7 +191,7 @@ pub(crate) fn soak_help() -> String {
         soak::silence_timeout().as_secs_f64(),
         b.recovery.as_secs_f64(),
         b.isolation.as_secs_f64(),
-        soak::remote::cli::HELP
+        across::HELP
     )
 }
 
@@ -206,7 +209,7 @@ pub(crate) fn run_soak(a: SoakArgs) -> ExitCode {
     if let Some(io) = io_demo {
         // The field's mix, both directions validated, whatever --ops says.
         let job = soak::SoakJob {
-            ops: vec![iomsg_cli::args::Op::Read, iomsg_cli::args::Op::Write],
+            ops: vec![iomsg_lab::args::Op::Read, iomsg_lab::args::Op::Write],
             ..job
         };
         return if soak::iodemo::run_and_show(&job, &io) {
@@ -312,7 +315,7 @@ fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJo
     let audit_dir = a.audit_dir.unwrap_or_else(|| {
         std::env::temp_dir().join(format!(
             "iomsg-soak-{}-{}",
-            iomsg_cli::common::epoch_us() / 1_000_000,
+            iomsg_lab::common::epoch_us() / 1_000_000,
             std::process::id()
         ))
     });
@@ -348,7 +351,7 @@ fn soak_job(a: SoakArgs) -> Result<(soak::SoakJob, Option<soak::iodemo::IoDemoJo
         faults,
         fault_every: a.fault_every.unwrap_or(kill_every),
         cut_for: a.cut_for,
-        max_server_rss: a.max_server_rss.unwrap_or_else(soak::server_memory_bound),
+        max_server_rss: a.max_server_rss.unwrap_or_else(server::server_memory_bound),
         recreate_context: a.workload.recreate_context,
         ops: a.workload.ops.0,
         sizes: a.workload.data_size,
@@ -374,8 +377,8 @@ fn print_plan(job: &soak::SoakJob) {
             (true, true) => "UCX_TLS unset (UCX picks on each host)".into(),
             (true, false) => format!("UCX_TLS={}", job.tls),
         },
-        job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_cli::common::human(d))),
-        iomsg_cli::common::human(job.kill_every),
+        job.duration.map_or(job.kills.to_string(), |d| format!("for {}", iomsg_lab::common::human(d))),
+        iomsg_lab::common::human(job.kill_every),
         if job.replay { "on" } else { "off" },
         match (job.exactly_once, job.journal_faults) {
             (true, true) => ", exactly once (journal, outboxes, a client kill after each server kill), the journal damaged at each kill",
@@ -389,9 +392,9 @@ fn print_plan(job: &soak::SoakJob) {
         println!(
             "iomsg soak: faults {} about every {}; stall bounds {} after an outage, {} otherwise; server RSS at most {:.1} MB",
             job.faults.iter().map(|f| f.name()).collect::<Vec<_>>().join(","),
-            iomsg_cli::common::human(job.fault_every),
-            iomsg_cli::common::human(b.recovery),
-            iomsg_cli::common::human(b.isolation),
+            iomsg_lab::common::human(job.fault_every),
+            iomsg_lab::common::human(b.recovery),
+            iomsg_lab::common::human(b.isolation),
             job.max_server_rss as f64 / 1e6
         );
     }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use iomsg_cli::audit::iodemo::ARRIVED;
+use iomsg_lab::audit::iodemo::ARRIVED;
 
 /// One connection as io_demo's log tells it.
 #[derive(Debug, Default, Clone)]

@@ -342,7 +342,7 @@ fn peak_rss() -> u64 {
 /// instances (8 M records, 192 MB of audit) judged within a bounded
 /// peak: the sort's chunk (32 MiB) and its buffers, not the records.
 /// Slow and measuring: run alone,
-/// `cargo test -p iomsg-cli --lib -- --ignored --test-threads=1`.
+/// `cargo test -p iomsg-lab --lib -- --ignored --test-threads=1`.
 #[test]
 #[ignore = "slow; measures the process's peak memory, so run alone"]
 fn millions_of_records_judge_exactly_once_in_bounded_memory() {

@@ -408,7 +408,7 @@ fn peak_rss() -> u64 {
 /// Eight million records (4 M messages, 192 MB of audit) reconciled
 /// within a bounded peak: the sort's chunk (32 MiB) and its buffers, not
 /// the records. Slow (a minute) and measuring: run alone,
-/// `cargo test -p iomsg-cli --lib -- --ignored --test-threads=1`.
+/// `cargo test -p iomsg-lab --lib -- --ignored --test-threads=1`.
 #[test]
 #[ignore = "slow; measures the process's peak memory, so run alone"]
 fn millions_of_records_reconcile_in_bounded_memory() {

@@ -639,7 +639,6 @@ pub fn out_file(audit_dir: &Path, name: &str) -> PathBuf {
     audit_dir.join(format!("{name}.out"))
 }
 
-pub mod cli;
 mod files;
 
 pub use files::{collect, ship};

@@ -542,8 +542,8 @@ pub struct Reconciled {
 }
 
 /// How far past its records a killed client may have sent: its window
-/// at most (`client::MAX_CONN_WINDOW`).
-pub const UNRECORDED_AT_KILL_MAX: u64 = crate::client::MAX_CONN_WINDOW as u64;
+/// at most, which no endpoint's client passes ([`iomsg_endpoint::WINDOW`]).
+pub const UNRECORDED_AT_KILL_MAX: u64 = iomsg_endpoint::WINDOW as u64;
 
 /// Why a soak fails, one reason per line; empty when it passes.
 ///

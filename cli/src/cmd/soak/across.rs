@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{check_host, default_dir, parse_hosts_file, Launcher, RemoteJob};
+use iomsg_lab::soak::remote::{check_host, default_dir, parse_hosts_file, Launcher, RemoteJob};
 
 /// `iomsg soak --help`'s paragraph on the soak across hosts.
 pub const HELP: &str = "\

@@ -218,6 +218,7 @@ fn client_slots_go_round_the_client_hosts_and_hosts_are_listed_once() {
     assert_eq!(j.hosts(), ["h0", "h1"]);
 }
 
+#[cfg(feature = "ucx")]
 #[test]
 fn what_iomsg_info_prints_here_is_read_back() {
     let (version, transports) = parse_info(&crate::info::text());

@@ -82,7 +82,9 @@ pub struct SoakJob {
     pub fault_every: Duration,
     /// How long a cut link stays down.
     pub cut_for: Duration,
-    /// The server's peak RSS may not pass this (bytes).
+    /// The server's peak RSS may not pass this (bytes): the memory bound
+    /// the server under test states (`iomsg server --help`), the caller's
+    /// input.
     pub max_server_rss: u64,
     /// Clients rebuild their UCX context after every disconnect.
     pub recreate_context: bool,
@@ -159,35 +161,6 @@ pub fn stall_bounds() -> Bounds {
     Bounds {
         recovery: silence_timeout() + reconnect_budget(),
         isolation: silence_timeout() / 2,
-    }
-}
-
-/// What a server process takes besides the buffers the UCX transport
-/// and the session table account for: the program, the UCX libraries, its
-/// context and worker, and UCX's own per-connection state (measured: 11 MB
-/// at rest, 21 MB holding a full table of 1,024 connections from the
-/// hostile peer's flood, 24 MB after every hostile mode).
-pub const SERVER_BASE_RSS: u64 = 64 << 20;
-
-/// The server's worst-case memory for `iomsg server`'s configuration,
-/// whatever its peers send: [`SERVER_BASE_RSS`], the session table, and
-/// the UCX transport's own bound (`UcxConfig::memory_bound`: receive and
-/// send memory, batches, the buffer pool). The soak holds every server
-/// instance's peak RSS to it (`--max-server-rss`); `iomsg server --help`
-/// states it.
-pub fn server_memory_bound() -> u64 {
-    let core = SERVER_BASE_RSS + std::mem::size_of::<crate::server::Core>() as u64;
-    #[cfg(feature = "ucx")]
-    return core
-        + crate::common::ucx_config(false, false, crate::transport::Api::default()).memory_bound();
-    // Without UCX: the stream transport's per-connection bound, a frame
-    // being received (the largest, and a read's chunk) and a send buffer
-    // that takes one more frame whole past its 256 KiB.
-    #[cfg(not(feature = "ucx"))]
-    {
-        let frame = u64::from(iomsg_core::wire::MAX_DATA_LEN) + 64;
-        let per_conn = 2 * frame + (64 << 10) + (256 << 10);
-        core + crate::server::CONNS as u64 * per_conn
     }
 }
 
