@@ -258,7 +258,7 @@ fn kill_and_restart(
     let (_second, again) = server_with(&dir, &addr, 2, &server_extra);
     assert_eq!(again, addr, "the restarted server listens on the same port");
     if let Err(e) = wait(client, Duration::from_secs(90)) {
-        panic!("the client did not finish: {e}\n{}", dir.tails(20));
+        panic!("the client did not finish: {e}\n{}", dir.tails(80));
     }
     (audit(&dir, 2), summary(&dir))
 }
