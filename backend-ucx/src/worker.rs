@@ -532,19 +532,25 @@ impl Worker {
         Ok(fd)
     }
 
-    /// Frees a completed request.
+    /// Releases a request to UCX: a complete one is freed, one still in
+    /// progress goes on inside UCX with no callback of ours any more.
     pub(crate) fn free(&self, request: *mut c_void) {
         // SAFETY: `request` came from an *_nbx call of this worker and is
-        // complete (its callback ran or its status is no longer
-        // in-progress); it is freed once.
+        // released once; UCX takes it in any state (`ucp_request_free`:
+        // "regardless of its current state"), and a caller that releases
+        // one still in progress leaks the buffer it uses.
         unsafe { sys::ucp_request_free(request) };
     }
 
     /// Waits (progressing) until `request` is complete, then frees it;
     /// after `rounds` progress rounds it cancels it and waits as long
-    /// again. Returns `false` if it is still in progress then: the caller
-    /// must leave the request and its buffer alone for good (leak them)
-    /// rather than free what UCX may still touch.
+    /// again. Returns `false` if it is still in progress then: the request
+    /// is released to UCX all the same (`ucp_request_free` takes a request
+    /// in any state; no callback of it runs afterwards), and the caller
+    /// must leave its buffer alone for good (leak it) rather than free
+    /// what UCX may still touch. Released, it no longer trips UCX 1.13.1's
+    /// check at `ucp_worker_destroy` (`ucp_ep.c:382`, an endpoint close
+    /// still in progress that its owner did not release: an abort).
     pub(crate) fn wait(&self, request: Pending, rounds: u32) -> bool {
         let Pending::Request(req) = request else {
             return true;
@@ -574,6 +580,7 @@ impl Worker {
             }
             self.progress();
         }
+        self.free(req);
         false
     }
 }

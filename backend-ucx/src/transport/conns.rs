@@ -286,8 +286,9 @@ impl<R: Role> Drop for UcxTransport<R> {
                     s.request = ptr::null_mut();
                 }
             } else if let Some(s) = self.slots[i].take() {
-                // UCX would not let it go: its buffer must outlive the
-                // worker, so it is never freed (leaked on purpose).
+                // UCX would not let it go: the request is released to it
+                // (`Worker::wait`), and its buffer must outlive the worker,
+                // so it is never freed (leaked on purpose).
                 mem::forget(s);
             }
         }
