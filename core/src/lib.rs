@@ -28,7 +28,6 @@ extern crate std;
 
 mod conn;
 pub mod iodemo;
-pub mod loss;
 pub mod rng;
 pub mod seq;
 pub mod session;

@@ -1,5 +1,5 @@
-//! What a loss is called, and one session's loss report: the definitions
-//! the simulation, the soak and the command line share.
+//! What a loss is called in the simulation's verdict, and one session's
+//! loss report.
 //!
 //! Every sn that never reaches the server's application is classified:
 //!

@@ -23,6 +23,7 @@ mod check;
 mod engine;
 pub mod journal;
 pub mod ledger;
+pub mod loss;
 mod report;
 mod scenario;
 mod server;

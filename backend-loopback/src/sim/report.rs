@@ -8,7 +8,7 @@ use core::ops::Range;
 use core::time::Duration;
 use std::collections::BTreeMap;
 
-use iomsg_core::loss::SessionLoss;
+use crate::sim::loss::SessionLoss;
 use iomsg_core::session::{ClientSession, ServerStats};
 use iomsg_core::wire::RejectReason;
 use iomsg_core::Instant;
@@ -19,7 +19,7 @@ use super::Scenario;
 use crate::fault::FaultCounts;
 use crate::network::NetworkCounts;
 
-pub use iomsg_core::loss::LossClass;
+pub use crate::sim::loss::LossClass;
 
 /// A run of lost sns of one client: never delivered from its frames, and
 /// no longer pending.

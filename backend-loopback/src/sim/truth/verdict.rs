@@ -3,7 +3,7 @@
 use super::super::check::Invariant;
 use std::collections::BTreeMap;
 
-use iomsg_core::loss::SessionLoss;
+use crate::sim::loss::SessionLoss;
 
 use super::super::report::{LossClass, LostRange};
 use super::reads;
