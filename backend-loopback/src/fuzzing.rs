@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn committed_seeds_hold_and_cover_crashes_losses_and_silent_drops() {
-        let seeds = iomsg_core::fuzzing::seed_files("loopback_e2e");
+        let seeds = iomsg_fuzz_bodies::seed_files("loopback_e2e");
         assert!(seeds.len() >= 3, "{} seeds", seeds.len());
         let (mut kills, mut lost, mut silent) = (0, 0, 0);
         for (_, bytes) in seeds {

@@ -1,8 +1,8 @@
-//! Reads and restores journal records; see `iomsg_core::fuzzing::journal`.
+//! Reads and restores journal records; see `iomsg_fuzz_bodies::journal`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    iomsg_core::fuzzing::journal::journal(data);
+    iomsg_fuzz_bodies::journal::journal(data);
 });

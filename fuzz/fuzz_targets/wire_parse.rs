@@ -1,8 +1,8 @@
-//! Parses arbitrary bytes as an io_msg; see `iomsg_core::fuzzing::wire`.
+//! Parses arbitrary bytes as an io_msg; see `iomsg_fuzz_bodies::wire`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    iomsg_core::fuzzing::wire::wire_parse(data);
+    iomsg_fuzz_bodies::wire::wire_parse(data);
 });

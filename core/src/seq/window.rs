@@ -318,23 +318,4 @@ mod tests {
         assert_eq!(Window::capacity(), 4);
         assert_eq!(SendWindow::<(), 1>::capacity(), 1);
     }
-
-    #[test]
-    fn random_ops_match_vecdeque_model() {
-        // splitmix64-seeded byte strings through the fuzz body, which
-        // compares every call with a VecDeque model.
-        let mut state = 0x5EED_u64;
-        for len in [16usize, 200, 2_000, 20_000] {
-            let mut bytes = Vec::with_capacity(len);
-            for _ in 0..len {
-                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let z = (state ^ (state >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                bytes.push((z >> 56) as u8);
-            }
-            for first in 0..3 {
-                bytes[0] = first;
-                crate::fuzzing::seq::send_window(&bytes);
-            }
-        }
-    }
 }

@@ -1,6 +1,6 @@
 //! Fuzz body for the wire format: `wire_parse`.
 //!
-//! Two properties, both from the contract of [`crate::wire`]:
+//! Two properties, both from the contract of [`iomsg_core::wire`]:
 //! 1. [`parse()`] never panics, and a frame that parses re-emits to exactly the
 //!    same bytes (`emit(parse(b)) == b`).
 //! 2. A valid [`IoMsg`] built from the fuzz bytes emits, parses back to
@@ -9,7 +9,7 @@
 use std::string::ToString;
 use std::vec;
 
-use crate::wire::{parse, Body, IoMsg, RejectReason, WireError, HEADER_LEN, MAX_DATA_LEN};
+use iomsg_core::wire::{parse, Body, IoMsg, RejectReason, WireError, HEADER_LEN, MAX_DATA_LEN};
 
 /// Runs both properties on `data`.
 ///
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn committed_seeds_hold_valid_and_broken_frames() {
-        let seeds = crate::fuzzing::seed_files("wire_parse");
+        let seeds = crate::seed_files("wire_parse");
         assert!((4..=8).contains(&seeds.len()), "{} seeds", seeds.len());
         let valid = seeds.iter().filter(|(_, b)| parse(b).is_ok()).count();
         assert!(valid >= 4, "only {valid} seeds parse");

@@ -1,6 +1,6 @@
 //! Fuzz body for the CRC32C: `crc32c`.
 //!
-//! One property, from [`crate::wire::crc32c`]: every implementation gives the
+//! One property, from `iomsg_core::wire::crc32c`: every implementation gives the
 //! same value on every input, wherever it starts in memory. Compared are the
 //! portable table, the hardware path of this build (compile-time SSE 4.2, or
 //! run-time detection with the `std` feature; none in a plain build), the
@@ -8,7 +8,7 @@
 //! stripes and their combining are fuzzed in every build), and the
 //! dispatching `crc32c` that `parse` and `emit` call.
 
-use crate::wire::crc32c::{crc32c as dispatched, hardware, portable, striped_software};
+use iomsg_core::hooks::crc32c::{crc32c as dispatched, hardware, portable, striped_software};
 
 /// Checks the property on `data`: its first byte picks how many of the
 /// following bytes to skip (0 to 7, so the checked input starts at every

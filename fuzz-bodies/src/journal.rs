@@ -2,9 +2,9 @@
 //! a named error or taken back, never a panic; a record taken back is
 //! written out again with the same meaning.
 
-use crate::session::{JournalError, JournalRecord, ServerConfig, ServerCore, JOURNAL_FIXED};
-use crate::time::Instant;
-use crate::wire::Crc32c;
+use iomsg_core::session::{JournalError, JournalRecord, ServerConfig, ServerCore, JOURNAL_FIXED};
+use iomsg_core::time::Instant;
+use iomsg_core::wire::Crc32c;
 
 /// Two sessions, connections and tombstones; a window of 128 sns.
 type Small = ServerCore<2, 2, 3, 2>;

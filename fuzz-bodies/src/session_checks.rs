@@ -6,13 +6,13 @@ use std::vec;
 use std::vec::Vec;
 
 use super::session::{Client, Server, World, CONNS, SESSION_TABLE, TOMBS, WINDOW};
-use crate::conn::ConnId;
-use crate::session::{
+use iomsg_core::session::{
     ClientState, ClientStats, Delivery, FailReason, ReadData, ReadRequest, RequestOp, ServerEvent,
     ServerHandler, CONN_REPLIES, MIN_WINDOW,
 };
-use crate::wire::{self, Body, RejectReason, SN_MAX};
-use crate::workload;
+use iomsg_core::transport::ConnId;
+use iomsg_core::wire::{self, Body, RejectReason, SN_MAX};
+use iomsg_core::workload;
 
 /// A message the server handed to its application, with a hash of its
 /// bytes (a write's payload, a read's request).

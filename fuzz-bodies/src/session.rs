@@ -103,14 +103,14 @@ use core::time::Duration;
 
 use super::session_checks::{drain, Drained, Out};
 use super::session_script::{emit, forge_to_client, forge_to_server, Claim, Cursor, Flip};
-use crate::conn::{Cause, ConnId, DisconnectReason};
-use crate::session::{
+use iomsg_core::session::{
     Action, ClientConfig, ClientEvent, ClientSession, ClientState, FailReason, Message, RequestOp,
     ServerConfig, ServerCore, SubmitError, MAX_READ_REQUEST, MIN_WINDOW,
 };
-use crate::time::Instant;
-use crate::wire::{self, HEADER_LEN};
-use crate::workload;
+use iomsg_core::time::Instant;
+use iomsg_core::transport::{Cause, ConnId, DisconnectReason};
+use iomsg_core::wire::{self, HEADER_LEN};
+use iomsg_core::workload;
 
 /// 4 sessions, 4 connections, a window of 128 sns and 256 tombstones.
 pub(super) type Server = ServerCore<SESSION_TABLE, CONNS, 3>;

@@ -4,7 +4,7 @@
 use std::vec;
 use std::vec::Vec;
 
-use crate::wire::{Body, IoMsg, RejectReason};
+use iomsg_core::wire::{Body, IoMsg, RejectReason};
 
 /// Reads the script; past its end every byte is 0.
 pub(super) struct Cursor<'a>(pub(super) &'a [u8]);

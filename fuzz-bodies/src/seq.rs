@@ -1,4 +1,4 @@
-//! Fuzz bodies for [`crate::seq`]: the tracker and the send window, each run
+//! Fuzz bodies for [`iomsg_core::seq`]: the tracker and the send window, each run
 //! against a slow model written the obvious way.
 //!
 //! The models and the [`TrackerPair`] driver are shared with the unit tests
@@ -17,8 +17,8 @@ use core::ops::Range;
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use crate::seq::{RecvTracker, SendWindow, SeqError, Verdict, WindowError};
-use crate::wire::SN_MAX;
+use iomsg_core::seq::{RecvTracker, SendWindow, SeqError, Verdict, WindowError};
+use iomsg_core::wire::SN_MAX;
 
 mod model;
 
@@ -40,7 +40,7 @@ std::thread_local! {
 /// A tracker and its model, fed the same calls; every call compares them.
 ///
 /// Only the calls into the tracker are generic over `WORDS`; the checks live
-/// in [`Log`], once for every window size.
+/// in `Log`, once for every window size.
 #[derive(Clone, Debug)]
 pub struct TrackerPair<const WORDS: usize> {
     pub tracker: RecvTracker<WORDS>,

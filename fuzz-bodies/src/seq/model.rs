@@ -4,8 +4,8 @@ use core::ops::Range;
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use crate::seq::{SeqError, Verdict};
-use crate::wire::SN_MAX;
+use iomsg_core::seq::{SeqError, Verdict};
+use iomsg_core::wire::SN_MAX;
 
 /// Reference model of a receiver tracker: the set of received sns at or
 /// above `cum` as ascending ranges, with `cum` / `top` / lost bookkeeping

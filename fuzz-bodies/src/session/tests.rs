@@ -3,8 +3,8 @@
 
 use super::super::session_checks::{answer, Delivered, Heard};
 use super::*;
-use crate::rng::SplitMix64;
-use crate::session::ServerEvent;
+use iomsg_core::rng::SplitMix64;
+use iomsg_core::session::ServerEvent;
 
 #[test]
 fn session_properties_hold_on_seeded_random_scripts() {
@@ -33,7 +33,7 @@ fn session_properties_hold_on_seeded_random_scripts() {
 
 #[test]
 fn committed_seeds_establish_deliver_and_cover_what_they_name() {
-    let seeds = crate::fuzzing::seed_files("session");
+    let seeds = crate::seed_files("session");
     assert!(seeds.len() >= 3, "{} seeds", seeds.len());
     let mut crashes = 0;
     for (path, bytes) in seeds {

@@ -1,7 +1,9 @@
-//! Fuzz target bodies, shared by the cargo-fuzz crate (`fuzz/`) and the unit
-//! tests, which replay the committed seeds in `fuzz/seeds/<target>/` through
-//! them on the stable toolchain. Each body panics when a property it checks
-//! is violated. Compiled only for tests and with the `fuzzing` feature.
+//! The core's fuzz target bodies and their reference models, shared by the
+//! cargo-fuzz crate (`fuzz/`) and the tests, which replay the committed
+//! seeds in `fuzz/seeds/<target>/` through them on the stable toolchain.
+//! Each body panics when a property it checks is violated. They reach the
+//! core through its API and, for the CRC32C's separate implementations,
+//! its `fuzzing` hooks; the core carries no model.
 #![allow(clippy::std_instead_of_core, clippy::alloc_instead_of_core)]
 #![allow(missing_docs)]
 
