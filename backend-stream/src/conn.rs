@@ -72,6 +72,8 @@ pub(crate) struct Conn {
     /// A connection refused (table full), lingering until its `Reject` is
     /// out: not counted as a connection.
     pub(crate) refusal: bool,
+    /// Frames taken from this connection so far.
+    pub(crate) frames: u64,
 }
 
 impl Conn {
@@ -92,6 +94,7 @@ impl Conn {
             broken: None,
             shut: false,
             refusal: false,
+            frames: 0,
         }
     }
 
@@ -110,6 +113,7 @@ impl Conn {
     pub(crate) fn take(&mut self, len: usize) -> usize {
         let start = self.rx_start;
         self.rx_start += len;
+        self.frames += 1;
         start
     }
 

@@ -526,9 +526,18 @@ impl<R: Role> StreamTransport<R> {
                 }
             },
             Err(e) => {
+                // Not even a first frame: a peer of another protocol (a
+                // UCX client's connection request, say).
+                let first =
+                    if conn.frames == 0 && matches!(e, iomsg_core::wire::WireError::BadMagic(_)) {
+                        ": the peer does not speak iomsg's stream framing (a UCX client, or \
+                     another protocol)"
+                    } else {
+                        ""
+                    };
                 log(&format!(
-                    "{}: the peer sent bytes that are not an io_msg frame ({e}); dropping \
-                     the connection",
+                    "{}: the peer sent bytes that are not an io_msg frame ({e}){first}; \
+                     dropping the connection",
                     conn.id
                 ));
                 DisconnectReason::Other(corrupt(&e))

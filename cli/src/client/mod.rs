@@ -136,6 +136,9 @@ pub struct SessionReport {
     pub reads_corrupt: u64,
     /// Why the session failed, if it did.
     pub failed: Option<String>,
+    /// Why the session ended with messages unacknowledged though it did
+    /// not fail (the run ended first), if it did.
+    pub unfinished: Option<String>,
 }
 
 /// The client's report.
@@ -306,7 +309,12 @@ fn run_over<B: Dial>(
     }
     close(&mut peers, start);
     close_outboxes(&mut peers)?;
-    let report = report(&peers, start.elapsed().as_secs_f64(), work.bytes_submitted);
+    let report = report(
+        &peers,
+        start.elapsed().as_secs_f64(),
+        work.bytes_submitted,
+        job.drain,
+    );
     finish(job, &report, &mut audit)?;
     Ok(report)
 }
@@ -669,7 +677,12 @@ fn close<B: Dial>(peers: &mut [Peer<B>], start: Wall) {
 }
 
 /// The report from the sessions' figures.
-fn report<B: Dial>(peers: &[Peer<B>], seconds: f64, bytes_submitted: u64) -> ClientReport {
+fn report<B: Dial>(
+    peers: &[Peer<B>],
+    seconds: f64,
+    bytes_submitted: u64,
+    drain: Duration,
+) -> ClientReport {
     let mut report = ClientReport {
         seconds,
         ..ClientReport::default()
@@ -693,6 +706,7 @@ fn report<B: Dial>(peers: &[Peer<B>], seconds: f64, bytes_submitted: u64) -> Cli
             reads_ok: p.seen.reads_ok,
             reads_corrupt: p.seen.reads_corrupt,
             failed: p.seen.failed.map(|f| f.to_string()),
+            unfinished: unfinished(p, drain),
         });
     }
     let acked: u64 = report.sessions.iter().map(|s| s.acked).sum();
@@ -704,6 +718,36 @@ fn report<B: Dial>(peers: &[Peer<B>], seconds: f64, bytes_submitted: u64) -> Cli
             .iter()
             .all(|s| s.reads_corrupt == 0 && s.failed.is_none());
     report
+}
+
+/// Why a session that did not fail still holds unacknowledged messages
+/// at the end: the run ended first (`--drain` after the last submission,
+/// or a signal), with what its connections last did.
+fn unfinished<B: Dial>(p: &Peer<B>, drain: Duration) -> Option<String> {
+    let session = p.client.session();
+    let missing = session.next_sn().checked_sub(p.seen.acked)?;
+    if missing == 0 || p.seen.failed.is_some() {
+        return None;
+    }
+    let mut why = format!(
+        "{missing} messages unacknowledged when the run ended (--drain {} after the last \
+         submission, or a signal)",
+        iomsg_lab::common::human(drain)
+    );
+    let st = session.stats();
+    match p.seen.last_cause {
+        Some(cause) if st.established == 0 => {
+            why += &format!(
+                "; no connection was ever established: {} attempts, the last ended with {cause}; \
+             a server that accepts the connection and never answers may speak another \
+             transport (client and server need the same --transport)",
+                st.connects
+            )
+        }
+        Some(cause) => why += &format!("; the last connection ended with {cause}"),
+        None => {}
+    }
+    Some(why)
 }
 
 /// Puts the report in the audit, on stdout and in `--report-json`.
@@ -727,6 +771,12 @@ fn finish(job: &ClientJob, report: &ClientReport, audit: &mut Option<Audit>) -> 
         if let Some(reason) = &s.failed {
             eprintln!(
                 "iomsg client: session {} to {} failed: {reason}",
+                s.session, s.server
+            );
+        }
+        if let Some(why) = &s.unfinished {
+            eprintln!(
+                "iomsg client: session {} to {} did not finish: {why}",
                 s.session, s.server
             );
         }

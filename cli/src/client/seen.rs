@@ -22,6 +22,8 @@ pub(super) struct Seen {
     /// A connection ended since the loop last looked.
     pub(super) disconnected: bool,
     pub(super) failed: Option<FailReason>,
+    /// Why the last connection ended (or the last attempt failed).
+    pub(super) last_cause: Option<iomsg_core::session::DisconnectCause>,
     /// Event lines for the audit and `--verbose`.
     pub(super) lines: Vec<String>,
     /// The library's metrics and tracing of this session (see
@@ -83,6 +85,7 @@ impl ClientHandler for Seen {
             }
             ClientEvent::Disconnected { epoch, cause } => {
                 self.disconnected = true;
+                self.last_cause = Some(cause);
                 format!("disconnected {s:016x} epoch {epoch} {cause:?}")
             }
             ClientEvent::Failed(reason) => {

@@ -173,8 +173,8 @@ impl core::fmt::Display for FailReason {
             } => write!(
                 f,
                 "gave up after {attempts} failed connection attempts in a row over {:.1} s \
-                 (last: {last}); check that the server runs and is reachable, or retry for \
-                 longer (retries, retry time)",
+                 (last: {last}); check that the server runs, is reachable and speaks this \
+                 transport, or retry for longer (retries, retry time)",
                 over.as_secs_f64()
             ),
             FailReason::Timeout { limit } => {
