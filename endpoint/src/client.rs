@@ -37,7 +37,7 @@ pub type ClientDriver<B> = transport::Client<B, WINDOW, Box<[u8]>>;
 ///
 /// A client does work only inside its calls: `send`, the waits, `poll`.
 /// One that has nothing to send calls [`wait`](Self::wait) (or `poll` in
-/// its own loop, sleeping at most [`poll_timeout`](Self::poll_timeout))
+/// its own loop, sleeping at most [`poll_delay`](Self::poll_delay))
 /// so that acknowledgements arrive, heartbeats go out and a lost server is
 /// noticed.
 pub struct Client<B: Dial> {
@@ -420,11 +420,22 @@ impl<B: Dial> Client<B> {
     /// again (its own timers and the transport's heartbeats together);
     /// `None`: until something arrives.
     #[must_use]
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_delay(&self) -> Option<Duration> {
         sooner(
             self.driver.poll_timeout().map(|t| self.clock.until(t)),
             self.driver.transport().poll_delay(),
         )
+    }
+
+    /// The old name of [`poll_delay`](Self::poll_delay): a `Duration`,
+    /// where the core's `poll_timeout` is an `Instant`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `poll_delay`: it is a Duration, not an Instant"
+    )]
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.poll_delay()
     }
 
     /// Polls, and when there was nothing to do for a moment
@@ -529,7 +540,7 @@ impl<B: Dial> Client<B> {
         if self.idle.may_sleep(self.progress)
             && self.driver.arm(self.clock.now()) == Readiness::Armed
         {
-            let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
+            let wait = sooner(Some(max), self.poll_delay()).unwrap_or(max);
             self.driver
                 .transport_mut()
                 .sleep(wait)

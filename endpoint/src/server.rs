@@ -153,11 +153,22 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
     /// How long the server may sleep before it must [`poll`](Self::poll)
     /// again (its timers and the transport's heartbeats together).
     #[must_use]
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_delay(&self) -> Option<Duration> {
         sooner(
             self.driver.poll_timeout().map(|t| self.clock.until(t)),
             self.driver.transport().poll_delay(),
         )
+    }
+
+    /// The old name of [`poll_delay`](Self::poll_delay): a `Duration`,
+    /// where the core's `poll_timeout` is an `Instant`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed `poll_delay`: it is a Duration, not an Instant"
+    )]
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.poll_delay()
     }
 
     /// Polls, and when there was nothing to do for a moment
@@ -176,7 +187,7 @@ impl<B: Accept, H: ServerHandler> Server<B, H> {
         }
         self.check()?;
         if self.idle.may_sleep(self.progress) && self.arm() {
-            let wait = sooner(Some(max), self.poll_timeout()).unwrap_or(max);
+            let wait = sooner(Some(max), self.poll_delay()).unwrap_or(max);
             self.driver
                 .transport_mut()
                 .sleep(wait)

@@ -63,7 +63,7 @@ trait Endpoint: Send + 'static {
     /// Arms the ready fd: whether the task may sleep on it.
     fn arm(&mut self) -> bool;
     /// When the endpoint must poll again at the latest.
-    fn poll_timeout(&self) -> Option<Duration>;
+    fn poll_delay(&self) -> Option<Duration>;
     /// Whether the task should stop polling for now (the application is
     /// behind on deliveries), or for good.
     fn paused(&self) -> bool {
@@ -154,7 +154,7 @@ async fn drive<E: Endpoint>(shared: Arc<Shared<E>>, fd: OwnedFd) {
             let sleep = if busy || end.paused() || !end.arm() {
                 None
             } else {
-                Some(end.poll_timeout())
+                Some(end.poll_delay())
             };
             (busy, sleep)
         };
@@ -266,8 +266,8 @@ impl<B: Dial> Endpoint for ClientEnd<B> {
     fn arm(&mut self) -> bool {
         self.client.arm_for_edges()
     }
-    fn poll_timeout(&self) -> Option<Duration> {
-        self.client.poll_timeout()
+    fn poll_delay(&self) -> Option<Duration> {
+        self.client.poll_delay()
     }
     fn finished(&self) -> bool {
         self.client.is_terminal() && self.acks.is_empty() && self.room.is_empty()

@@ -86,8 +86,8 @@ impl<B: Accept> Endpoint for crate::Server<B, Queue> {
     fn arm(&mut self) -> bool {
         self.arm_for_edges()
     }
-    fn poll_timeout(&self) -> Option<Duration> {
-        crate::Server::poll_timeout(self)
+    fn poll_delay(&self) -> Option<Duration> {
+        crate::Server::poll_delay(self)
     }
     fn paused(&self) -> bool {
         let q = self.handler();
