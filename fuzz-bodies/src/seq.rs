@@ -17,7 +17,7 @@ use core::ops::Range;
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use iomsg_core::seq::{RecvTracker, SendWindow, SeqError, Verdict, WindowError};
+use iomsg_core::seq::{Arrival, RecvTracker, SendWindow, SeqError, WindowError};
 use iomsg_core::wire::SN_MAX;
 
 mod model;
@@ -107,7 +107,7 @@ impl<const WORDS: usize> TrackerPair<WORDS> {
     }
 
     /// `check(sn)` on both; nothing may change.
-    pub fn check(&self, sn: u64) -> Verdict {
+    pub fn check(&self, sn: u64) -> Arrival {
         let verdict = self.tracker.check(sn);
         let expected = self.model.check(sn);
         if verdict != expected {
@@ -117,7 +117,7 @@ impl<const WORDS: usize> TrackerPair<WORDS> {
     }
 
     /// `commit(sn)` on both, comparing verdicts, lost ranges and state.
-    pub fn observe(&mut self, sn: u64, full: bool) -> Verdict {
+    pub fn observe(&mut self, sn: u64, full: bool) -> Arrival {
         let at = At::of(&self.tracker);
         let checked = self.tracker.check(sn);
         let verdict = if checked.delivers() {
@@ -136,7 +136,7 @@ impl<const WORDS: usize> TrackerPair<WORDS> {
     /// `commit(sn)` on the tracker when `check(sn)` refuses: if `commit`
     /// refuses too, the tracker must not change.
     #[inline(never)]
-    fn commit_refused(&mut self, sn: u64) -> Verdict {
+    fn commit_refused(&mut self, sn: u64) -> Arrival {
         let before = self.tracker.clone();
         let got = &mut self.log.got;
         got.clear();
@@ -211,8 +211,8 @@ impl Log {
         &mut self,
         model: &mut TrackerModel,
         sn: u64,
-        verdict: &Verdict,
-        checked: &Verdict,
+        verdict: &Arrival,
+        checked: &Arrival,
         at: At,
     ) {
         let expected = model.commit_into(sn, &mut self.want);
@@ -301,7 +301,7 @@ fn compare_holes(
 
 #[cold]
 #[inline(never)]
-fn fail_verdict(call: &str, sn: u64, got: &Verdict, want: &Verdict, at: At) -> ! {
+fn fail_verdict(call: &str, sn: u64, got: &Arrival, want: &Arrival, at: At) -> ! {
     panic!("{call}({sn}) at {at}: tracker {got:?}, model {want:?}");
 }
 
@@ -627,14 +627,14 @@ mod tests {
     #[test]
     fn model_reports_slide_out_and_give_up_as_maximal_ranges() {
         let mut m = TrackerModel::new(0, 64).unwrap();
-        assert_eq!(m.commit(0).0, Verdict::InOrder);
-        assert_eq!(m.commit(3).0, Verdict::Gap { missing: 1..3 });
-        assert_eq!(m.commit(66), (Verdict::Gap { missing: 4..66 }, vec![1..3]));
+        assert_eq!(m.commit(0).0, Arrival::InOrder);
+        assert_eq!(m.commit(3).0, Arrival::Gap { missing: 1..3 });
+        assert_eq!(m.commit(66), (Arrival::Gap { missing: 4..66 }, vec![1..3]));
         assert_eq!(m.give_up_to(70), Ok(vec![4..66, 67..70]));
         assert_eq!(
             (m.cumulative(), m.top(), m.lost(), m.missing()),
             (70, 70, 67, 0)
         );
-        assert_eq!(m.commit(2).0, Verdict::Duplicate);
+        assert_eq!(m.commit(2).0, Arrival::Duplicate);
     }
 }

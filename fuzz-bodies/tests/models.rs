@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use iomsg_core::seq::{RecvTracker, Verdict};
+use iomsg_core::seq::{Arrival, RecvTracker};
 use iomsg_core::wire::SN_MAX;
 use iomsg_fuzz_bodies::seq::TrackerPair;
 
@@ -54,12 +54,12 @@ fn explore<const W: usize>(pair: &TrackerPair<W>, depth: u32, seen: &mut [u64; 8
         let lost_before = next.tracker.lost();
         let verdict = next.observe(sn, true);
         let kind = match verdict {
-            Verdict::InOrder => 0,
-            Verdict::Gap { .. } => 1,
-            Verdict::FillsGap => 2,
-            Verdict::Duplicate => 3,
-            Verdict::TooFar { .. } => 4,
-            Verdict::OutOfRange { .. } => 5,
+            Arrival::InOrder => 0,
+            Arrival::Gap { .. } => 1,
+            Arrival::FillsGap => 2,
+            Arrival::Duplicate => 3,
+            Arrival::TooFar { .. } => 4,
+            Arrival::OutOfRange { .. } => 5,
         };
         seen[kind] += 1;
         if next.tracker.lost() > lost_before {
@@ -135,9 +135,9 @@ fn random_run<const W: usize>(seed: u64, ops: u32, start: u64) -> [u64; 4] {
             }
         };
         match pair.observe(sn, full) {
-            Verdict::FillsGap => counts[0] += 1,
-            Verdict::Gap { .. } => counts[1] += 1,
-            Verdict::TooFar { .. } => counts[2] += 1,
+            Arrival::FillsGap => counts[0] += 1,
+            Arrival::Gap { .. } => counts[1] += 1,
+            Arrival::TooFar { .. } => counts[2] += 1,
             _ => {}
         }
     }

@@ -7,7 +7,7 @@
 use core::ops::Range;
 
 use iomsg_core::iodemo::unwrap_sn;
-use iomsg_core::seq::{RecvTracker, Verdict};
+use iomsg_core::seq::{Arrival, RecvTracker};
 
 /// Sns below the first one seen that are still taken (once each).
 const BEFORE: u64 = 64;
@@ -57,7 +57,7 @@ impl Track {
             return Ok(Placed::New);
         }
         let mut verdict = self.tracker.commit(sn, |r| lost.push(r.clone()));
-        if let Verdict::TooFar { top, .. } = verdict {
+        if let Arrival::TooFar { top, .. } = verdict {
             // Past the window: what lies between is skipped; tracking
             // starts again at this sn.
             lost.extend(self.tracker.holes());
@@ -66,8 +66,8 @@ impl Track {
             verdict = self.tracker.commit(sn, |_| {});
         }
         match verdict {
-            Verdict::Duplicate => Ok(Placed::Duplicate),
-            Verdict::OutOfRange { sn } => Err(format!("sn {sn} out of the tracker's range")),
+            Arrival::Duplicate => Ok(Placed::Duplicate),
+            Arrival::OutOfRange { sn } => Err(format!("sn {sn} out of the tracker's range")),
             _ => {
                 self.last = self.last.max(sn);
                 Ok(Placed::New)

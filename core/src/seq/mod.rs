@@ -1,7 +1,7 @@
 //! Sequence numbers on both ends of a session.
 //!
 //! - [`RecvTracker`] (receiver): classifies every arriving sn as a
-//!   [`Verdict`] — in order, opening a gap, filling a gap, duplicate, too far
+//!   [`Arrival`] — in order, opening a gap, filling a gap, duplicate, too far
 //!   ahead, or out of range — and reports the cumulative ack, the open holes
 //!   and the sns that slid out of the window without ever arriving (confirmed
 //!   lost). A ring of `u64` words in the style of RFC 6479 and WireGuard's
@@ -19,12 +19,17 @@
 //! Nothing here allocates; capacities are const generics or the caller's
 //! storage.
 
+mod arrival;
 mod ring;
 mod tracker;
-mod verdict;
 mod window;
 
+pub use arrival::{Arrival, SeqError};
 pub use ring::{PayloadRing, RingFull};
 pub use tracker::{DefaultTracker, Holes, RecvTracker};
-pub use verdict::{SeqError, Verdict};
+
+/// The old name of [`Arrival`], which the simulation's judgement
+/// (`iomsg_loopback::sim::Verdict`) shares.
+#[deprecated(since = "0.2.0", note = "renamed `Arrival`: what an arriving sn is")]
+pub type Verdict = Arrival;
 pub use window::{SendWindow, WindowError};

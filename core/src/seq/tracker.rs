@@ -20,7 +20,7 @@
 
 use core::ops::Range;
 
-use super::verdict::{SeqError, Verdict};
+use super::arrival::{Arrival, SeqError};
 use crate::wire::SN_MAX;
 
 /// Bits per ring word.
@@ -36,13 +36,13 @@ const BITS: u64 = u64::BITS as u64;
 /// without changing anything.
 ///
 /// ```
-/// use iomsg_core::seq::{DefaultTracker, Verdict};
+/// use iomsg_core::seq::{DefaultTracker, Arrival};
 ///
 /// let mut tracker = DefaultTracker::default();
 /// let mut lost = Vec::new();
-/// assert_eq!(tracker.commit(0, |r| lost.push(r)), Verdict::InOrder);
-/// assert_eq!(tracker.commit(3, |r| lost.push(r)), Verdict::Gap { missing: 1..3 });
-/// assert_eq!(tracker.commit(2, |r| lost.push(r)), Verdict::FillsGap);
+/// assert_eq!(tracker.commit(0, |r| lost.push(r)), Arrival::InOrder);
+/// assert_eq!(tracker.commit(3, |r| lost.push(r)), Arrival::Gap { missing: 1..3 });
+/// assert_eq!(tracker.commit(2, |r| lost.push(r)), Arrival::FillsGap);
 /// assert_eq!(tracker.cumulative(), 1);
 /// assert_eq!(tracker.holes().collect::<Vec<_>>(), [1..2]);
 /// // Reconnect without replay: give up what never arrived.
@@ -118,33 +118,33 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// The verdict [`commit`](Self::commit) would give `sn`, without
     /// changing anything.
     #[must_use]
-    pub fn check(&self, sn: u64) -> Verdict {
+    pub fn check(&self, sn: u64) -> Arrival {
         if sn > SN_MAX {
-            Verdict::OutOfRange { sn }
+            Arrival::OutOfRange { sn }
         } else if sn < self.cum {
-            Verdict::Duplicate
+            Arrival::Duplicate
         } else if sn < self.top {
             if self.is_set(sn) {
-                Verdict::Duplicate
+                Arrival::Duplicate
             } else {
-                Verdict::FillsGap
+                Arrival::FillsGap
             }
         } else if sn == self.top {
-            Verdict::InOrder
+            Arrival::InOrder
         } else if sn - self.top < Self::WINDOW {
-            Verdict::Gap {
+            Arrival::Gap {
                 missing: self.top..sn,
             }
         } else {
-            Verdict::TooFar { sn, top: self.top }
+            Arrival::TooFar { sn, top: self.top }
         }
     }
 
     /// Applies `sn` and returns the verdict [`check`](Self::check) would
     /// have given.
     ///
-    /// On a refused verdict ([`Duplicate`](Verdict::Duplicate),
-    /// [`TooFar`](Verdict::TooFar), [`OutOfRange`](Verdict::OutOfRange))
+    /// On a refused verdict ([`Duplicate`](Arrival::Duplicate),
+    /// [`TooFar`](Arrival::TooFar), [`OutOfRange`](Arrival::OutOfRange))
     /// nothing changes. When the window slides past holes that never
     /// arrived, `on_lost` is called with each maximal range of them,
     /// ascending; no sn is ever reported twice.
@@ -153,7 +153,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// scanned a bounded number of times per pass of the window).
     #[doc(alias = "observe")]
     #[inline]
-    pub fn commit(&mut self, sn: u64, mut on_lost: impl FnMut(Range<u64>)) -> Verdict {
+    pub fn commit(&mut self, sn: u64, mut on_lost: impl FnMut(Range<u64>)) -> Arrival {
         if sn == self.top && sn == self.cum && sn <= SN_MAX {
             // In order with no open holes: nothing can slide out. `top`'s
             // word is `top_slot`, so no division by `WORDS`.
@@ -172,7 +172,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
                     *word = 0;
                 }
             }
-            return Verdict::InOrder;
+            return Arrival::InOrder;
         }
         self.commit_other(sn, &mut on_lost)
     }
@@ -180,18 +180,18 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// [`commit`](Self::commit) of every sn but the next in order without
     /// open holes: out of line, so the in-order path inlines into callers.
     #[inline(never)]
-    fn commit_other(&mut self, sn: u64, on_lost: &mut impl FnMut(Range<u64>)) -> Verdict {
+    fn commit_other(&mut self, sn: u64, on_lost: &mut impl FnMut(Range<u64>)) -> Arrival {
         let verdict = self.check(sn);
         match verdict {
-            Verdict::FillsGap => {
+            Arrival::FillsGap => {
                 self.set(sn);
                 self.missing -= 1;
                 if sn == self.cum {
                     self.cum = self.next_unset(sn + 1, self.top);
                 }
             }
-            Verdict::InOrder | Verdict::Gap { .. } => self.advance_top(sn, on_lost),
-            Verdict::Duplicate | Verdict::TooFar { .. } | Verdict::OutOfRange { .. } => {}
+            Arrival::InOrder | Arrival::Gap { .. } => self.advance_top(sn, on_lost),
+            Arrival::Duplicate | Arrival::TooFar { .. } | Arrival::OutOfRange { .. } => {}
         }
         verdict
     }
@@ -200,7 +200,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// reported to `on_lost` as maximal ranges, ascending, each sn at most
     /// once ever, and count as lost. Afterwards `cumulative() >= end` and
     /// `top() >= end`; an sn below `end` that arrives later is a
-    /// [`Duplicate`](Verdict::Duplicate).
+    /// [`Duplicate`](Arrival::Duplicate).
     ///
     /// Used at reconnect when the sender will not replay: `[cum, next_sn)`
     /// is given up. `end <= cumulative()` is a no-op.
@@ -260,7 +260,7 @@ impl<const WORDS: usize> RecvTracker<WORDS> {
     /// newly opened, empty when `end <= top()`.
     ///
     /// Nothing is delivered and nothing slides out of the window: a later
-    /// arrival of one of them is [`FillsGap`](Verdict::FillsGap).
+    /// arrival of one of them is [`FillsGap`](Arrival::FillsGap).
     ///
     /// # Errors
     ///

@@ -4,7 +4,7 @@ use core::ops::Range;
 use std::collections::VecDeque;
 use std::vec::Vec;
 
-use iomsg_core::seq::{SeqError, Verdict};
+use iomsg_core::seq::{Arrival, SeqError};
 use iomsg_core::wire::SN_MAX;
 
 /// Reference model of a receiver tracker: the set of received sns at or
@@ -73,26 +73,26 @@ impl TrackerModel {
         self.received[i].start <= sn
     }
 
-    pub fn check(&self, sn: u64) -> Verdict {
+    pub fn check(&self, sn: u64) -> Arrival {
         if sn > SN_MAX {
-            Verdict::OutOfRange { sn }
+            Arrival::OutOfRange { sn }
         } else if sn < self.cum || self.is_received(sn) {
-            Verdict::Duplicate
+            Arrival::Duplicate
         } else if sn < self.top {
-            Verdict::FillsGap
+            Arrival::FillsGap
         } else if sn == self.top {
-            Verdict::InOrder
+            Arrival::InOrder
         } else if sn < self.top.saturating_add(self.window) {
-            Verdict::Gap {
+            Arrival::Gap {
                 missing: self.top..sn,
             }
         } else {
-            Verdict::TooFar { sn, top: self.top }
+            Arrival::TooFar { sn, top: self.top }
         }
     }
 
     /// Applies `sn`: its verdict and the ranges that became lost.
-    pub fn commit(&mut self, sn: u64) -> (Verdict, Vec<Range<u64>>) {
+    pub fn commit(&mut self, sn: u64) -> (Arrival, Vec<Range<u64>>) {
         let mut newly = Vec::new();
         let verdict = self.commit_into(sn, &mut newly);
         (verdict, newly)
@@ -100,7 +100,7 @@ impl TrackerModel {
 
     /// [`commit`](Self::commit), writing the lost ranges to `newly`
     /// (cleared first).
-    pub fn commit_into(&mut self, sn: u64, newly: &mut Vec<Range<u64>>) -> Verdict {
+    pub fn commit_into(&mut self, sn: u64, newly: &mut Vec<Range<u64>>) -> Arrival {
         newly.clear();
         let verdict = self.check(sn);
         if verdict.delivers() {

@@ -11,7 +11,7 @@ use std::vec::Vec;
 /// A 64-sn window (two words).
 type Tiny = RecvTracker<2>;
 
-fn commit_all<const W: usize>(t: &mut RecvTracker<W>, sn: u64) -> (Verdict, Vec<Range<u64>>) {
+fn commit_all<const W: usize>(t: &mut RecvTracker<W>, sn: u64) -> (Arrival, Vec<Range<u64>>) {
     let mut lost = Vec::new();
     let verdict = t.commit(sn, |r| lost.push(r));
     (verdict, lost)
@@ -48,15 +48,15 @@ impl Rng {
 #[test]
 fn open_holes_to_opens_exactly_the_probed_tail() {
     let mut t = Tiny::default();
-    assert_eq!(commit_all(&mut t, 0).0, Verdict::InOrder);
+    assert_eq!(commit_all(&mut t, 0).0, Arrival::InOrder);
     assert_eq!(t.open_holes_to(4), Ok(1..4));
     assert_eq!((t.cumulative(), t.top(), t.missing()), (1, 4, 3));
     assert_eq!(holes(&t), [1..4]);
     // Already behind top: nothing more opens.
     assert_eq!(t.open_holes_to(3), Ok(4..4));
-    assert_eq!(t.check(3), Verdict::FillsGap);
-    assert_eq!(commit_all(&mut t, 4).0, Verdict::InOrder);
-    assert_eq!(commit_all(&mut t, 1).0, Verdict::FillsGap);
+    assert_eq!(t.check(3), Arrival::FillsGap);
+    assert_eq!(commit_all(&mut t, 4).0, Arrival::InOrder);
+    assert_eq!(commit_all(&mut t, 1).0, Arrival::FillsGap);
     assert_eq!(holes(&t), [2..4]);
 }
 
@@ -75,7 +75,7 @@ fn open_holes_to_refuses_past_the_window_and_changes_nothing() {
     for sn in 0..64 {
         assert_eq!(
             commit_all(&mut t, sn),
-            (Verdict::FillsGap, vec![]),
+            (Arrival::FillsGap, vec![]),
             "sn {sn}"
         );
     }
@@ -146,14 +146,14 @@ fn window_is_words_minus_one_times_64() {
 fn in_order_run_moves_cum_and_top_together() {
     let mut t = DefaultTracker::try_new(5).unwrap();
     for sn in 5..5 + 10_000 {
-        assert_eq!(commit_all(&mut t, sn), (Verdict::InOrder, vec![]));
+        assert_eq!(commit_all(&mut t, sn), (Arrival::InOrder, vec![]));
     }
     assert_eq!(
         (t.cumulative(), t.top(), t.missing(), t.lost()),
         (10_005, 10_005, 0, 0)
     );
     assert_eq!(holes(&t), vec![]);
-    assert_eq!(t.check(10_004), Verdict::Duplicate);
+    assert_eq!(t.check(10_004), Arrival::Duplicate);
 }
 
 #[test]
@@ -163,32 +163,32 @@ fn in_order_fast_path_clears_the_word_it_enters() {
     // it, or 192 and 193 would read as received.
     let mut t = RecvTracker::<3>::default();
     for sn in 0..192 {
-        assert_eq!(commit_all(&mut t, sn).0, Verdict::InOrder);
+        assert_eq!(commit_all(&mut t, sn).0, Arrival::InOrder);
     }
     assert_eq!(
         commit_all(&mut t, 194).0,
-        Verdict::Gap { missing: 192..194 }
+        Arrival::Gap { missing: 192..194 }
     );
     assert_eq!(holes(&t), vec![192..194]);
-    assert_eq!(t.check(192), Verdict::FillsGap);
-    assert_eq!(t.check(193), Verdict::FillsGap);
+    assert_eq!(t.check(192), Arrival::FillsGap);
+    assert_eq!(t.check(193), Arrival::FillsGap);
 }
 
 #[test]
 fn gap_opens_holes_that_late_arrivals_fill() {
     let mut t = DefaultTracker::default();
-    assert_eq!(commit_all(&mut t, 0).0, Verdict::InOrder);
-    assert_eq!(commit_all(&mut t, 5).0, Verdict::Gap { missing: 1..5 });
+    assert_eq!(commit_all(&mut t, 0).0, Arrival::InOrder);
+    assert_eq!(commit_all(&mut t, 5).0, Arrival::Gap { missing: 1..5 });
     assert_eq!((t.cumulative(), t.top(), t.missing()), (1, 6, 4));
     assert_eq!(holes(&t), vec![1..5]);
-    assert_eq!(commit_all(&mut t, 3).0, Verdict::FillsGap);
+    assert_eq!(commit_all(&mut t, 3).0, Arrival::FillsGap);
     assert_eq!(holes(&t), vec![1..3, 4..5]);
-    assert_eq!(commit_all(&mut t, 3).0, Verdict::Duplicate);
-    assert_eq!(commit_all(&mut t, 1).0, Verdict::FillsGap);
+    assert_eq!(commit_all(&mut t, 3).0, Arrival::Duplicate);
+    assert_eq!(commit_all(&mut t, 1).0, Arrival::FillsGap);
     assert_eq!((t.cumulative(), t.missing()), (2, 2));
-    assert_eq!(commit_all(&mut t, 2).0, Verdict::FillsGap);
+    assert_eq!(commit_all(&mut t, 2).0, Arrival::FillsGap);
     assert_eq!((t.cumulative(), t.missing()), (4, 1));
-    assert_eq!(commit_all(&mut t, 4).0, Verdict::FillsGap);
+    assert_eq!(commit_all(&mut t, 4).0, Arrival::FillsGap);
     assert_eq!(
         (t.cumulative(), t.top(), t.missing(), t.lost()),
         (6, 6, 0, 0)
@@ -202,20 +202,20 @@ fn edges_w_minus_1_w_w_plus_1_relative_to_top() {
         let w = DefaultTracker::WINDOW;
         assert_eq!(
             t.check(start + w - 1),
-            Verdict::Gap {
+            Arrival::Gap {
                 missing: start..start + w - 1
             }
         );
         assert_eq!(
             t.check(start + w),
-            Verdict::TooFar {
+            Arrival::TooFar {
                 sn: start + w,
                 top: start
             }
         );
         assert_eq!(
             t.check(start + w + 1),
-            Verdict::TooFar {
+            Arrival::TooFar {
                 sn: start + w + 1,
                 top: start
             }
@@ -237,25 +237,25 @@ fn holes_slide_out_as_lost_once_in_maximal_ranges() {
     commit_all(&mut t, 0);
     assert_eq!(
         commit_all(&mut t, 3),
-        (Verdict::Gap { missing: 1..3 }, vec![])
+        (Arrival::Gap { missing: 1..3 }, vec![])
     );
     assert_eq!(
         commit_all(&mut t, 65),
-        (Verdict::Gap { missing: 4..65 }, vec![1..2])
+        (Arrival::Gap { missing: 4..65 }, vec![1..2])
     );
     assert_eq!((t.cumulative(), t.top(), t.lost()), (2, 66, 1));
     // Floor 67: 2 slides out, 3 arrived, cum stops at the hole 4.
-    assert_eq!(commit_all(&mut t, 66), (Verdict::InOrder, vec![2..3]));
+    assert_eq!(commit_all(&mut t, 66), (Arrival::InOrder, vec![2..3]));
     assert_eq!((t.cumulative(), t.lost(), t.missing()), (4, 2, 61));
     // Floor 67: the holes 4..65 slide out as one range; 65 and 66 arrived.
     assert_eq!(
         commit_all(&mut t, 130),
-        (Verdict::Gap { missing: 67..130 }, vec![4..65])
+        (Arrival::Gap { missing: 67..130 }, vec![4..65])
     );
     assert_eq!((t.cumulative(), t.top(), t.lost()), (67, 131, 63));
     // A lost sn that arrives later is a duplicate.
-    assert_eq!(t.check(2), Verdict::Duplicate);
-    assert_eq!(t.check(64), Verdict::Duplicate);
+    assert_eq!(t.check(2), Arrival::Duplicate);
+    assert_eq!(t.check(64), Arrival::Duplicate);
 }
 
 #[test]
@@ -296,27 +296,27 @@ fn huge_jumps_near_sn_max_are_refused_not_wrapped() {
     let mut t = DefaultTracker::default();
     assert_eq!(
         commit_all(&mut t, u64::MAX).0,
-        Verdict::OutOfRange { sn: u64::MAX }
+        Arrival::OutOfRange { sn: u64::MAX }
     );
     assert_eq!(
         commit_all(&mut t, SN_MAX).0,
-        Verdict::TooFar { sn: SN_MAX, top: 0 }
+        Arrival::TooFar { sn: SN_MAX, top: 0 }
     );
     assert_eq!(t, DefaultTracker::default());
 
     let mut t = DefaultTracker::try_new(SN_MAX - 5).unwrap();
     assert_eq!(
         commit_all(&mut t, SN_MAX).0,
-        Verdict::Gap {
+        Arrival::Gap {
             missing: SN_MAX - 5..SN_MAX
         }
     );
     assert_eq!(t.top(), SN_MAX + 1);
     assert_eq!(
         commit_all(&mut t, SN_MAX + 1).0,
-        Verdict::OutOfRange { sn: SN_MAX + 1 }
+        Arrival::OutOfRange { sn: SN_MAX + 1 }
     );
-    assert_eq!(commit_all(&mut t, SN_MAX - 1).0, Verdict::FillsGap);
+    assert_eq!(commit_all(&mut t, SN_MAX - 1).0, Arrival::FillsGap);
     assert_eq!(give_up(&mut t, SN_MAX), vec![SN_MAX - 5..SN_MAX - 1]);
     assert_eq!(
         (t.cumulative(), t.top(), t.missing(), t.lost()),
@@ -331,7 +331,7 @@ fn try_new_refuses_a_start_above_sn_max() {
         Err(SeqError::OutOfRange { sn: SN_MAX + 1 })
     );
     let t = DefaultTracker::try_new(SN_MAX).unwrap();
-    assert_eq!(t.check(SN_MAX), Verdict::InOrder);
+    assert_eq!(t.check(SN_MAX), Arrival::InOrder);
     let message = std::format!("{}", SeqError::OutOfRange { sn: 7 });
     assert!(
         message.contains("sn 7") && message.contains("new session"),
@@ -358,11 +358,11 @@ fn give_up_to_reports_holes_and_tail_as_maximal_ranges() {
         (1000, 1000, 0, 3 + 1 + 984)
     );
     // Given-up sns are duplicates; the stream goes on at the give-up point.
-    assert_eq!(t.check(999), Verdict::Duplicate);
-    assert_eq!(commit_all(&mut t, 1000).0, Verdict::InOrder);
+    assert_eq!(t.check(999), Arrival::Duplicate);
+    assert_eq!(commit_all(&mut t, 1000).0, Arrival::InOrder);
     assert_eq!(
         commit_all(&mut t, 1003).0,
-        Verdict::Gap {
+        Arrival::Gap {
             missing: 1001..1003
         }
     );

@@ -12,7 +12,7 @@ pub use journal::{
     JournalError, JournalRecord, JOURNAL_FIXED, JOURNAL_MAGIC, JOURNAL_MAX_RECORD,
     JOURNAL_MAX_WORDS, JOURNAL_VERSION,
 };
-use replies::{Outbox, Queued, Reply, Strays};
+use replies::{Queued, Reply, ReplyQueue, Strays};
 pub use replies::{CONN_REPLIES, STRAY_REPLIES};
 
 pub use types::{
@@ -27,7 +27,7 @@ use table::Table;
 use super::client::RequestOp;
 use crate::conn::ConnId;
 use crate::rng::mix64;
-use crate::seq::{RecvTracker, Verdict};
+use crate::seq::{Arrival, RecvTracker};
 use crate::time::Instant;
 use crate::wire::{self, Body, IoMsg, RejectReason, WireError, MAX_DATA_LEN, SN_MAX};
 
@@ -143,7 +143,7 @@ struct Conn {
     /// `config.handshake_timeout` later, it is closed.
     accepted_at: Instant,
     /// Its replies waiting for the transport.
-    out: Outbox,
+    out: ReplyQueue,
 }
 
 impl Conn {
@@ -163,7 +163,7 @@ impl Conn {
             closing: false,
             seq,
             accepted_at: now,
-            out: Outbox::new(),
+            out: ReplyQueue::new(),
         }
     }
 }

@@ -48,7 +48,7 @@ impl<const SESSIONS: usize, const CONNS: usize, const WORDS: usize, const TOMBS:
             Kind::Request(op) => op,
         };
         let verdict = s.classify(d.sn, limit);
-        if matches!(verdict, Verdict::TooFar { .. } | Verdict::OutOfRange { .. }) {
+        if matches!(verdict, Arrival::TooFar { .. } | Arrival::OutOfRange { .. }) {
             return self.reject(conn, d.session, d.epoch, RejectReason::TooFar, d.sn, sink);
         }
         let dirty = self.config.journal.then_some(&mut self.dirty);
@@ -229,14 +229,14 @@ fn take<const WORDS: usize, const N: usize>(
     dirty: Option<&mut journal::Dirty<N>>,
     conn: ConnId,
     d: &Data<'_>,
-    verdict: Verdict,
+    verdict: Arrival,
     sink: &mut impl ServerHandler,
 ) {
     let session = d.session;
     let Kind::Request(op) = d.kind else {
         return;
     };
-    if verdict == Verdict::Duplicate {
+    if verdict == Arrival::Duplicate {
         stats.duplicates += 1;
         return sink.event(ServerEvent::Duplicate { session, sn: d.sn });
     }
@@ -245,7 +245,7 @@ fn take<const WORDS: usize, const N: usize>(
         sink.event(ServerEvent::LostLive { session, range: r });
     });
     match verdict {
-        Verdict::Gap { missing } => {
+        Arrival::Gap { missing } => {
             stats.live_gap_sns += missing.end - missing.start;
             let epoch = d.epoch;
             sink.event(ServerEvent::LiveLoss {
@@ -254,7 +254,7 @@ fn take<const WORDS: usize, const N: usize>(
                 missing,
             });
         }
-        Verdict::FillsGap => {
+        Arrival::FillsGap => {
             stats.recovered += 1;
             sink.event(ServerEvent::Recovered { session, sn: d.sn });
         }
@@ -279,9 +279,9 @@ fn take<const WORDS: usize, const N: usize>(
 impl<const WORDS: usize> Session<WORDS> {
     /// What the tracker says of `sn` under the window's `limit`.
     #[inline(always)]
-    fn classify(&self, sn: u64, limit: u64) -> Verdict {
+    fn classify(&self, sn: u64, limit: u64) -> Arrival {
         if sn >= limit && sn <= SN_MAX {
-            Verdict::TooFar {
+            Arrival::TooFar {
                 sn,
                 top: self.tracker.top(),
             }

@@ -83,7 +83,7 @@ pub(super) struct Stray {
 
 /// The reply state of one connection.
 #[derive(Clone, Debug)]
-pub(super) struct Outbox {
+pub(super) struct ReplyQueue {
     pub(super) replies: Deque<Reply, CONN_REPLIES>,
     /// The connection closes once its replies are out.
     pub(super) close: bool,
@@ -91,9 +91,9 @@ pub(super) struct Outbox {
     pub(super) blocked: bool,
 }
 
-impl Outbox {
-    pub(super) const fn new() -> Outbox {
-        Outbox {
+impl ReplyQueue {
+    pub(super) const fn new() -> ReplyQueue {
+        ReplyQueue {
             replies: Deque::new(),
             close: false,
             blocked: false,

@@ -6,9 +6,9 @@ use core::ops::Range;
 
 use crate::wire::SN_MAX;
 
-/// The verdict of a [`RecvTracker`](super::RecvTracker) on one sn.
+/// What one arriving sn is to a [`RecvTracker`](super::RecvTracker).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Arrival {
     /// `sn == top`: the next expected sn. Deliver it.
     InOrder,
     /// `top < sn < top + WINDOW`: deliver `sn`; the sns in `missing`
@@ -39,15 +39,15 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
+impl Arrival {
     /// Whether the message carrying this sn is to be delivered
-    /// ([`InOrder`](Verdict::InOrder), [`Gap`](Verdict::Gap) or
-    /// [`FillsGap`](Verdict::FillsGap)).
+    /// ([`InOrder`](Arrival::InOrder), [`Gap`](Arrival::Gap) or
+    /// [`FillsGap`](Arrival::FillsGap)).
     #[must_use]
     pub const fn delivers(&self) -> bool {
         matches!(
             self,
-            Verdict::InOrder | Verdict::Gap { .. } | Verdict::FillsGap
+            Arrival::InOrder | Arrival::Gap { .. } | Arrival::FillsGap
         )
     }
 }
