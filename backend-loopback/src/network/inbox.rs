@@ -52,6 +52,7 @@ pub(super) struct Inbox {
 }
 
 impl Inbox {
+    #[inline]
     pub(super) fn push(&mut self, p: Pending) {
         if self.heap.is_empty() && self.fifo.back().is_none_or(|b| *b <= p) {
             self.fifo.push_back(p);
@@ -67,6 +68,7 @@ impl Inbox {
         }
     }
 
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<Pending> {
         let from_heap = match (self.fifo.front(), self.heap.peek()) {
             (Some(f), Some(Reverse(h))) => h < f,

@@ -6,10 +6,14 @@ use core::hash::{BuildHasherDefault, Hasher};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use iomsg_core::session::ServerEvent;
 use iomsg_core::transport::ConnId;
+use iomsg_core::Instant;
 
 use crate::network::{EndpointId, TapKind};
 use crate::sim::ledger::{Ledger, Took};
+use crate::sim::report::Report;
+use crate::sim::scenario::KillEvent;
 use crate::sim::truth::{FrameInfo, Owner, Truth};
 
 /// FxHash (rustc's): the recorder hashes a key per frame, SipHash is too
@@ -168,6 +172,42 @@ impl Recorder {
             }
         }
         self.spare = records;
+    }
+}
+
+/// What a server's event means for the truth, the ledger and the report,
+/// and the kill trigger it is: `at` is the server's address, its
+/// instance's generation and whether servers keep a journal.
+pub(super) fn server_event(
+    e: &ServerEvent,
+    (addr, generation, journaled): (u16, u32, bool),
+    now: Instant,
+    rec: &mut Recorder,
+    report: &mut Report,
+) -> Option<KillEvent> {
+    match e {
+        ServerEvent::LiveLoss {
+            session, missing, ..
+        } => {
+            report.live_loss(now, *session, missing.clone());
+            rec.truth.server_event(addr, e);
+        }
+        // With a journal the instance recalls what it forgot: it lost
+        // nothing.
+        ServerEvent::Forgotten { session } if !journaled => {
+            rec.truth.forgotten(generation, *session);
+            rec.ledger.forgotten(generation, *session);
+        }
+        ServerEvent::SessionOpened { session, conn, .. } => {
+            rec.truth.conn_bound(addr, *session, *conn);
+            rec.truth.server_event(addr, e);
+        }
+        _ => rec.truth.server_event(addr, e),
+    }
+    match e {
+        ServerEvent::LiveLoss { .. } => Some(KillEvent::LiveLoss),
+        ServerEvent::SessionOpened { .. } => Some(KillEvent::SessionOpened),
+        _ => None,
     }
 }
 
