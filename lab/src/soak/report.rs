@@ -355,130 +355,158 @@ fn secs(ms: f64) -> String {
 /// The verdict table.
 pub fn table(r: &SoakReport) -> String {
     let f = &r.figures;
-    let a = &f.audit;
-    let mut s = String::new();
-    let mut row = |name: &str, value: String, note: String| {
-        let line = format!("  {name:<34} {value:>12}  {note}");
-        let _ = writeln!(s, "{}", line.trim_end());
-    };
+    let mut t = Rows::default();
     if r.reasons.iter().any(|w| w.starts_with("not reconciled")) {
-        row(
+        t.row(
             "not reconciled",
             "-".into(),
             "a host's files are missing: the figures below count nothing".into(),
         );
     }
-    row("messages sent", grouped(f.sent), String::new());
-    row("acknowledged", grouped(f.acked), String::new());
-    if let Some(o) = &r.exactly_once {
-        let x = &o.figures;
-        row(
-            "submitted (the clients' records)",
-            grouped(x.submitted),
+    t.row("messages sent", grouped(f.sent), String::new());
+    t.row("acknowledged", grouped(f.acked), String::new());
+    match &r.exactly_once {
+        Some(o) => exactly_once_rows(&mut t, o),
+        None => audit_rows(&mut t, f),
+    }
+    fault_rows(&mut t, r);
+    process_rows(&mut t, r);
+    timing_rows(&mut t, r);
+    environment_lines(&mut t, r);
+    verdict_lines(&mut t, r);
+    t.0
+}
+
+/// The table's text, a row at a time.
+#[derive(Default)]
+struct Rows(String);
+
+impl Rows {
+    /// One row: a name, a value, and a note.
+    fn row(&mut self, name: &str, value: String, note: String) {
+        let line = format!("  {name:<34} {value:>12}  {note}");
+        let _ = writeln!(self.0, "{}", line.trim_end());
+    }
+}
+
+/// What the exactly-once judge counted from the records.
+fn exactly_once_rows(t: &mut Rows, o: &OnceReport) {
+    let x = &o.figures;
+    t.row(
+        "submitted (the clients' records)",
+        grouped(x.submitted),
+        format!(
+            "distinct sns; {} records repeated by restarted clients",
+            grouped(x.repeated_client_records)
+        ),
+    );
+    t.row(
+        "delivered (the servers' records)",
+        grouped(x.delivered),
+        format!(
+            "distinct sns; {} that no client recorded",
+            grouped(x.unexplained)
+        ),
+    );
+    t.row(
+        "duplicates (exactly once)",
+        grouped(x.duplicates),
+        format!(
+            "extra deliveries {}, announced {}",
+            x.extra_deliveries, x.duplicates_announced
+        ),
+    );
+    t.row(
+        "missing (exactly once)",
+        grouped(x.missing),
+        format!(
+            "gaps {}, differing bytes {}, unexplained {}, named state lost {}",
+            x.gaps, x.hash_conflicts, x.unexplained, x.missing_named
+        ),
+    );
+    if !o.journal_faults.is_empty() {
+        let of = |outcome| {
+            o.journal_faults
+                .iter()
+                .filter(|d| d.outcome == outcome)
+                .count()
+        };
+        use super::journal_faults::Outcome;
+        t.row(
+            "journal faults",
+            grouped(o.journal_faults.len() as u64),
             format!(
-                "distinct sns; {} records repeated by restarted clients",
-                grouped(x.repeated_client_records)
-            ),
-        );
-        row(
-            "delivered (the servers' records)",
-            grouped(x.delivered),
-            format!(
-                "distinct sns; {} that no client recorded",
-                grouped(x.unexplained)
-            ),
-        );
-        row(
-            "duplicates (exactly once)",
-            grouped(x.duplicates),
-            format!(
-                "extra deliveries {}, announced {}",
-                x.extra_deliveries, x.duplicates_announced
-            ),
-        );
-        row(
-            "missing (exactly once)",
-            grouped(x.missing),
-            format!(
-                "gaps {}, differing bytes {}, unexplained {}, named state lost {}",
-                x.gaps, x.hash_conflicts, x.unexplained, x.missing_named
-            ),
-        );
-        if !o.journal_faults.is_empty() {
-            let of = |outcome| {
-                o.journal_faults
-                    .iter()
-                    .filter(|d| d.outcome == outcome)
-                    .count()
-            };
-            use super::journal_faults::Outcome;
-            row(
-                "journal faults",
-                grouped(o.journal_faults.len() as u64),
-                format!(
-                    "refused {}, torn tail cut {}, started {}, unnamed {}; {} sns named state lost",
-                    of(Outcome::Refused),
-                    of(Outcome::TornTailCut),
-                    of(Outcome::Started),
-                    of(Outcome::Unnamed),
-                    grouped(x.state_lost)
-                ),
-            );
-        }
-        row(
-            "client kills",
-            grouped(o.client_kills),
-            "each restarted on its outbox".into(),
-        );
-    } else {
-        row(
-            "processed by a server (audit)",
-            grouped(a.processed_unique),
-            if a.unrecorded_at_kill > 0 {
-                format!(
-                    "distinct sns with the client's bytes; {} more a killed client sent past its records",
-                    a.unrecorded_at_kill
-                )
-            } else {
-                "distinct sns with the client's bytes".into()
-            },
-        );
-        row(
-            "replayed after reconnects",
-            grouped(f.replayed),
-            String::new(),
-        );
-        row(
-            "duplicates after restarts",
-            grouped(f.duplicates_after_restart),
-            format!(
-                "announced {}, unannounced {}",
-                grouped(f.duplicates_announced),
-                a.unannounced_duplicates
-            ),
-        );
-        row(
-            "lost in flight (replay off)",
-            grouped(f.lost_in_flight),
-            format!("given up by the clients {}", grouped(f.not_replayed)),
-        );
-        row(
-            "lost on live connections",
-            grouped(f.lost_live),
-            String::new(),
-        );
-        row(
-            "missing (audit)",
-            grouped(a.missing),
-            format!(
-                "unexplained {}, acknowledged {}, unacknowledged at a client kill {}",
-                a.unexplained, a.acked_but_missing, a.unacknowledged_at_kill
+                "refused {}, torn tail cut {}, started {}, unnamed {}; {} sns named state lost",
+                of(Outcome::Refused),
+                of(Outcome::TornTailCut),
+                of(Outcome::Started),
+                of(Outcome::Unnamed),
+                grouped(x.state_lost)
             ),
         );
     }
-    row("corrupt", grouped(f.corrupt), String::new());
-    row("stale frames discarded", grouped(f.stale), String::new());
-    row(
+    t.row(
+        "client kills",
+        grouped(o.client_kills),
+        "each restarted on its outbox".into(),
+    );
+}
+
+/// What the audit counted, with replay on or off.
+fn audit_rows(t: &mut Rows, f: &Reconciled) {
+    let a = &f.audit;
+    t.row(
+        "processed by a server (audit)",
+        grouped(a.processed_unique),
+        if a.unrecorded_at_kill > 0 {
+            format!(
+                "distinct sns with the client's bytes; {} more a killed client sent past its records",
+                a.unrecorded_at_kill
+            )
+        } else {
+            "distinct sns with the client's bytes".into()
+        },
+    );
+    t.row(
+        "replayed after reconnects",
+        grouped(f.replayed),
+        String::new(),
+    );
+    t.row(
+        "duplicates after restarts",
+        grouped(f.duplicates_after_restart),
+        format!(
+            "announced {}, unannounced {}",
+            grouped(f.duplicates_announced),
+            a.unannounced_duplicates
+        ),
+    );
+    t.row(
+        "lost in flight (replay off)",
+        grouped(f.lost_in_flight),
+        format!("given up by the clients {}", grouped(f.not_replayed)),
+    );
+    t.row(
+        "lost on live connections",
+        grouped(f.lost_live),
+        String::new(),
+    );
+    t.row(
+        "missing (audit)",
+        grouped(a.missing),
+        format!(
+            "unexplained {}, acknowledged {}, unacknowledged at a client kill {}",
+            a.unexplained, a.acked_but_missing, a.unacknowledged_at_kill
+        ),
+    );
+}
+
+/// Corruption, stale frames, kills, cuts and the faults done.
+fn fault_rows(t: &mut Rows, r: &SoakReport) {
+    let f = &r.figures;
+    t.row("corrupt", grouped(f.corrupt), String::new());
+    t.row("stale frames discarded", grouped(f.stale), String::new());
+    t.row(
         "server kills",
         grouped(r.server_kills),
         format!("link cuts {}", r.link_cuts),
@@ -490,14 +518,19 @@ pub fn table(r: &SoakReport) -> String {
             .iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
-        row(
+        t.row(
             "faults",
             grouped(r.faults.done.values().sum()),
             format!("of {} planned: {}", r.faults.planned, done.join(", ")),
         );
     }
+}
+
+/// The server instances and their memory, the client processes, the
+/// hostile peer's runs.
+fn process_rows(t: &mut Rows, r: &SoakReport) {
     let sv = &r.server;
-    row(
+    t.row(
         "server instances",
         grouped(sv.instances.len() as u64),
         format!("died {} (every exit status checked)", sv.died),
@@ -507,7 +540,7 @@ pub fn table(r: &SoakReport) -> String {
         .iter()
         .max_by_key(|i| i.peak_rss_bytes)
         .map_or(String::new(), |i| format!(" ({})", i.name));
-    row(
+    t.row(
         "peak server RSS",
         format!("{:.1} MB", sv.peak_rss_bytes as f64 / 1e6),
         format!("bound {:.1} MB{peak}", sv.max_rss_bytes as f64 / 1e6),
@@ -519,7 +552,7 @@ pub fn table(r: &SoakReport) -> String {
             .count()
     };
     let bad = r.client_processes.iter().filter(|c| !c.ok).count();
-    row(
+    t.row(
         "client processes",
         grouped(r.client_processes.len() as u64),
         format!(
@@ -529,7 +562,7 @@ pub fn table(r: &SoakReport) -> String {
         ),
     );
     if !r.hostile_runs.is_empty() {
-        row(
+        t.row(
             "hostile peer runs",
             grouped(r.hostile_runs.len() as u64),
             format!(
@@ -538,8 +571,13 @@ pub fn table(r: &SoakReport) -> String {
             ),
         );
     }
+}
+
+/// The longest stalls, the reconnects and the run's length and rate.
+fn timing_rows(t: &mut Rows, r: &SoakReport) {
+    let f = &r.figures;
     for l in &r.stalls.longest {
-        row(
+        t.row(
             &format!("longest stall: {}", l.kind.name()),
             secs(l.longest_ms),
             format!(
@@ -555,7 +593,7 @@ pub fn table(r: &SoakReport) -> String {
             ),
         );
     }
-    row(
+    t.row(
         "reconnects",
         grouped(f.reconnects),
         format!(
@@ -563,16 +601,21 @@ pub fn table(r: &SoakReport) -> String {
             f.reconnect_ms.p50, f.reconnect_ms.p99, f.reconnect_ms.max
         ),
     );
-    row(
+    t.row(
         "run",
         format!("{:.1} s", r.seconds),
         format!("{} msgs/s acknowledged", grouped(r.msgs_per_second as u64)),
     );
+}
+
+/// What carried the frames: UCX (its version, transports, API) and each
+/// host, or the stream backend.
+fn environment_lines(t: &mut Rows, r: &SoakReport) {
     if r.ucx.carried_by != "ucx" {
-        let _ = writeln!(s, "  carried by {} (no UCX)", r.ucx.carried_by);
+        let _ = writeln!(t.0, "  carried by {} (no UCX)", r.ucx.carried_by);
     } else if r.hosts.is_empty() {
         let _ = writeln!(
-            s,
+            t.0,
             "  UCX {} ({}), UCX_TLS={}, API {}",
             r.ucx.version,
             r.ucx.library_path.as_deref().unwrap_or("path unknown"),
@@ -585,7 +628,7 @@ pub fn table(r: &SoakReport) -> String {
         } else {
             &r.ucx.tls
         };
-        let _ = writeln!(s, "  UCX_TLS {tls}, API {}", r.ucx.api);
+        let _ = writeln!(t.0, "  UCX_TLS {tls}, API {}", r.ucx.api);
     }
     for h in &r.hosts {
         let used = if h.transports_used.is_empty() {
@@ -594,7 +637,7 @@ pub fn table(r: &SoakReport) -> String {
             h.transports_used.join(" ")
         };
         let _ = writeln!(
-            s,
+            t.0,
             "  host {} ({}): UCX {}, used {used}; clock {:+.1} ms{}",
             h.host,
             h.roles.join(", "),
@@ -605,9 +648,15 @@ pub fn table(r: &SoakReport) -> String {
                 .map_or(String::new(), |w| format!("; LOST: {w}"))
         );
     }
+}
+
+/// The findings and losses named, the records' fate, and the verdict with
+/// its reasons.
+fn verdict_lines(t: &mut Rows, r: &SoakReport) {
+    let a = &r.figures.audit;
     if let Some(o) = &r.exactly_once {
         for f in o.figures.findings.iter().take(20) {
-            let _ = writeln!(s, "  {f}");
+            let _ = writeln!(t.0, "  {f}");
         }
     }
     for l in a
@@ -616,22 +665,21 @@ pub fn table(r: &SoakReport) -> String {
         .take(if r.exactly_once.is_some() { 0 } else { 20 })
     {
         let _ = writeln!(
-            s,
+            t.0,
             "  lost: session {} sns {}..{}: {}",
             l.session, l.from, l.to, l.why
         );
     }
     if !r.files.records_kept {
         let _ = writeln!(
-            s,
+            t.0,
             "  audit records removed after the pass (--keep-records keeps them)"
         );
     }
-    let _ = writeln!(s, "  verdict: {}", r.verdict.to_uppercase());
+    let _ = writeln!(t.0, "  verdict: {}", r.verdict.to_uppercase());
     for why in &r.reasons {
-        let _ = writeln!(s, "    {why}");
+        let _ = writeln!(t.0, "    {why}");
     }
-    s
 }
 
 /// Thousands separated by commas.
