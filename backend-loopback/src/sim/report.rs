@@ -405,9 +405,24 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let row = |f: &mut fmt::Formatter<'_>, k: &str, v: &dyn fmt::Display| {
-            writeln!(f, "  {k:<38} {v:>14}")
-        };
+        self.fmt_run(f)?;
+        self.fmt_clients(f)?;
+        self.fmt_servers(f)?;
+        self.fmt_truth(f)?;
+        self.fmt_faults(f)?;
+        self.fmt_losses(f)?;
+        self.fmt_verdict(f)
+    }
+}
+
+/// One row of the report: a name and a value.
+fn row(f: &mut fmt::Formatter<'_>, k: &str, v: &dyn fmt::Display) -> fmt::Result {
+    writeln!(f, "  {k:<38} {v:>14}")
+}
+
+impl Report {
+    /// The title, the run's length and kills, the durable counts, the reconnects.
+    fn fmt_run(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "iomsg simulation report (seed {}, replay {})",
@@ -422,34 +437,7 @@ impl fmt::Display for Report {
         row(f, "event-loop steps", &self.steps)?;
         row(f, "server kills", &self.kills)?;
         if self.durable != DurableCounts::default() {
-            let d = &self.durable;
-            row(f, "client kills (restarted from outbox)", &d.client_kills)?;
-            row(f, "messages submitted again", &d.resubmitted)?;
-            row(
-                f,
-                "restores (sessions compared)",
-                &format_args!("{} ({})", d.restores, d.restore_compared),
-            )?;
-            row(f, "journal records restored", &d.restored)?;
-            row(f, "journal records without room", &d.refused_for_room)?;
-            row(
-                f,
-                "tombstones forgotten at restore",
-                &d.forgotten_at_restore,
-            )?;
-            row(f, "deliveries committed", &d.committed)?;
-            row(f, "deliveries lost uncommitted", &d.rolled_back)?;
-            row(
-                f,
-                "tail losses (commits/deliveries lost)",
-                &format_args!("{} ({}/{})", d.tail_cuts, d.commits_lost, d.deliveries_lost),
-            )?;
-            row(f, "acked sns named lost state", &self.state_lost)?;
-            row(
-                f,
-                "acked sns lost after their client left",
-                &self.state_lost_unreachable,
-            )?;
+            self.fmt_durable(f)?;
         }
         row(f, "reconnects", &self.reconnects)?;
         row(f, "transport rebuilds", &self.transport_rebuilds)?;
@@ -469,6 +457,44 @@ impl fmt::Display for Report {
                 &format_args!("{p50}/{p99}/{max} µs"),
             )?;
         }
+        Ok(())
+    }
+
+    /// What the journals and outboxes did.
+    fn fmt_durable(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.durable;
+        row(f, "client kills (restarted from outbox)", &d.client_kills)?;
+        row(f, "messages submitted again", &d.resubmitted)?;
+        row(
+            f,
+            "restores (sessions compared)",
+            &format_args!("{} ({})", d.restores, d.restore_compared),
+        )?;
+        row(f, "journal records restored", &d.restored)?;
+        row(f, "journal records without room", &d.refused_for_room)?;
+        row(
+            f,
+            "tombstones forgotten at restore",
+            &d.forgotten_at_restore,
+        )?;
+        row(f, "deliveries committed", &d.committed)?;
+        row(f, "deliveries lost uncommitted", &d.rolled_back)?;
+        row(
+            f,
+            "tail losses (commits/deliveries lost)",
+            &format_args!("{} ({}/{})", d.tail_cuts, d.commits_lost, d.deliveries_lost),
+        )?;
+        row(f, "acked sns named lost state", &self.state_lost)?;
+        row(
+            f,
+            "acked sns lost after their client left",
+            &self.state_lost_unreachable,
+        )?;
+        Ok(())
+    }
+
+    /// The clients' counts.
+    fn fmt_clients(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, " clients' counts:")?;
         row(f, "sent", &self.sent)?;
         row(f, "replayed", &self.replayed)?;
@@ -486,6 +512,11 @@ impl fmt::Display for Report {
         row(f, "clients failed", &self.failed_clients)?;
         row(f, "corrupt payloads (checker, no CRC)", &self.corrupt)?;
         row(f, "events dropped", &self.events_dropped)?;
+        Ok(())
+    }
+
+    /// The servers' counts.
+    fn fmt_servers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, " servers' counts:")?;
         row(f, "duplicates discarded", &self.duplicates_discarded)?;
         row(f, "stale frames discarded", &self.stale_discarded)?;
@@ -507,6 +538,11 @@ impl fmt::Display for Report {
         }
         row(f, "live gaps (sns, reported at once)", &self.live_gap_sns)?;
         row(f, "  of which recovered (delivered later)", &self.recovered)?;
+        Ok(())
+    }
+
+    /// The ground truth: submitted, carried, delivered, acknowledged, lost.
+    fn fmt_truth(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, " ground truth:")?;
         row(f, "submitted", &self.submitted)?;
         row(f, "frames received by servers", &self.carried_frames)?;
@@ -537,6 +573,11 @@ impl fmt::Display for Report {
         row(f, "  in flight at disconnect", &self.lost_in_flight)?;
         row(f, "  left by failed clients", &self.failed_reported)?;
         row(f, "still pending at the end", &self.pending)?;
+        Ok(())
+    }
+
+    /// The faults injected and what the network discarded.
+    fn fmt_faults(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fc = &self.faults;
         row(
             f,
@@ -560,6 +601,11 @@ impl fmt::Display for Report {
                 self.network.discarded, self.network.to_dead_endpoint
             ),
         )?;
+        Ok(())
+    }
+
+    /// The sessions' losses and the lost ranges (the first 20 of each).
+    fn fmt_losses(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (session, loss) in self.sessions.iter().take(20) {
             writeln!(f, "  session {session:#018x}: {loss}")?;
         }
@@ -577,6 +623,12 @@ impl fmt::Display for Report {
             }
             writeln!(f)?;
         }
+        Ok(())
+    }
+
+    /// The verdict, and with a failure the invariants broken and the
+    /// discrepancies found.
+    fn fmt_verdict(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.passed() {
             return writeln!(
                 f,
