@@ -27,7 +27,42 @@ impl Truth {
     }
 
     fn judge_client(&self, i: usize, c: &ClientTruth, v: &mut Verdict) {
+        Self::tally_client(c, v);
+        self.check_client_events(i, c, v);
         let session = c.spec.session;
+        let mut run: Option<LostRange> = None;
+        for sn in 0..c.submitted {
+            let Some((class, reported)) = Self::judge_sn(i, c, sn, v) else {
+                if let Some(r) = run.take() {
+                    v.push_lost(r);
+                }
+                continue;
+            };
+            match &mut run {
+                Some(r) if r.class == class && r.reported == reported && r.range.end == sn => {
+                    r.range.end += 1;
+                }
+                _ => {
+                    if let Some(r) = run.take() {
+                        v.push_lost(r);
+                    }
+                    run = Some(LostRange {
+                        client: i,
+                        session,
+                        range: sn..sn + 1,
+                        class,
+                        reported,
+                    });
+                }
+            }
+        }
+        if let Some(r) = run.take() {
+            v.push_lost(r);
+        }
+    }
+
+    /// A client's counts, as they are.
+    fn tally_client(c: &ClientTruth, v: &mut Verdict) {
         v.submitted += c.submitted;
         v.handshakes += c.handshakes;
         v.reconnects += c.handshakes.saturating_sub(1);
@@ -41,6 +76,12 @@ impl Truth {
             .sum();
         v.events_dropped += dropped;
         v.failed_clients += u64::from(c.failed);
+    }
+
+    /// The client's events against what it counted and released, and
+    /// whether a rollback locked it out.
+    fn check_client_events(&self, i: usize, c: &ClientTruth, v: &mut Verdict) {
+        let session = c.spec.session;
         if c.final_base.is_some() && c.seen != c.counted {
             v.findings
                 .add(Invariant::ClientEventsLost, Some(i), session, None, || {
@@ -77,159 +118,139 @@ impl Truth {
                 }
             }
         }
-        let mut run: Option<LostRange> = None;
-        for sn in 0..c.submitted {
-            let flags = c.flags(sn);
-            let n = c.delivered(sn);
-            reads::judge_read(i, c, sn, flags, v);
-            if flags & CARRIED != 0 {
-                v.carried_sns += 1;
+    }
+
+    /// Sn `sn` of client `i`: its counts and findings; the loss class it
+    /// was lost in (by the truth) and the one reported, if it was lost
+    /// (`None`: delivered, pending, or named state lost).
+    fn judge_sn(
+        i: usize,
+        c: &ClientTruth,
+        sn: u64,
+        v: &mut Verdict,
+    ) -> Option<(LossClass, Option<LossClass>)> {
+        let session = c.spec.session;
+        let flags = c.flags(sn);
+        let n = c.delivered(sn);
+        reads::judge_read(i, c, sn, flags, v);
+        if flags & CARRIED != 0 {
+            v.carried_sns += 1;
+        }
+        if flags & LIVE_CLAIM != 0 {
+            v.live_gap_sns += 1;
+            if flags & RECOVERED != 0 {
+                v.recovered += 1;
             }
-            if flags & LIVE_CLAIM != 0 {
-                v.live_gap_sns += 1;
-                if flags & RECOVERED != 0 {
-                    v.recovered += 1;
-                }
+        }
+        let claimed_live = flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) != 0;
+        if flags & GIVEN_UP != 0 {
+            if claimed_live {
+                v.reported_live += 1;
+            } else {
+                v.reported_in_flight += 1;
             }
-            let claimed_live = flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) != 0;
-            if flags & GIVEN_UP != 0 {
-                if claimed_live {
-                    v.reported_live += 1;
+        }
+        if sn < c.acked_upto && flags & GIVEN_UP == 0 {
+            v.acknowledged += 1;
+        }
+        let truth_live = flags & (TRUTH_LIVE | TRUTH_TRAILING) != 0;
+        if truth_live && flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) == 0 {
+            v.findings.add(Invariant::LiveLossUndetected, Some(i), session, Some(sn), || {
+                if flags & TRUTH_LIVE != 0 {
+                    "a later frame of its live connection reached the server, yet no server reported it as a live loss".into()
                 } else {
-                    v.reported_in_flight += 1;
+                    "silently dropped with nothing behind it; the client timed the live connection out, and no server reported a live loss".into()
                 }
+            });
+        }
+        if n > 0 {
+            v.delivered_unique += 1;
+            v.deliveries += u64::from(n);
+            v.duplicates += u64::from(n - 1);
+            return None;
+        }
+        // Never delivered from this client's frames.
+        let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
+        let given_up = flags & GIVEN_UP != 0;
+        if acked && flags & (STATE_LOST | TAIL_LOST) != 0 {
+            // Acknowledged, and delivered only in commits a journal
+            // lost: the client must have named it, if it came back.
+            if flags & STATE_LOST == 0 && flags & TAIL_DUE == 0 {
+                v.state_lost_unreachable += 1;
+            } else if flags & STATE_LOST == 0 {
+                v.findings.add(
+                    Invariant::StateLostUnnamed,
+                    Some(i),
+                    session,
+                    Some(sn),
+                    || "acknowledged, delivered only in commits its server's journal lost, never delivered again; the client was established again after the loss and never named it (StateLost)".into(),
+                );
             }
-            if sn < c.acked_upto && flags & GIVEN_UP == 0 {
-                v.acknowledged += 1;
-            }
-            let truth_live = flags & (TRUTH_LIVE | TRUTH_TRAILING) != 0;
-            if truth_live && flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) == 0 {
-                v.findings.add(Invariant::LiveLossUndetected, Some(i), session, Some(sn), || {
-                    if flags & TRUTH_LIVE != 0 {
-                        "a later frame of its live connection reached the server, yet no server reported it as a live loss".into()
+            return None;
+        }
+        if !acked && !given_up && !c.failed {
+            v.pending += 1;
+            v.findings
+                .add(Invariant::Pending, Some(i), session, Some(sn), || {
+                    if flags & CARRIED != 0 {
+                        "neither delivered nor reported lost when the run ended".into()
                     } else {
-                        "silently dropped with nothing behind it; the client timed the live connection out, and no server reported a live loss".into()
+                        "never reached a server, and not reported lost when the run ended".into()
                     }
                 });
-            }
-            if n > 0 {
-                v.delivered_unique += 1;
-                v.deliveries += u64::from(n);
-                v.duplicates += u64::from(n - 1);
-                if let Some(r) = run.take() {
-                    v.push_lost(r);
-                }
-                continue;
-            }
-            // Never delivered from this client's frames.
-            let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
-            let given_up = flags & GIVEN_UP != 0;
-            if acked && flags & (STATE_LOST | TAIL_LOST) != 0 {
-                // Acknowledged, and delivered only in commits a journal
-                // lost: the client must have named it, if it came back.
-                if flags & STATE_LOST == 0 && flags & TAIL_DUE == 0 {
-                    v.state_lost_unreachable += 1;
-                } else if flags & STATE_LOST == 0 {
-                    v.findings.add(
-                        Invariant::StateLostUnnamed,
-                        Some(i),
-                        session,
-                        Some(sn),
-                        || "acknowledged, delivered only in commits its server's journal lost, never delivered again; the client was established again after the loss and never named it (StateLost)".into(),
-                    );
-                }
-                if let Some(r) = run.take() {
-                    v.push_lost(r);
-                }
-                continue;
-            }
-            if !acked && !given_up && !c.failed {
-                v.pending += 1;
-                v.findings
-                    .add(Invariant::Pending, Some(i), session, Some(sn), || {
-                        if flags & CARRIED != 0 {
-                            "neither delivered nor reported lost when the run ended".into()
-                        } else {
-                            "never reached a server, and not reported lost when the run ended"
-                                .into()
-                        }
-                    });
-                if let Some(r) = run.take() {
-                    v.push_lost(r);
-                }
-                continue;
-            }
-            if !acked && !given_up {
-                v.failed_reported += 1;
-            }
-            v.truth_lost += 1;
-            let class = if truth_live {
-                v.lost_live += 1;
+            return None;
+        }
+        if !acked && !given_up {
+            v.failed_reported += 1;
+        }
+        v.truth_lost += 1;
+        let class = if truth_live {
+            v.lost_live += 1;
+            LossClass::LiveConnection
+        } else {
+            v.lost_in_flight += 1;
+            LossClass::InFlightAtDisconnect
+        };
+        let reported = if given_up {
+            Some(if claimed_live {
                 LossClass::LiveConnection
             } else {
-                v.lost_in_flight += 1;
                 LossClass::InFlightAtDisconnect
-            };
-            let reported = if given_up {
-                Some(if claimed_live {
-                    LossClass::LiveConnection
-                } else {
-                    LossClass::InFlightAtDisconnect
-                })
-            } else {
-                None
-            };
-            if c.spec.replay && !(c.failed && !acked && !given_up) {
-                v.findings.add(
-                    Invariant::LostWithReplay,
-                    Some(i),
-                    session,
-                    Some(sn),
-                    || {
-                        if acked {
-                            "replay on, never delivered: acknowledged".into()
-                        } else {
-                            "replay on, never delivered: given up".into()
-                        }
-                    },
-                );
-            }
-            if !c.spec.replay && given_up && reported != Some(class) {
-                v.findings.add(
-                    Invariant::WrongLossClass,
-                    Some(i),
-                    session,
-                    Some(sn),
-                    || {
-                        format!(
-                            "reported as {}, the network lost it {}",
-                            reported.map_or("nothing", LossClass::name),
-                            class.name()
-                        )
-                    },
-                );
-            }
-            match &mut run {
-                Some(r) if r.class == class && r.reported == reported && r.range.end == sn => {
-                    r.range.end += 1;
-                }
-                _ => {
-                    if let Some(r) = run.take() {
-                        v.push_lost(r);
+            })
+        } else {
+            None
+        };
+        if c.spec.replay && !(c.failed && !acked && !given_up) {
+            v.findings.add(
+                Invariant::LostWithReplay,
+                Some(i),
+                session,
+                Some(sn),
+                || {
+                    if acked {
+                        "replay on, never delivered: acknowledged".into()
+                    } else {
+                        "replay on, never delivered: given up".into()
                     }
-                    run = Some(LostRange {
-                        client: i,
-                        session,
-                        range: sn..sn + 1,
-                        class,
-                        reported,
-                    });
-                }
-            }
+                },
+            );
         }
-        if let Some(r) = run.take() {
-            v.push_lost(r);
+        if !c.spec.replay && given_up && reported != Some(class) {
+            v.findings.add(
+                Invariant::WrongLossClass,
+                Some(i),
+                session,
+                Some(sn),
+                || {
+                    format!(
+                        "reported as {}, the network lost it {}",
+                        reported.map_or("nothing", LossClass::name),
+                        class.name()
+                    )
+                },
+            );
         }
+        Some((class, reported))
     }
 }
 
