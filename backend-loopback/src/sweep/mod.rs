@@ -130,145 +130,13 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
     if profile == Profile::Durable {
         return durable::draw(&mut d, mix64(seed)).fixed();
     }
-    let servers = 1 + d.below(3) as usize;
-    let server_sessions = d.pick(&FULL_SESSIONS);
-    let mut clients = if d.chance(300) {
-        1 + d.below(40) as usize
-    } else {
-        d.pick(&[1usize, 2, 3, 5, 8])
-    };
-    if !full {
-        // No eviction: every session fits its server's table.
-        clients = clients.min(servers * server_sessions);
-    }
-    let server_window = d.pick(&SERVER_WINDOWS);
-    let client_window = if full {
-        d.pick(&[1usize, 4, 8, 16, 64, 256, 1024, 4096])
-    } else {
-        (d.pick(&[1usize, 2, 4, 8]) as u64).min(server_window) as usize
-    };
-    // Workload: paced or not; unbounded only when paced. Clients beyond a
-    // server's session table wait for a slot, so a paced workload must
-    // leave them time to take turns within the drain.
-    let interval = if d.chance(500) {
-        Duration::ZERO
-    } else {
-        d.us(&[10, 100, 1000, 3000])
-    };
-    let turns = clients.div_ceil(servers).div_ceil(server_sessions).max(1) as u64;
-    // Below 500 µs: the sim's connect timeout (1 ms) must cover a
-    // connection's two latencies, or no client ever connects.
-    let latency = d.us(&[0, 1, 5, 50, 200, 450]);
-    // A client's time per request: its pacing, or a round trip shared by
-    // its window; all turns together within 1 s of the 3 s drain.
-    let round_trip = 2 * latency.as_micros() as u64 + 10;
-    let per_request = (interval.as_micros() as u64).max(round_trip / client_window as u64);
-    let per_client_budget = (1_000_000 / per_request.max(1) / turns).max(1);
-    let messages = if !interval.is_zero()
-        && interval >= Duration::from_micros(100)
-        && turns == 1
-        && d.chance(150)
-    {
-        u64::MAX
-    } else {
-        d.pick(&[0u64, 1, 10, 100, 500, 2000])
-            .min(per_client_budget)
-    };
-    let size = match d.below(5) {
-        0 => 0,
-        1 => 1,
-        2 => MAX_SIZE,
-        3 => 64,
-        _ => d.below(u64::from(MAX_SIZE) + 1) as u32,
-    };
-    let read_per_mille = if d.chance(400) {
-        d.below(1001) as u16
-    } else {
-        0
-    };
-    let stream_per_mille = if d.chance(400) {
-        d.below(1001 - u64::from(read_per_mille)) as u16
-    } else {
-        0
-    };
-    let mut validate = d.chance(300);
-    // Faults: none, one kind, or a mix.
-    let mut faults = FaultConfig::default();
-    let allowed: Vec<FrameFault> = (0..7)
-        .map(fault_kind)
-        .filter(|k| full || !matches!(k, FrameFault::SilentDrop | FrameFault::Reorder))
-        .collect();
-    match d.below(10) {
-        0 | 1 => {}
-        2..=5 => {
-            let k = d.pick(&allowed);
-            set_rate(&mut faults, k, d.ppm());
-        }
-        _ => {
-            for &k in &allowed {
-                if d.chance(500) {
-                    set_rate(&mut faults, k, d.ppm() / 3 + 1);
-                }
-            }
-        }
-    }
-    faults.reorder_depth = 1 + d.below(6) as u8;
-    faults.delay = if full {
-        d.us(&[10, 500, 3000, 20_000])
-    } else {
-        // Shorter than the reply timeout: a frame delayed past it outlives
-        // its connection and, arriving after the client's Bye, re-creates
-        // the closed session.
-        d.us(&[10, 500])
-    };
-    if d.chance(200) {
-        for _ in 0..1 + d.below(3) {
-            let fault = d.pick(&allowed);
-            faults.schedule.push(ScheduledFault {
-                nth: d.below(300),
-                direction: d.pick(&[Direction::ToServer, Direction::ToClient, Direction::Any]),
-                data_only: d.chance(500),
-                fault,
-            });
-        }
-    }
-    if read_per_mille > 0
-        && (faults.corrupt_ppm > 0
-            || faults
-                .schedule
-                .iter()
-                .any(|x| x.fault == FrameFault::Corrupt))
-        && !full
-    {
-        validate = true;
-    }
+    let (servers, server_sessions, clients, server_window, client_window) = topology(&mut d, full);
+    let (interval, latency, messages) =
+        pace(&mut d, (servers, server_sessions, clients), client_window);
+    let (size, read_per_mille, stream_per_mille, mut validate) = mix(&mut d);
+    let mut faults = frame_faults(&mut d, full, read_per_mille, &mut validate);
     let duration = d.us(&[0, 1000, 5000, 20_000, 50_000]);
-    let crash = d.chance(350).then(|| CrashPlan {
-        every: d.us(&[50, 500, 2000, 10_000]),
-        down_for: d.us(&[0, 20, 500, 5000]),
-        max_kills: 1 + d.below(20),
-    });
-    let mut kill_on = Vec::new();
-    if d.chance(350) {
-        for _ in 0..1 + d.below(3) {
-            let events: &[KillEvent] = if full {
-                &KillEvent::ALL
-            } else {
-                &[KillEvent::Accept, KillEvent::Delivered, KillEvent::LiveLoss]
-            };
-            let event = d.pick(events);
-            let nth = if event == KillEvent::Delivered {
-                1 + d.below(300)
-            } else {
-                1 + d.below(5)
-            };
-            kill_on.push(KillOn {
-                event,
-                nth,
-                down_for: d.us(&[0, 100, 2000]),
-            });
-        }
-    }
+    let (crash, kill_on) = kills(&mut d, full);
     if !full && (crash.is_some() || !kill_on.is_empty()) {
         // Kills with faults that can lose a Welcome: the client then meets
         // an instance it never completed a handshake with, which says it
@@ -333,6 +201,181 @@ pub fn generate(seed: u64, profile: Profile) -> Scenario {
         shapes::draw(&mut d, &mut s);
     }
     s.fixed()
+}
+
+/// Servers, their session tables and windows, clients and their
+/// windows.
+fn topology(d: &mut Dice, full: bool) -> (usize, usize, usize, u64, usize) {
+    let servers = 1 + d.below(3) as usize;
+    let server_sessions = d.pick(&FULL_SESSIONS);
+    let mut clients = if d.chance(300) {
+        1 + d.below(40) as usize
+    } else {
+        d.pick(&[1usize, 2, 3, 5, 8])
+    };
+    if !full {
+        // No eviction: every session fits its server's table.
+        clients = clients.min(servers * server_sessions);
+    }
+    let server_window = d.pick(&SERVER_WINDOWS);
+    let client_window = if full {
+        d.pick(&[1usize, 4, 8, 16, 64, 256, 1024, 4096])
+    } else {
+        (d.pick(&[1usize, 2, 4, 8]) as u64).min(server_window) as usize
+    };
+    (
+        servers,
+        server_sessions,
+        clients,
+        server_window,
+        client_window,
+    )
+}
+
+/// The pacing, the latency and each client's message count: paced or
+/// not, unbounded only when paced.
+fn pace(
+    d: &mut Dice,
+    (servers, server_sessions, clients): (usize, usize, usize),
+    client_window: usize,
+) -> (Duration, Duration, u64) {
+    // Clients beyond a server's session table wait for a slot, so a paced workload must
+    // leave them time to take turns within the drain.
+    let interval = if d.chance(500) {
+        Duration::ZERO
+    } else {
+        d.us(&[10, 100, 1000, 3000])
+    };
+    let turns = clients.div_ceil(servers).div_ceil(server_sessions).max(1) as u64;
+    // Below 500 µs: the sim's connect timeout (1 ms) must cover a
+    // connection's two latencies, or no client ever connects.
+    let latency = d.us(&[0, 1, 5, 50, 200, 450]);
+    // A client's time per request: its pacing, or a round trip shared by
+    // its window; all turns together within 1 s of the 3 s drain.
+    let round_trip = 2 * latency.as_micros() as u64 + 10;
+    let per_request = (interval.as_micros() as u64).max(round_trip / client_window as u64);
+    let per_client_budget = (1_000_000 / per_request.max(1) / turns).max(1);
+    let messages = if !interval.is_zero()
+        && interval >= Duration::from_micros(100)
+        && turns == 1
+        && d.chance(150)
+    {
+        u64::MAX
+    } else {
+        d.pick(&[0u64, 1, 10, 100, 500, 2000])
+            .min(per_client_budget)
+    };
+    (interval, latency, messages)
+}
+
+/// The message size, the shares of reads and of streams, and whether
+/// payloads are checked.
+fn mix(d: &mut Dice) -> (u32, u16, u16, bool) {
+    let size = match d.below(5) {
+        0 => 0,
+        1 => 1,
+        2 => MAX_SIZE,
+        3 => 64,
+        _ => d.below(u64::from(MAX_SIZE) + 1) as u32,
+    };
+    let read_per_mille = if d.chance(400) {
+        d.below(1001) as u16
+    } else {
+        0
+    };
+    let stream_per_mille = if d.chance(400) {
+        d.below(1001 - u64::from(read_per_mille)) as u16
+    } else {
+        0
+    };
+    let validate = d.chance(300);
+    (size, read_per_mille, stream_per_mille, validate)
+}
+
+/// The frame faults: none, one kind, or a mix, and a schedule; reads
+/// with corruption are checked (`validate`) outside the full profile.
+fn frame_faults(d: &mut Dice, full: bool, read_per_mille: u16, validate: &mut bool) -> FaultConfig {
+    let mut faults = FaultConfig::default();
+    let allowed: Vec<FrameFault> = (0..7)
+        .map(fault_kind)
+        .filter(|k| full || !matches!(k, FrameFault::SilentDrop | FrameFault::Reorder))
+        .collect();
+    match d.below(10) {
+        0 | 1 => {}
+        2..=5 => {
+            let k = d.pick(&allowed);
+            set_rate(&mut faults, k, d.ppm());
+        }
+        _ => {
+            for &k in &allowed {
+                if d.chance(500) {
+                    set_rate(&mut faults, k, d.ppm() / 3 + 1);
+                }
+            }
+        }
+    }
+    faults.reorder_depth = 1 + d.below(6) as u8;
+    faults.delay = if full {
+        d.us(&[10, 500, 3000, 20_000])
+    } else {
+        // Shorter than the reply timeout: a frame delayed past it outlives
+        // its connection and, arriving after the client's Bye, re-creates
+        // the closed session.
+        d.us(&[10, 500])
+    };
+    if d.chance(200) {
+        for _ in 0..1 + d.below(3) {
+            let fault = d.pick(&allowed);
+            faults.schedule.push(ScheduledFault {
+                nth: d.below(300),
+                direction: d.pick(&[Direction::ToServer, Direction::ToClient, Direction::Any]),
+                data_only: d.chance(500),
+                fault,
+            });
+        }
+    }
+    if read_per_mille > 0
+        && (faults.corrupt_ppm > 0
+            || faults
+                .schedule
+                .iter()
+                .any(|x| x.fault == FrameFault::Corrupt))
+        && !full
+    {
+        *validate = true;
+    }
+    faults
+}
+
+/// The crash plan and the kills on events.
+fn kills(d: &mut Dice, full: bool) -> (Option<CrashPlan>, Vec<KillOn>) {
+    let crash = d.chance(350).then(|| CrashPlan {
+        every: d.us(&[50, 500, 2000, 10_000]),
+        down_for: d.us(&[0, 20, 500, 5000]),
+        max_kills: 1 + d.below(20),
+    });
+    let mut kill_on = Vec::new();
+    if d.chance(350) {
+        for _ in 0..1 + d.below(3) {
+            let events: &[KillEvent] = if full {
+                &KillEvent::ALL
+            } else {
+                &[KillEvent::Accept, KillEvent::Delivered, KillEvent::LiveLoss]
+            };
+            let event = d.pick(events);
+            let nth = if event == KillEvent::Delivered {
+                1 + d.below(300)
+            } else {
+                1 + d.below(5)
+            };
+            kill_on.push(KillOn {
+                event,
+                nth,
+                down_for: d.us(&[0, 100, 2000]),
+            });
+        }
+    }
+    (crash, kill_on)
 }
 
 trait Fixed {
@@ -455,17 +498,39 @@ pub fn has_foreign_peers(s: &Scenario) -> bool {
 
 /// Smaller variants of `s`, the boldest first.
 fn candidates(s: &Scenario) -> Vec<Scenario> {
-    let mut out = Vec::new();
-    let d = Scenario::default();
-    let mut with = |f: &dyn Fn(&mut Scenario)| {
-        let mut c = s.clone();
+    let mut v = Variants { s, out: Vec::new() };
+    fewer_peers(&mut v);
+    fewer_kills(&mut v);
+    fewer_client_crashes(&mut v);
+    fewer_kills_on_events(&mut v);
+    fewer_faults(&mut v);
+    smaller_workload(&mut v);
+    defaults(&mut v);
+    v.out
+}
+
+/// Variants of one scenario, in the order they are made.
+struct Variants<'a> {
+    s: &'a Scenario,
+    out: Vec<Scenario>,
+}
+
+impl Variants<'_> {
+    /// `s` changed by `f`.
+    fn with(&mut self, f: &dyn Fn(&mut Scenario)) {
+        let mut c = self.s.clone();
         f(&mut c);
-        out.push(c);
-    };
-    // Fewer peers (the stray peer's victim stays a client).
+        self.out.push(c);
+    }
+}
+
+/// Fewer clients, servers, shared sessions; no stray peer, or a milder
+/// one (the stray peer's victim stays a client).
+fn fewer_peers(v: &mut Variants<'_>) {
+    let s = v.s;
     for n in [1, s.clients / 2, s.clients.saturating_sub(1)] {
         if n >= 1 && n < s.clients {
-            with(&|c| {
+            v.with(&|c| {
                 c.clients = n;
                 c.shared_session_pairs = c.shared_session_pairs.min(n / 2);
                 if let Some(p) = c.stray.as_mut() {
@@ -475,34 +540,38 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
         }
     }
     if let Some(p) = s.stray.filter(|p| p.victim > 0) {
-        with(&|c| c.stray = Some(StrayPeer { victim: 0, ..p }));
+        v.with(&|c| c.stray = Some(StrayPeer { victim: 0, ..p }));
     }
     if s.servers > 1 {
-        with(&|c| c.servers = 1);
-        with(&|c| c.servers -= 1);
+        v.with(&|c| c.servers = 1);
+        v.with(&|c| c.servers -= 1);
     }
     if s.stray.is_some() {
-        with(&|c| c.stray = None);
+        v.with(&|c| c.stray = None);
     }
     if let Some(p) = s.stray {
         if p.writes > 1 {
-            with(&|c| c.stray = Some(StrayPeer { writes: 1, ..p }));
+            v.with(&|c| c.stray = Some(StrayPeer { writes: 1, ..p }));
         }
         if p.bye {
-            with(&|c| c.stray = Some(StrayPeer { bye: false, ..p }));
+            v.with(&|c| c.stray = Some(StrayPeer { bye: false, ..p }));
         }
     }
     if s.shared_session_pairs > 0 {
-        with(&|c| c.shared_session_pairs = 0);
-        with(&|c| c.shared_session_pairs -= 1);
+        v.with(&|c| c.shared_session_pairs = 0);
+        v.with(&|c| c.shared_session_pairs -= 1);
     }
-    // Fewer kills.
+}
+
+/// No crash plan or fewer of its kills; no kills on events.
+fn fewer_kills(v: &mut Variants<'_>) {
+    let s = v.s;
     if s.crash.is_some() {
-        with(&|c| c.crash = None);
+        v.with(&|c| c.crash = None);
     }
     if let Some(p) = s.crash {
         if p.max_kills > 1 {
-            with(&|c| {
+            v.with(&|c| {
                 c.crash = Some(CrashPlan {
                     max_kills: p.max_kills / 2,
                     ..p
@@ -511,13 +580,18 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
         }
     }
     if !s.kill_on.is_empty() {
-        with(&|c| c.kill_on.clear());
+        v.with(&|c| c.kill_on.clear());
     }
-    // Fewer client crashes, an outbox written at every release (the
-    // planted defect, the journal itself stay: they are what is tested).
+}
+
+/// Fewer client crashes, an outbox written at every release, no or
+/// smaller tail losses (the planted defect and the journal itself stay:
+/// they are what is tested).
+fn fewer_client_crashes(v: &mut Variants<'_>) {
+    let s = v.s;
     if let Some(x) = s.durable {
         if let Some(p) = x.client_crash {
-            with(&|c| {
+            v.with(&|c| {
                 c.durable = Some(Durability {
                     client_crash: None,
                     ..x
@@ -528,7 +602,7 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
                     max_kills: p.max_kills / 2,
                     ..p
                 };
-                with(&|c| {
+                v.with(&|c| {
                     c.durable = Some(Durability {
                         client_crash: Some(fewer),
                         ..x
@@ -537,11 +611,11 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
             }
         }
         if x.outbox_lag > 1 {
-            with(&|c| c.durable = Some(Durability { outbox_lag: 1, ..x }));
+            v.with(&|c| c.durable = Some(Durability { outbox_lag: 1, ..x }));
         }
         if let Some(t) = x.tail_loss {
             // No tail loss, fewer commits lost, a cut at every crash.
-            with(&|c| {
+            v.with(&|c| {
                 c.durable = Some(Durability {
                     tail_loss: None,
                     ..x
@@ -552,7 +626,7 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
                     batches: t.batches / 2,
                     ..t
                 };
-                with(&|c| {
+                v.with(&|c| {
                     c.durable = Some(Durability {
                         tail_loss: Some(fewer),
                         ..x
@@ -561,7 +635,7 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
             }
             if t.every > 1 {
                 let each = TailLoss { every: 1, ..t };
-                with(&|c| {
+                v.with(&|c| {
                     c.durable = Some(Durability {
                         tail_loss: Some(each),
                         ..x
@@ -570,101 +644,120 @@ fn candidates(s: &Scenario) -> Vec<Scenario> {
             }
         }
     }
+}
+
+/// Each kill on an event left out, or sooner.
+fn fewer_kills_on_events(v: &mut Variants<'_>) {
+    let s = v.s;
     for i in 0..s.kill_on.len() {
         if s.kill_on.len() > 1 {
-            with(&|c| {
+            v.with(&|c| {
                 c.kill_on.remove(i);
             });
         }
         if s.kill_on[i].nth > 1 {
-            with(&|c| c.kill_on[i].nth /= 2);
+            v.with(&|c| c.kill_on[i].nth /= 2);
         }
     }
-    // Fewer faults.
+}
+
+/// No faults, each rate off or halved, the schedule or each of its
+/// entries left out.
+fn fewer_faults(v: &mut Variants<'_>) {
+    let s = v.s;
     if s.faults != FaultConfig::default() {
-        with(&|c| c.faults = FaultConfig::default());
+        v.with(&|c| c.faults = FaultConfig::default());
     }
     for k in 0..repro::rate_count() {
         let r = repro::get_rate(&s.faults, k);
         if r > 0 {
-            with(&|c| repro::set_rate(&mut c.faults, k, 0));
+            v.with(&|c| repro::set_rate(&mut c.faults, k, 0));
             if r > 1 {
-                with(&|c| repro::set_rate(&mut c.faults, k, r / 2));
+                v.with(&|c| repro::set_rate(&mut c.faults, k, r / 2));
             }
         }
     }
     if !s.faults.schedule.is_empty() {
-        with(&|c| c.faults.schedule.clear());
+        v.with(&|c| c.faults.schedule.clear());
     }
     for i in 0..s.faults.schedule.len() {
-        with(&|c| {
+        v.with(&|c| {
             c.faults.schedule.remove(i);
         });
     }
-    // A smaller workload.
+}
+
+/// Fewer and smaller messages, a shorter run, no reads, streams, checks
+/// or pacing, no transport rebuilds.
+fn smaller_workload(v: &mut Variants<'_>) {
+    let s = v.s;
     let w = &s.workload;
     if w.messages == u64::MAX {
-        with(&|c| c.workload.messages = 100);
+        v.with(&|c| c.workload.messages = 100);
     }
     for n in [0, 1, w.messages / 2, w.messages.saturating_sub(1)] {
         if n < w.messages && w.messages != u64::MAX {
-            with(&|c| c.workload.messages = n);
+            v.with(&|c| c.workload.messages = n);
         }
     }
     if s.duration > Duration::ZERO {
-        with(&|c| c.duration = Duration::ZERO);
-        with(&|c| c.duration = half_us(s.duration));
+        v.with(&|c| c.duration = Duration::ZERO);
+        v.with(&|c| c.duration = half_us(s.duration));
     }
     if w.size != 0 {
-        with(&|c| c.workload.size = 0);
-        with(&|c| c.workload.size = w.size / 2);
+        v.with(&|c| c.workload.size = 0);
+        v.with(&|c| c.workload.size = w.size / 2);
     }
     if w.size_spread != 0 {
-        with(&|c| c.workload.size_spread = 0);
-        with(&|c| c.workload.size_spread = w.size_spread / 2);
+        v.with(&|c| c.workload.size_spread = 0);
+        v.with(&|c| c.workload.size_spread = w.size_spread / 2);
     }
     if w.storage != 0 {
-        with(&|c| c.workload.storage = 0);
+        v.with(&|c| c.workload.storage = 0);
     }
     if w.read_per_mille > 0 {
-        with(&|c| c.workload.read_per_mille = 0);
+        v.with(&|c| c.workload.read_per_mille = 0);
     }
     if w.stream_per_mille > 0 {
-        with(&|c| c.workload.stream_per_mille = 0);
+        v.with(&|c| c.workload.stream_per_mille = 0);
     }
     if w.validate {
-        with(&|c| c.workload.validate = false);
+        v.with(&|c| c.workload.validate = false);
     }
     if !w.interval.is_zero() {
-        with(&|c| c.workload.interval = Duration::ZERO);
+        v.with(&|c| c.workload.interval = Duration::ZERO);
     }
     if s.rebuild_transport {
-        with(&|c| c.rebuild_transport = false);
+        v.with(&|c| c.rebuild_transport = false);
     }
-    // Defaults for the rest.
+}
+
+/// The defaults for the windows, tables, latency and detection delay.
+fn defaults(v: &mut Variants<'_>) {
+    let s = v.s;
+    let d = Scenario::default();
     if s.faults.reorder_depth > 1 {
-        with(&|c| c.faults.reorder_depth = 1);
+        v.with(&|c| c.faults.reorder_depth = 1);
     }
     if s.client_window != d.client_window {
-        with(&|c| c.client_window = d.client_window);
+        v.with(&|c| c.client_window = d.client_window);
     }
     if s.client_window > 1 {
-        with(&|c| c.client_window /= 2);
+        v.with(&|c| c.client_window /= 2);
     }
     if s.server_window != d.server_window {
-        with(&|c| c.server_window = d.server_window);
+        v.with(&|c| c.server_window = d.server_window);
     }
     if s.server_sessions != d.server_sessions {
-        with(&|c| c.server_sessions = d.server_sessions);
+        v.with(&|c| c.server_sessions = d.server_sessions);
     }
     if s.server_tombs != d.server_tombs {
-        with(&|c| c.server_tombs = d.server_tombs);
+        v.with(&|c| c.server_tombs = d.server_tombs);
     }
     if s.latency != d.latency {
-        with(&|c| c.latency = d.latency);
+        v.with(&|c| c.latency = d.latency);
     }
     if s.detect_delay != d.detect_delay {
-        with(&|c| c.detect_delay = d.detect_delay);
+        v.with(&|c| c.detect_delay = d.detect_delay);
     }
-    out
 }
