@@ -123,23 +123,41 @@ fn parse_crash_plan(v: &str) -> Result<CrashPlan, String> {
 /// The scenario as one line.
 pub fn encode(s: &Scenario) -> String {
     let d = Scenario::default();
-    let mut out = String::new();
-    let mut put = |k: &str, v: String| {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        let _ = write!(out, "{k}={v}");
-    };
-    put("seed", s.seed.to_string());
+    let mut l = Line::default();
+    l.put("seed", s.seed.to_string());
     if s.clients != d.clients {
-        put("clients", s.clients.to_string());
+        l.put("clients", s.clients.to_string());
     }
     if s.servers != d.servers {
-        put("servers", s.servers.to_string());
+        l.put("servers", s.servers.to_string());
     }
-    let (w, dw) = (&s.workload, &d.workload);
+    encode_workload(&mut l, &s.workload, &d.workload);
+    encode_faults(&mut l, &s.faults, &d.faults);
+    encode_kills(&mut l, s);
+    encode_knobs(&mut l, s, &d);
+    if let Some(x) = s.durable {
+        encode_durability(&mut l, &x);
+    }
+    l.0
+}
+
+/// A repro line, a `key=value` at a time.
+#[derive(Default)]
+struct Line(String);
+
+impl Line {
+    fn put(&mut self, k: &str, v: String) {
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        let _ = write!(self.0, "{k}={v}");
+    }
+}
+
+/// The workload's keys that differ from the default's (`dw`).
+fn encode_workload(l: &mut Line, w: &crate::sim::Workload, dw: &crate::sim::Workload) {
     if w.messages != dw.messages {
-        put(
+        l.put(
             "msgs",
             if w.messages == u64::MAX {
                 "inf".into()
@@ -149,38 +167,42 @@ pub fn encode(s: &Scenario) -> String {
         );
     }
     if w.size != dw.size {
-        put("size", w.size.to_string());
+        l.put("size", w.size.to_string());
     }
     if w.size_spread != dw.size_spread {
-        put("spread", w.size_spread.to_string());
+        l.put("spread", w.size_spread.to_string());
     }
     if w.storage != dw.storage {
-        put("store", w.storage.to_string());
+        l.put("store", w.storage.to_string());
     }
     if w.read_per_mille != dw.read_per_mille {
-        put("reads", w.read_per_mille.to_string());
+        l.put("reads", w.read_per_mille.to_string());
     }
     if w.stream_per_mille != dw.stream_per_mille {
-        put("streams", w.stream_per_mille.to_string());
+        l.put("streams", w.stream_per_mille.to_string());
     }
     if w.validate != dw.validate {
-        put("validate", u8::from(w.validate).to_string());
+        l.put("validate", u8::from(w.validate).to_string());
     }
     if w.interval != dw.interval {
-        put("interval", duration(w.interval));
+        l.put("interval", duration(w.interval));
     }
-    let (f, df) = (&s.faults, &d.faults);
+}
+
+/// The fault rates, reorder depth, delay and schedule that differ from
+/// the default's (`df`).
+fn encode_faults(l: &mut Line, f: &FaultConfig, df: &FaultConfig) {
     let (rates, default_rates) = (f.rates(), df.rates());
     for (k, fault) in FrameFault::ALL.iter().enumerate() {
         if rates[k] != default_rates[k] {
-            put(fault_name(*fault), rates[k].to_string());
+            l.put(fault_name(*fault), rates[k].to_string());
         }
     }
     if f.reorder_depth != df.reorder_depth {
-        put("depth", f.reorder_depth.to_string());
+        l.put("depth", f.reorder_depth.to_string());
     }
     if f.delay != df.delay {
-        put("delay_by", duration(f.delay));
+        l.put("delay_by", duration(f.delay));
     }
     if !f.schedule.is_empty() {
         let items: Vec<String> = f
@@ -196,10 +218,14 @@ pub fn encode(s: &Scenario) -> String {
                 )
             })
             .collect();
-        put("sched", items.join(","));
+        l.put("sched", items.join(","));
     }
+}
+
+/// The crash plan and the kills on events.
+fn encode_kills(l: &mut Line, s: &Scenario) {
     if let Some(c) = s.crash {
-        put("crash", crash_plan(&c));
+        l.put("crash", crash_plan(&c));
     }
     if !s.kill_on.is_empty() {
         let items: Vec<String> = s
@@ -207,43 +233,47 @@ pub fn encode(s: &Scenario) -> String {
             .iter()
             .map(|k| format!("{}:{}:{}", k.event.name(), k.nth, duration(k.down_for)))
             .collect();
-        put("kill", items.join(","));
+        l.put("kill", items.join(","));
     }
+}
+
+/// The run's other knobs that differ from the default's (`d`).
+fn encode_knobs(l: &mut Line, s: &Scenario, d: &Scenario) {
     if s.duration != d.duration {
-        put("dur", duration(s.duration));
+        l.put("dur", duration(s.duration));
     }
     if s.drain != d.drain {
-        put("drain", duration(s.drain));
+        l.put("drain", duration(s.drain));
     }
     if s.replay != d.replay {
-        put("replay", u8::from(s.replay).to_string());
+        l.put("replay", u8::from(s.replay).to_string());
     }
     if s.rebuild_transport != d.rebuild_transport {
-        put("rebuild", u8::from(s.rebuild_transport).to_string());
+        l.put("rebuild", u8::from(s.rebuild_transport).to_string());
     }
     if s.latency != d.latency {
-        put("lat", duration(s.latency));
+        l.put("lat", duration(s.latency));
     }
     if s.detect_delay != d.detect_delay {
-        put("detect", duration(s.detect_delay));
+        l.put("detect", duration(s.detect_delay));
     }
     if s.client_window != d.client_window {
-        put("cwin", s.client_window.to_string());
+        l.put("cwin", s.client_window.to_string());
     }
     if s.server_window != d.server_window {
-        put("swin", s.server_window.to_string());
+        l.put("swin", s.server_window.to_string());
     }
     if s.server_sessions != d.server_sessions {
-        put("ssess", s.server_sessions.to_string());
+        l.put("ssess", s.server_sessions.to_string());
     }
     if s.server_tombs != d.server_tombs {
-        put("tombs", s.server_tombs.to_string());
+        l.put("tombs", s.server_tombs.to_string());
     }
     if s.shared_session_pairs != d.shared_session_pairs {
-        put("shared", s.shared_session_pairs.to_string());
+        l.put("shared", s.shared_session_pairs.to_string());
     }
     if let Some(p) = s.stray {
-        put(
+        l.put(
             "stray",
             format!(
                 "{}:{}:{}:{}:{}",
@@ -256,35 +286,35 @@ pub fn encode(s: &Scenario) -> String {
         );
     }
     if s.max_steps != d.max_steps {
-        put("steps", s.max_steps.to_string());
+        l.put("steps", s.max_steps.to_string());
     }
-    if let Some(x) = s.durable {
-        // `journal` alone marks crash-proof state on.
-        put("journal", u8::from(x.journal).to_string());
-        if let Some(c) = x.client_crash {
-            put("ccrash", crash_plan(&c));
-        }
-        if x.outbox_lag != Durability::default().outbox_lag {
-            put("lag", x.outbox_lag.to_string());
-        }
-        if let Some(t) = x.tail_loss {
-            let mut how = String::new();
-            if t.at_end {
-                how.push('e');
-            }
-            if t.synced_openings {
-                how.push('s');
-            }
-            if how.is_empty() {
-                how.push('-');
-            }
-            put("tail", format!("{}/{}/{how}", t.every, t.batches));
-        }
-        if let Some(defect) = x.restore_defect {
-            put("defect", defect.name().to_string());
-        }
+}
+
+/// The durability: `journal` alone marks crash-proof state on.
+fn encode_durability(l: &mut Line, x: &Durability) {
+    l.put("journal", u8::from(x.journal).to_string());
+    if let Some(c) = x.client_crash {
+        l.put("ccrash", crash_plan(&c));
     }
-    out
+    if x.outbox_lag != Durability::default().outbox_lag {
+        l.put("lag", x.outbox_lag.to_string());
+    }
+    if let Some(t) = x.tail_loss {
+        let mut how = String::new();
+        if t.at_end {
+            how.push('e');
+        }
+        if t.synced_openings {
+            how.push('s');
+        }
+        if how.is_empty() {
+            how.push('-');
+        }
+        l.put("tail", format!("{}/{}/{how}", t.every, t.batches));
+    }
+    if let Some(defect) = x.restore_defect {
+        l.put("defect", defect.name().to_string());
+    }
 }
 
 fn num<T: core::str::FromStr>(v: &str) -> Result<T, String>
