@@ -533,43 +533,16 @@ impl Truth {
         conn: Option<ConnId>,
         taken: Taken,
     ) {
-        let Taken { session, sn, hash } = taken;
+        let Taken { session, sn, .. } = taken;
         // An instance that forgot the session is new to it: what it
         // delivered before may come again, announced by the client.
         let forgot = self.forgotten.contains(&(generation, session));
-        let i = match owner {
-            Owner::Client(i) if self.clients[i].spec.session == session => i,
-            Owner::Stray => {
-                self.deliveries_by_stray += 1;
-                if !forgot && self.delivered_by_another(None, generation, server, session, sn) {
-                    self.findings.add(
-                        Invariant::DeliveredTwiceByOneInstance,
-                        None,
-                        session,
-                        Some(sn),
-                        || format!("instance {generation} delivered it again, from a stray peer's frame"),
-                    );
-                }
-                let fresh = self.stray_deliveries.insert((generation, session, sn));
-                if self.rollback {
-                    self.uncommitted.push(crash::Undo::Stray {
-                        generation,
-                        session,
-                        sn,
-                        fresh,
-                    });
-                }
-                if !fresh && !forgot {
-                    self.findings.add(
-                        Invariant::DeliveredTwiceByOneInstance,
-                        None,
-                        session,
-                        Some(sn),
-                        || format!("instance {generation} delivered a stray peer's frame twice"),
-                    );
-                }
-                return;
+        let _ = conn;
+        match owner {
+            Owner::Client(i) if self.clients[i].spec.session == session => {
+                self.delivered_from_client(i, (generation, server), taken, forgot);
             }
+            Owner::Stray => self.delivered_from_stray((generation, server), session, sn, forgot),
             _ => {
                 self.findings
                     .add(Invariant::UntracedDelivery, None, session, Some(sn), || {
@@ -577,9 +550,62 @@ impl Truth {
                             "instance {generation} delivered it, but no frame it received carried it from a known peer"
                         )
                     });
-                return;
             }
-        };
+        }
+    }
+
+    /// A stray peer's frame delivered by instance `generation` of
+    /// `server`: counted, and a finding if that instance delivered it
+    /// before.
+    fn delivered_from_stray(
+        &mut self,
+        (generation, server): (u32, u16),
+        session: u64,
+        sn: u64,
+        forgot: bool,
+    ) {
+        self.deliveries_by_stray += 1;
+        if !forgot && self.delivered_by_another(None, generation, server, session, sn) {
+            self.findings.add(
+                Invariant::DeliveredTwiceByOneInstance,
+                None,
+                session,
+                Some(sn),
+                || format!("instance {generation} delivered it again, from a stray peer's frame"),
+            );
+        }
+        let fresh = self.stray_deliveries.insert((generation, session, sn));
+        if self.rollback {
+            self.uncommitted.push(crash::Undo::Stray {
+                generation,
+                session,
+                sn,
+                fresh,
+            });
+        }
+        if !fresh && !forgot {
+            self.findings.add(
+                Invariant::DeliveredTwiceByOneInstance,
+                None,
+                session,
+                Some(sn),
+                || format!("instance {generation} delivered a stray peer's frame twice"),
+            );
+        }
+    }
+
+    /// Client `i`'s sn delivered by instance `generation` of `server`:
+    /// a finding for a delivery twice by one instance, an unannounced
+    /// duplicate, changed bytes or a delivery after a give-up; the
+    /// delivery counted.
+    fn delivered_from_client(
+        &mut self,
+        i: usize,
+        (generation, server): (u32, u16),
+        taken: Taken,
+        forgot: bool,
+    ) {
+        let Taken { session, sn, hash } = taken;
         if !forgot && self.delivered_by_another(Some(i), generation, server, session, sn) {
             self.findings.add(
                 Invariant::DeliveredTwiceByOneInstance,
@@ -657,7 +683,6 @@ impl Truth {
         if flags & LIVE_CLAIM != 0 {
             c.flags[idx] |= RECOVERED;
         }
-        let _ = conn;
         c.deliveries[idx] = c.deliveries[idx].saturating_add(1);
         c.last_gen[idx] = generation;
     }
