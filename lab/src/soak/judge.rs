@@ -66,10 +66,91 @@ pub(super) fn verdict_and_report(
         );
         (audit::Reconciled::default(), None, reasons)
     };
+    run_reasons(
+        job,
+        world,
+        (plan, events),
+        &v,
+        (&clients, missing.is_empty()),
+        &mut reasons,
+    );
+    let server = judge_servers(job, world, &mut reasons, v.t0);
+    let client_processes = judge_clients(world, &clients, &mut reasons, v.t0);
+    let hostile_runs = judge_hostiles(job, world, &mut reasons, v.t0);
+    let stall_report = judge_stalls(world, &clients, events, &mut reasons, v.t0);
+    let fault_report = fault_report(job, plan, events, &v);
+    let cuts: Vec<(usize, u64, u64)> = events
+        .iter()
+        .filter(|e| e.kind == Kind::LinkCut)
+        .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
+        .collect();
+    let client_kills = events.iter().filter(|e| e.kind == Kind::ClientKill).count() as u64;
+    let mut report = SoakReport {
+        verdict: if reasons.is_empty() { "pass" } else { "fail" },
+        reasons,
+        msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
+        figures,
+        server_kills: u64::from(v.kills),
+        client_kills,
+        exactly_once: once.map(|figures| OnceReport {
+            server_kills: u64::from(v.kills),
+            client_kills,
+            figures,
+            journal_faults: v.journal_faults.to_vec(),
+        }),
+        link_cuts: cuts.len() as u64,
+        faults: fault_report,
+        server,
+        client_processes,
+        hostile_runs,
+        stalls: stall_report,
+        seconds: v.seconds,
+        ucx: ucx_info(job),
+        hosts: v.hosts.to_vec(),
+        config: config(job),
+        files: Files {
+            audit_dir: dir.display().to_string(),
+            plot: job.plot.display().to_string(),
+            records_kept: true,
+        },
+    };
+    if report.verdict == "pass" && !job.keep_records {
+        remove_records(job)?;
+        report.files.records_kept = false;
+    }
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    fs::write(&job.report, text + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
+    let timeline = report::timeline(
+        &report,
+        &clients,
+        job.clients,
+        &instances,
+        v.kills_us,
+        &cuts,
+        v.t0,
+    );
+    plot::write_svg(&timeline, &job.plot)?;
+    Ok(report)
+}
+
+/// The run's reasons to fail besides the records': hosts whose files
+/// could not be collected, clients that never connected, hosts lost,
+/// kills, client kills and faults that did not all happen, journal
+/// faults without a named outcome. `reconciled`: every host's files were
+/// read.
+fn run_reasons(
+    job: &SoakJob,
+    world: &World,
+    (plan, events): (&[faults::Planned], &[Event]),
+    v: &VerdictInput<'_>,
+    (clients, reconciled): (&[(usize, audit::ClientTrail)], bool),
+    reasons: &mut Vec<String>,
+) {
     reasons.extend(v.hosts.iter().filter_map(|h| h.collect_error.clone()));
-    if missing.is_empty() {
+    if reconciled {
         // Said plainly, not only as the sns it left missing.
-        for (c, (_, t)) in world.clients.iter().zip(&clients) {
+        for (c, (_, t)) in world.clients.iter().zip(clients) {
             let never = t.sessions.iter().all(|s| s.established == 0);
             if never && c.end != Some(ClientEnd::Killed) {
                 reasons.push(format!(
@@ -79,7 +160,7 @@ pub(super) fn verdict_and_report(
             }
         }
     }
-    if missing.is_empty() {
+    if reconciled {
         reasons.extend(
             v.lost
                 .iter()
@@ -125,80 +206,27 @@ pub(super) fn verdict_and_report(
             plan.len()
         ));
     }
-    let server = judge_servers(job, world, &mut reasons, v.t0);
-    let client_processes = judge_clients(world, &clients, &mut reasons, v.t0);
-    let hostile_runs = judge_hostiles(job, world, &mut reasons, v.t0);
-    let stall_report = judge_stalls(world, &clients, events, &mut reasons, v.t0);
-    let fault_report = fault_report(job, plan, events, &v);
-    let cuts: Vec<(usize, u64, u64)> = events
-        .iter()
-        .filter(|e| e.kind == Kind::LinkCut)
-        .map(|e| (e.client.unwrap_or(0), e.from_us, e.to_us))
-        .collect();
-    let client_kills = events.iter().filter(|e| e.kind == Kind::ClientKill).count() as u64;
-    let mut report = SoakReport {
-        verdict: if reasons.is_empty() { "pass" } else { "fail" },
-        reasons,
-        msgs_per_second: figures.acked as f64 / v.seconds.max(1e-9),
-        figures,
-        server_kills: u64::from(v.kills),
-        client_kills,
-        exactly_once: once.map(|figures| OnceReport {
-            server_kills: u64::from(v.kills),
-            client_kills,
-            figures,
-            journal_faults: v.journal_faults.to_vec(),
-        }),
-        link_cuts: cuts.len() as u64,
-        faults: fault_report,
-        server,
-        client_processes,
-        hostile_runs,
-        stalls: stall_report,
-        seconds: v.seconds,
-        ucx: ucx_info(job),
-        hosts: v.hosts.to_vec(),
-        config: config(job),
-        files: Files {
-            audit_dir: dir.display().to_string(),
-            plot: job.plot.display().to_string(),
-            records_kept: true,
-        },
-    };
-    if report.verdict == "pass" && !job.keep_records {
-        // Reconciled: the records are large (24 bytes per message and
-        // side) and the report holds what they showed; so are the journal
-        // and the outboxes, the processes' state.
-        for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
-            let path = e.path();
-            if path
-                .extension()
-                .is_some_and(|x| x == "records" || x == "uncommitted")
-            {
-                let _ = fs::remove_file(&path);
-            } else if job.exactly_once
-                && (path == journal_dir(dir)
-                    || (0..job.clients).any(|k| path == outbox_dir(dir, k)))
-            {
-                let _ = fs::remove_dir_all(&path);
-            }
+}
+
+/// After a pass: the records (24 bytes per message and side) go, the
+/// report holds what they showed; so do the journal and the outboxes,
+/// the processes' state.
+fn remove_records(job: &SoakJob) -> Result<(), String> {
+    let dir = &job.audit_dir;
+    for e in fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+        let path = e.path();
+        if path
+            .extension()
+            .is_some_and(|x| x == "records" || x == "uncommitted")
+        {
+            let _ = fs::remove_file(&path);
+        } else if job.exactly_once
+            && (path == journal_dir(dir) || (0..job.clients).any(|k| path == outbox_dir(dir, k)))
+        {
+            let _ = fs::remove_dir_all(&path);
         }
-        report.files.records_kept = false;
     }
-    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    fs::write(&job.report, text + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", job.report.display()))?;
-    let timeline = report::timeline(
-        &report,
-        &clients,
-        job.clients,
-        &instances,
-        v.kills_us,
-        &cuts,
-        v.t0,
-    );
-    plot::write_svg(&timeline, &job.plot)?;
-    Ok(report)
+    Ok(())
 }
 
 /// The figures, the exactly-once figures (with `--exactly-once`), and
