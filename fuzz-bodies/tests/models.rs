@@ -4,20 +4,18 @@
 
 #![allow(clippy::unwrap_used)]
 
+use iomsg_core::rng::SplitMix64;
 use iomsg_core::seq::{Arrival, RecvTracker};
 use iomsg_core::wire::SN_MAX;
 use iomsg_fuzz_bodies::seq::TrackerPair;
 
-/// SplitMix64 with a modulo draw: the random runs' own generator.
-struct Rng(u64);
+/// The core's SplitMix64 with a modulo draw: the random runs' own
+/// generator.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -104,7 +102,7 @@ fn exhaustive_three_word_window_matches_model() {
 /// A long seeded mix of in-order, reordered, duplicate, jumping, huge and
 /// give-up calls against the model.
 fn random_run<const W: usize>(seed: u64, ops: u32, start: u64) -> [u64; 4] {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64::new(seed));
     let w = RecvTracker::<W>::WINDOW;
     let mut pair = TrackerPair::<W>::new(start, w).unwrap();
     let mut counts = [0u64; 4];
