@@ -5,6 +5,7 @@
 use std::error::Error;
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::element::{ComposedElement, DashedPathElement};
 use plotters::prelude::*;
@@ -356,6 +357,42 @@ type Patch<C, DB> =
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
+    let rest = draw_title(root, data)?;
+    let (chart_area, legend_area) = rest.split_horizontally(WIDTH - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&chart_area)
+        .margin_top(8)
+        .margin_left(8)
+        .margin_right(12)
+        .margin_bottom(6)
+        .x_label_area_size(46)
+        .y_label_area_size(78)
+        .build_cartesian_2d(0.0..data.x_max, 0.0..data.y_max)?;
+    chart
+        .configure_mesh()
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(16)
+        .y_labels(8)
+        .x_desc("seconds since start")
+        .y_desc("acknowledged msgs/s")
+        .axis_desc_style((FONT, 17))
+        .label_style((FONT, 15))
+        .x_label_formatter(&|v| secs(*v))
+        .y_label_formatter(&|v| si(*v))
+        .draw()?;
+
+    draw_marks(&mut chart, data)?;
+    draw_rates(&mut chart, data)?;
+    draw_labels(&mut chart, data)?;
+    draw_legend(&legend_area, data)?;
+    Ok(())
+}
+
+/// The chart: seconds across, acknowledged messages per second up.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The title at the top; returns the area below it.
+fn draw_title<'a>(root: &Area<'a>, data: &Prepared) -> Result<Area<'a>, Box<dyn Error>> {
     // The title, one or more lines, shrunk to fit at most a quarter of
     // the height and the width (and cut short if still too long).
     let room = f64::from(HEIGHT / 4 - 12);
@@ -397,30 +434,12 @@ fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
         ))?;
     }
 
-    let (chart_area, legend_area) = rest.split_horizontally(WIDTH - LEGEND_WIDTH);
-    let mut chart = ChartBuilder::on(&chart_area)
-        .margin_top(8)
-        .margin_left(8)
-        .margin_right(12)
-        .margin_bottom(6)
-        .x_label_area_size(46)
-        .y_label_area_size(78)
-        .build_cartesian_2d(0.0..data.x_max, 0.0..data.y_max)?;
-    chart
-        .configure_mesh()
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(GRID)
-        .x_labels(16)
-        .y_labels(8)
-        .x_desc("seconds since start")
-        .y_desc("acknowledged msgs/s")
-        .axis_desc_style((FONT, 17))
-        .label_style((FONT, 15))
-        .x_label_formatter(&|v| secs(*v))
-        .y_label_formatter(&|v| si(*v))
-        .draw()?;
+    Ok(rest)
+}
 
-    let (x_max, y_max) = (data.x_max, data.y_max);
+/// Behind the rates: the link cut bands, the restarts, the kills.
+fn draw_marks(chart: &mut Chart<'_, '_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
+    let y_max = data.y_max;
     // Behind everything: the cut bands.
     chart.draw_series(
         data.cuts
@@ -444,7 +463,11 @@ fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
             KILL.stroke_width(2),
         ))?;
     }
+    Ok(())
+}
 
+/// Each client's rate, and a dot at each of its reconnects.
+fn draw_rates(chart: &mut Chart<'_, '_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
     for c in &data.clients {
         chart.draw_series(LineSeries::new(
             c.rate.iter().copied(),
@@ -461,7 +484,13 @@ fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
                 .map(|&t| dot((t, rate_at(&c.rate, t)), c.colour)),
         )?;
     }
+    Ok(())
+}
 
+/// Labels last, on top of the lines: the cut bands' names and the
+/// losses.
+fn draw_labels(chart: &mut Chart<'_, '_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
+    let (x_max, y_max) = (data.x_max, data.y_max);
     // Labels last, on top of the lines, on a white patch so that the
     // lines crossing them do not get in the way. Cut labels go in up to
     // three rows at the top, a label that fits in none is left out (its
@@ -512,8 +541,6 @@ fn draw(root: &Area<'_>, data: &Prepared) -> Result<(), Box<dyn Error>> {
             )))?;
         }
     }
-
-    draw_legend(&legend_area, data)?;
     Ok(())
 }
 
