@@ -143,81 +143,11 @@ fn time(t: f64) -> Option<f64> {
 
 impl Prepared {
     fn new(timeline: &Timeline) -> Self {
-        let clients: Vec<Client> = timeline
-            .clients
-            .iter()
-            .enumerate()
-            .map(|(i, c)| Client {
-                name: if c.name.trim().is_empty() {
-                    format!("client {}", i + 1)
-                } else {
-                    c.name.clone()
-                },
-                colour: PALETTE[i % PALETTE.len()],
-                rate: c
-                    .rate
-                    .iter()
-                    .filter(|p| p.1.is_finite())
-                    // Clamped so that the headroom above stays finite.
-                    .filter_map(|&(t, v)| Some((time(t)?, v.clamp(0.0, 1e300))))
-                    .collect(),
-                reconnects: c.reconnects.iter().filter_map(|&t| time(t)).collect(),
-                losses: c
-                    .losses
-                    .iter()
-                    .filter(|l| l.1 > 0)
-                    .filter_map(|&(t, n)| Some((time(t)?, n)))
-                    .collect(),
-            })
-            .collect();
+        let clients = Self::clients(timeline);
         let kills: Vec<f64> = timeline.kills.iter().filter_map(|&t| time(t)).collect();
         let restarts: Vec<f64> = timeline.restarts.iter().filter_map(|&t| time(t)).collect();
-
-        // The x axis runs to the end of the run, or further if something
-        // happened later.
-        let mut x_max = time(timeline.seconds).unwrap_or(0.0);
-        let times = clients
-            .iter()
-            .flat_map(|c| {
-                c.rate
-                    .iter()
-                    .map(|p| p.0)
-                    .chain(c.reconnects.iter().copied())
-                    .chain(c.losses.iter().map(|l| l.0))
-            })
-            .chain(kills.iter().copied())
-            .chain(restarts.iter().copied())
-            .chain(
-                timeline
-                    .cuts
-                    .iter()
-                    .flat_map(|c| [c.from, c.to])
-                    .filter_map(time),
-            );
-        for t in times {
-            x_max = x_max.max(t);
-        }
-        if x_max <= 0.0 {
-            x_max = 1.0;
-        }
-
-        let cuts = timeline
-            .cuts
-            .iter()
-            .filter(|c| !c.from.is_nan() && !c.to.is_nan())
-            .map(|c| {
-                let (a, b) = (c.from.min(c.to), c.from.max(c.to));
-                let name = clients
-                    .get(c.client)
-                    .map_or_else(|| format!("client {}", c.client + 1), |k| k.name.clone());
-                (
-                    format!("link cut ({name})"),
-                    a.clamp(0.0, x_max),
-                    b.clamp(0.0, x_max),
-                )
-            })
-            .collect();
-
+        let x_max = Self::x_max(timeline, &clients, &kills, &restarts);
+        let cuts = Self::cuts(timeline, &clients, x_max);
         // Headroom above the highest rate for the loss and cut labels.
         let top = clients
             .iter()
@@ -246,6 +176,91 @@ impl Prepared {
             cuts,
             lost,
         }
+    }
+}
+
+impl Prepared {
+    /// Each client's name, colour, rate samples, reconnects and losses,
+    /// at valid times.
+    fn clients(timeline: &Timeline) -> Vec<Client> {
+        timeline
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Client {
+                name: if c.name.trim().is_empty() {
+                    format!("client {}", i + 1)
+                } else {
+                    c.name.clone()
+                },
+                colour: PALETTE[i % PALETTE.len()],
+                rate: c
+                    .rate
+                    .iter()
+                    .filter(|p| p.1.is_finite())
+                    // Clamped so that the headroom above stays finite.
+                    .filter_map(|&(t, v)| Some((time(t)?, v.clamp(0.0, 1e300))))
+                    .collect(),
+                reconnects: c.reconnects.iter().filter_map(|&t| time(t)).collect(),
+                losses: c
+                    .losses
+                    .iter()
+                    .filter(|l| l.1 > 0)
+                    .filter_map(|&(t, n)| Some((time(t)?, n)))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The end of the x axis: the end of the run, or later if something
+    /// happened later (1 s for an empty run).
+    fn x_max(timeline: &Timeline, clients: &[Client], kills: &[f64], restarts: &[f64]) -> f64 {
+        let mut x_max = time(timeline.seconds).unwrap_or(0.0);
+        let times = clients
+            .iter()
+            .flat_map(|c| {
+                c.rate
+                    .iter()
+                    .map(|p| p.0)
+                    .chain(c.reconnects.iter().copied())
+                    .chain(c.losses.iter().map(|l| l.0))
+            })
+            .chain(kills.iter().copied())
+            .chain(restarts.iter().copied())
+            .chain(
+                timeline
+                    .cuts
+                    .iter()
+                    .flat_map(|c| [c.from, c.to])
+                    .filter_map(time),
+            );
+        for t in times {
+            x_max = x_max.max(t);
+        }
+        if x_max <= 0.0 {
+            x_max = 1.0;
+        }
+        x_max
+    }
+
+    /// The link cuts as named bands within the x axis.
+    fn cuts(timeline: &Timeline, clients: &[Client], x_max: f64) -> Vec<(String, f64, f64)> {
+        timeline
+            .cuts
+            .iter()
+            .filter(|c| !c.from.is_nan() && !c.to.is_nan())
+            .map(|c| {
+                let (a, b) = (c.from.min(c.to), c.from.max(c.to));
+                let name = clients
+                    .get(c.client)
+                    .map_or_else(|| format!("client {}", c.client + 1), |k| k.name.clone());
+                (
+                    format!("link cut ({name})"),
+                    a.clamp(0.0, x_max),
+                    b.clamp(0.0, x_max),
+                )
+            })
+            .collect()
     }
 }
 
