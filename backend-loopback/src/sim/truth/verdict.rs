@@ -169,7 +169,21 @@ impl Truth {
             v.duplicates += u64::from(n - 1);
             return None;
         }
-        // Never delivered from this client's frames.
+        Self::judge_undelivered(i, c, sn, flags, v)
+    }
+
+    /// Sn `sn` of client `i`, never delivered from its frames: named
+    /// state lost, pending, or lost; see [`judge_sn`](Self::judge_sn).
+    fn judge_undelivered(
+        i: usize,
+        c: &ClientTruth,
+        sn: u64,
+        flags: u16,
+        v: &mut Verdict,
+    ) -> Option<(LossClass, Option<LossClass>)> {
+        let session = c.spec.session;
+        let truth_live = flags & (TRUTH_LIVE | TRUTH_TRAILING) != 0;
+        let claimed_live = flags & (LIVE_CLAIM | LOST_LIVE_CLAIM | OPEN_HOLE) != 0;
         let acked = sn < c.acked_upto && flags & GIVEN_UP == 0;
         let given_up = flags & GIVEN_UP != 0;
         if acked && flags & (STATE_LOST | TAIL_LOST) != 0 {
