@@ -383,25 +383,7 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         "interval" => w.interval = parse_duration(v)?,
         "depth" => s.faults.reorder_depth = num(v)?,
         "delay_by" => s.faults.delay = parse_duration(v)?,
-        "sched" => {
-            s.faults.schedule = v
-                .split(',')
-                .map(|item| {
-                    let [nth, dir, data, fault] = parts::<4>(item, ':')?;
-                    Ok(ScheduledFault {
-                        nth: num(nth)?,
-                        direction: match dir {
-                            "s" => Direction::ToServer,
-                            "c" => Direction::ToClient,
-                            "a" => Direction::Any,
-                            _ => return Err(format!("{dir:?}: direction s, c or a")),
-                        },
-                        data_only: flag(data)?,
-                        fault: fault_by_name(fault)?,
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-        }
+        "sched" => s.faults.schedule = parse_schedule(v)?,
         "crash" => s.crash = Some(parse_crash_plan(v)?),
         "journal" => s.durable.get_or_insert_with(Durability::default).journal = flag(v)?,
         "ccrash" => {
@@ -418,35 +400,9 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
             })?);
         }
         "tail" => {
-            let [every, batches, how] = parts::<3>(v, '/')?;
-            if how.chars().any(|c| !"es-".contains(c)) {
-                return Err(format!(
-                    "{how:?}: e (a power cut near the end of the faulty phase), s (sessions' \
-                     first commits synced) or - (neither)"
-                ));
-            }
-            s.durable.get_or_insert_with(Durability::default).tail_loss = Some(TailLoss {
-                every: num(every)?,
-                batches: num(batches)?,
-                at_end: how.contains('e'),
-                synced_openings: how.contains('s'),
-            });
+            s.durable.get_or_insert_with(Durability::default).tail_loss = Some(parse_tail(v)?);
         }
-        "kill" => {
-            s.kill_on = v
-                .split(',')
-                .map(|item| {
-                    let [event, nth, down] = parts::<3>(item, ':')?;
-                    Ok(KillOn {
-                        event: KillEvent::from_name(event).ok_or_else(|| {
-                            format!("{event:?}: event accept, opened, delivered or liveloss")
-                        })?,
-                        nth: num(nth)?,
-                        down_for: parse_duration(down)?,
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-        }
+        "kill" => s.kill_on = parse_kills(v)?,
         "dur" => s.duration = parse_duration(v)?,
         "drain" => s.drain = parse_duration(v)?,
         "replay" => s.replay = flag(v)?,
@@ -458,16 +414,7 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         "ssess" => s.server_sessions = num(v)?,
         "tombs" => s.server_tombs = num(v)?,
         "shared" => s.shared_session_pairs = num(v)?,
-        "stray" => {
-            let [victim, at, ahead, writes, bye] = parts::<5>(v, ':')?;
-            s.stray = Some(StrayPeer {
-                victim: num(victim)?,
-                at: parse_duration(at)?,
-                ahead: num(ahead)?,
-                writes: num(writes)?,
-                bye: flag(bye)?,
-            });
-        }
+        "stray" => s.stray = Some(parse_stray(v)?),
         "steps" => s.max_steps = num(v)?,
         _ => match FrameFault::ALL.iter().position(|f| fault_name(*f) == k) {
             Some(i) => set_rate(&mut s.faults, i, num(v)?),
@@ -475,4 +422,69 @@ fn apply(s: &mut Scenario, k: &str, v: &str) -> Result<(), String> {
         },
     }
     Ok(())
+}
+
+/// `sched=NTH:DIR:DATA:FAULT,...`.
+fn parse_schedule(v: &str) -> Result<Vec<ScheduledFault>, String> {
+    v.split(',')
+        .map(|item| {
+            let [nth, dir, data, fault] = parts::<4>(item, ':')?;
+            Ok(ScheduledFault {
+                nth: num(nth)?,
+                direction: match dir {
+                    "s" => Direction::ToServer,
+                    "c" => Direction::ToClient,
+                    "a" => Direction::Any,
+                    _ => return Err(format!("{dir:?}: direction s, c or a")),
+                },
+                data_only: flag(data)?,
+                fault: fault_by_name(fault)?,
+            })
+        })
+        .collect()
+}
+
+/// `tail=EVERY/BATCHES/HOW`.
+fn parse_tail(v: &str) -> Result<TailLoss, String> {
+    let [every, batches, how] = parts::<3>(v, '/')?;
+    if how.chars().any(|c| !"es-".contains(c)) {
+        return Err(format!(
+            "{how:?}: e (a power cut near the end of the faulty phase), s (sessions' \
+             first commits synced) or - (neither)"
+        ));
+    }
+    Ok(TailLoss {
+        every: num(every)?,
+        batches: num(batches)?,
+        at_end: how.contains('e'),
+        synced_openings: how.contains('s'),
+    })
+}
+
+/// `kill=EVENT:NTH:DOWN,...`.
+fn parse_kills(v: &str) -> Result<Vec<KillOn>, String> {
+    v.split(',')
+        .map(|item| {
+            let [event, nth, down] = parts::<3>(item, ':')?;
+            Ok(KillOn {
+                event: KillEvent::from_name(event).ok_or_else(|| {
+                    format!("{event:?}: event accept, opened, delivered or liveloss")
+                })?,
+                nth: num(nth)?,
+                down_for: parse_duration(down)?,
+            })
+        })
+        .collect()
+}
+
+/// `stray=VICTIM:AT:AHEAD:WRITES:BYE`.
+fn parse_stray(v: &str) -> Result<StrayPeer, String> {
+    let [victim, at, ahead, writes, bye] = parts::<5>(v, ':')?;
+    Ok(StrayPeer {
+        victim: num(victim)?,
+        at: parse_duration(at)?,
+        ahead: num(ahead)?,
+        writes: num(writes)?,
+        bye: flag(bye)?,
+    })
 }
