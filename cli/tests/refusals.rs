@@ -17,37 +17,70 @@ use procs::{free_port, one_at_a_time, scratch, Proc};
 /// retry time.
 const AT_ONCE: Duration = Duration::from_secs(2);
 
+/// A server started with `server` and a client with `client` (after the
+/// address), which exits with 1; what it said on its line containing
+/// `line`, and how long it took.
+struct Mismatch {
+    dir: std::path::PathBuf,
+    server: Proc,
+    said: String,
+    text: String,
+    took: Duration,
+}
+
+impl Mismatch {
+    fn run(name: &str, server: &[&str], client: &[&str], line: &str) -> Mismatch {
+        let dir = scratch("refusal", name);
+        let listen = format!("127.0.0.1:{}", free_port());
+        let mut args = vec!["server", "--listen", &listen];
+        args.extend_from_slice(server);
+        let mut server = Proc::start(&args, dir.join("server.out"));
+        server.wait_for("listening on", Duration::from_secs(15));
+        let started = Instant::now();
+        let mut args = vec!["client", &listen];
+        args.extend_from_slice(client);
+        let mut client = Proc::start(&args, dir.join("client.out"));
+        let status = client.wait(Duration::from_secs(60));
+        let took = started.elapsed();
+        let text = client.text();
+        eprintln!("{name}: {status} after {took:?}");
+        assert_eq!(status.code(), Some(1), "{text}");
+        let said = text
+            .lines()
+            .find(|l| l.contains(line))
+            .unwrap_or_else(|| panic!("no line with {line:?}: {text}"))
+            .to_string();
+        Mismatch {
+            dir,
+            server,
+            said,
+            text,
+            took,
+        }
+    }
+
+    /// The server still serves; it is stopped and the files go.
+    fn server_went_on(mut self) {
+        assert!(self.server.running(), "{}", self.server.text());
+        self.server.stop();
+        std::fs::remove_dir_all(&self.dir).unwrap();
+    }
+}
+
 /// A server on `server_api` and a client on `client_api`: the client
 /// exits with 1 within [`AT_ONCE`], saying that the APIs differ.
 fn the_other_api_ends_the_client_at_once(server_api: &str, client_api: &str) {
     let _one = one_at_a_time();
-    let dir = scratch("refusal", &format!("{client_api}-to-{server_api}"));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = Proc::start(
-        &["server", "--listen", &listen, "--api", server_api],
-        dir.join("server.out"),
+    let m = Mismatch::run(
+        &format!("{client_api}-to-{server_api}"),
+        &["--api", server_api],
+        &["--api", client_api, "-i", "10"],
+        "iomsg client: session",
     );
-    server.wait_for("listening on", Duration::from_secs(15));
-    let started = Instant::now();
-    let mut client = Proc::start(
-        &["client", &listen, "--api", client_api, "-i", "10"],
-        dir.join("client.out"),
-    );
-    let status = client.wait(Duration::from_secs(60));
-    let took = started.elapsed();
-    let text = client.text();
-    eprintln!("{client_api} client of a {server_api} server: {status} after {took:?}");
-    assert_eq!(status.code(), Some(1), "{text}");
-    let said = text
-        .lines()
-        .find(|l| l.starts_with("iomsg client: session"))
-        .unwrap_or_else(|| panic!("no failure line: {text}"));
-    assert!(said.contains("API mismatch"), "{said}");
-    assert!(said.contains("--api"), "what to change: {said}");
-    assert!(took < AT_ONCE, "the client took {took:?}: {text}");
-    assert!(server.running(), "{}", server.text());
-    server.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(m.said.contains("API mismatch"), "{}", m.said);
+    assert!(m.said.contains("--api"), "what to change: {}", m.said);
+    assert!(m.took < AT_ONCE, "the client took {:?}: {}", m.took, m.text);
+    m.server_went_on();
 }
 
 #[test]
@@ -67,42 +100,20 @@ fn a_tag_client_of_an_active_message_server_exits_at_once_naming_the_api_mismatc
 #[test]
 fn a_tcp_client_of_a_ucx_server_says_it_never_connected_and_names_the_transport() {
     let _one = one_at_a_time();
-    let dir = scratch("refusal", "tcp-to-ucx");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = Proc::start(
-        &["server", "--listen", &listen, "--transport", "ucx"],
-        dir.join("server.out"),
+    let m = Mismatch::run(
+        "tcp-to-ucx",
+        &["--transport", "ucx"],
+        &["--transport", "tcp", "-i", "10", "--drain", "3s"],
+        "did not finish",
     );
-    server.wait_for("listening on", Duration::from_secs(15));
-    let mut client = Proc::start(
-        &[
-            "client",
-            &listen,
-            "--transport",
-            "tcp",
-            "-i",
-            "10",
-            "--drain",
-            "3s",
-        ],
-        dir.join("client.out"),
-    );
-    let status = client.wait(Duration::from_secs(60));
-    let text = client.text();
-    assert_eq!(status.code(), Some(1), "{text}");
-    let said = text
-        .lines()
-        .find(|l| l.contains("did not finish"))
-        .unwrap_or_else(|| panic!("no line saying why: {text}"));
-    assert!(said.contains("10 messages unacknowledged"), "{said}");
+    assert!(m.said.contains("10 messages unacknowledged"), "{}", m.said);
     assert!(
-        said.contains("no connection was ever established"),
-        "{said}"
+        m.said.contains("no connection was ever established"),
+        "{}",
+        m.said
     );
-    assert!(said.contains("--transport"), "what to check: {said}");
-    assert!(server.running(), "{}", server.text());
-    server.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(m.said.contains("--transport"), "what to check: {}", m.said);
+    m.server_went_on();
 }
 
 /// A UCX client of a TCP server: the server says, for each of its
@@ -112,17 +123,10 @@ fn a_tcp_client_of_a_ucx_server_says_it_never_connected_and_names_the_transport(
 #[test]
 fn a_ucx_client_of_a_tcp_server_is_named_by_the_server_and_told_to_check_the_transport() {
     let _one = one_at_a_time();
-    let dir = scratch("refusal", "ucx-to-tcp");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let mut server = Proc::start(
-        &["server", "--listen", &listen, "--transport", "tcp"],
-        dir.join("server.out"),
-    );
-    server.wait_for("listening on", Duration::from_secs(15));
-    let mut client = Proc::start(
+    let m = Mismatch::run(
+        "ucx-to-tcp",
+        &["--transport", "tcp"],
         &[
-            "client",
-            &listen,
             "--transport",
             "ucx",
             "-i",
@@ -132,23 +136,14 @@ fn a_ucx_client_of_a_tcp_server_is_named_by_the_server_and_told_to_check_the_tra
             "--retry-for",
             "1s",
         ],
-        dir.join("client.out"),
+        "iomsg client: session",
     );
-    let status = client.wait(Duration::from_secs(60));
-    let text = client.text();
-    assert_eq!(status.code(), Some(1), "{text}");
-    let said = text
-        .lines()
-        .find(|l| l.starts_with("iomsg client: session"))
-        .unwrap_or_else(|| panic!("no failure line: {text}"));
-    assert!(said.contains("gave up after"), "{said}");
-    assert!(said.contains("speaks this transport"), "{said}");
-    let served = server.text();
+    assert!(m.said.contains("gave up after"), "{}", m.said);
+    assert!(m.said.contains("speaks this transport"), "{}", m.said);
+    let served = m.server.text();
     assert!(
         served.contains("does not speak iomsg's stream framing (a UCX client"),
         "{served}"
     );
-    assert!(server.running(), "{served}");
-    server.stop();
-    std::fs::remove_dir_all(&dir).unwrap();
+    m.server_went_on();
 }
